@@ -140,7 +140,6 @@ impl Error {
             (_, ErrorKind::Held) => io::ErrorKind::ResourceBusy,
             (_, ErrorKind::TimedOut) => io::ErrorKind::TimedOut,
             (_, ErrorKind::Unsupported) => io::ErrorKind::Unsupported,
-            (Some(e), _) => e.kind(),
             (None, _) => io::ErrorKind::Other,
         }
     }

@@ -1,10 +1,114 @@
 //! Scratch directories that cannot leak unnoticed.
 //!
-//! PLACEHOLDER crate docs: rewritten below once the modules land.
+//! Programs make scratch directories per run — test sandboxes in `/tmp`,
+//! VM run directories with gigabyte disk images, build scratch — and
+//! whenever the creator forgets, panics, is killed, or keeps the directory
+//! in a `static`, the directory stays forever. sandkeeper makes such leaks
+//! bounded and visible:
+//!
+//! - a [`Sandbox`] is removed on drop (panics included), after its
+//!   teardown actions ([`Sandbox::defer`], [`Sandbox::spawn`]) ran;
+//! - it carries a [`lease`]: a lock the kernel drops when the owner dies, so
+//!   a garbage collector can tell live sandboxes from orphans without
+//!   guessing from pids;
+//! - a *keyed* sandbox ([`Builder::keyed`]) has a fixed name and reclaims
+//!   what its dead predecessor left; a *process-lifetime* one
+//!   ([`Builder::process_lifetime`]) works in a `static`;
+//! - [`sandbox!`] gives each test its own keyed sandbox;
+//! - [`remove`] deletes a tree without ever leaving it.
+//!
+//! ```
+//! use sandkeeper::Sandbox;
+//!
+//! let sandbox = Sandbox::builder().tag("app").create()?;
+//! std::fs::write(sandbox.path().join("config.toml"), "x = 1")?;
+//! // ... use it; on drop the directory and everything in it is gone.
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Design
+//!
+//! One lease protocol underlies everything (see [`lease`] and
+//! `docs/lease-protocol.md`): the owner holds `flock(LOCK_SH)` on the
+//! sandbox directory; a prober takes `flock(LOCK_EX|LOCK_NB)`, and succeeds
+//! only when no owner is left. Sandboxes are created under a temporary name,
+//! locked, given their record and renamed into place, so they never appear
+//! unlocked.
+//!
+//! # Safety & security
+//!
+//! - **When `Drop` cannot run.** SIGKILL, `abort`, OOM kills, a
+//!   `std::mem::forget`, and `std::process::exit` for non-static sandboxes
+//!   skip destructors. The lease makes those leftovers safe to collect: the
+//!   kernel releases the lock, so the next keyed creation or any reaper
+//!   (`sandkeeper reap`) recognizes the directory as orphaned. Process-
+//!   lifetime sandboxes are removed by an exit hook at normal exit.
+//! - **Predictable names.** Keyed and process-lifetime sandboxes live in a
+//!   per-user directory `sandkeeper-<uid>` (mode 0700), opened without
+//!   following symlinks and checked to belong to the user, so another user
+//!   of a shared `/tmp` cannot pre-create or redirect them.
+//! - **Removal and TOCTOU.** The path is fixed at creation; before removing,
+//!   the name is checked to still be the inode that was created, and the
+//!   removal itself is fd-relative and never follows symlinks or crosses
+//!   mount points (see [`remove`]). Another process with write access to the
+//!   *parent* can still rename things around; it can never make the removal
+//!   touch anything outside the sandbox's own tree.
+//! - **Live sandboxes are never wiped.** A keyed creation reclaims a
+//!   directory only while holding its exclusive lock, which is impossible
+//!   while any owner holds the shared one.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 mod error;
+pub mod lease;
 pub mod remove;
+mod sandbox;
+mod sys;
 
 pub use error::{Error, ErrorKind, Result};
+pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::sandbox::test_macro::{create, CallSite};
+}
+
+/// A keyed [`Sandbox`] for a test, named after the call site.
+///
+/// - `sandbox!()` derives the tag from the file and line (`lease-42`);
+///   `sandbox!("fixture")` uses the given tag.
+/// - In an integration test (where cargo sets `CARGO_TARGET_TMPDIR`) the
+///   sandbox goes into `target/tmp`; elsewhere into the per-user root in the
+///   system temp directory, with the checkout's hash in its name.
+/// - It is keyed: a run reclaims what a killed earlier run left, and tests
+///   running at once from one site take numbered slots.
+/// - Dropped during a panic, it is kept when `SANDKEEPER_KEEP=on-failure`,
+///   and its path printed.
+///
+/// Evaluates to a `Result<Sandbox>`; two *different* call sites claiming the
+/// same keyed name (the same explicit tag) in one process is an
+/// [`ErrorKind::NameConflict`] naming both.
+///
+/// ```
+/// let sandbox = sandkeeper::sandbox!()?;
+/// std::fs::write(sandbox.path().join("input.txt"), "hello")?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[macro_export]
+macro_rules! sandbox {
+    () => {
+        $crate::__private::create($crate::sandbox!(@site ::core::option::Option::None))
+    };
+    ($tag:expr) => {
+        $crate::__private::create($crate::sandbox!(@site ::core::option::Option::Some($tag)))
+    };
+    (@site $tag:expr) => {
+        $crate::__private::CallSite {
+            file: ::core::file!(),
+            line: ::core::line!(),
+            manifest_dir: ::core::option_env!("CARGO_MANIFEST_DIR"),
+            target_tmpdir: ::core::option_env!("CARGO_TARGET_TMPDIR"),
+            tag: $tag,
+        }
+    };
+}

@@ -1,0 +1,362 @@
+//! Options for creating a [`Sandbox`].
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::fs::{Mode, OFlags};
+
+use super::keep::KeepPolicy;
+use super::keyed::{self, WhenHeld};
+use super::{lifetime, test_macro, Inner, Sandbox, State};
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::{self, Created, Lease, LeaseRecord};
+
+/// The environment variable that sets the default root for sandboxes.
+pub const ROOT_ENV: &str = "SANDKEEPER_ROOT";
+
+/// Tags longer than this leave too little of `NAME_MAX` (255) for suffixes.
+const MAX_TAG_BYTES: usize = 200;
+
+/// Options for a [`Sandbox`]; [`create`](Builder::create) makes one.
+///
+/// ```
+/// use sandkeeper::Sandbox;
+/// # let scratch = Sandbox::new()?;
+/// # let root = scratch.path();
+///
+/// let sandbox = Sandbox::builder().tag("vm-run").root(root).create()?;
+/// let name = sandbox.path().file_name().unwrap().to_str().unwrap();
+/// assert!(name.starts_with("vm-run-"));
+/// # Ok::<(), sandkeeper::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    opts: Options,
+}
+
+#[derive(Debug, Clone)]
+struct Options {
+    tag: Option<String>,
+    root: Option<PathBuf>,
+    keyed: bool,
+    checkout: Option<OsString>,
+    process_lifetime: bool,
+    mode: u32,
+    when_held: WhenHeld,
+    keep: KeepPolicy,
+    keep_for: Duration,
+    kill_grace: Duration,
+    site: Option<String>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults described on each setter.
+    pub fn new() -> Builder {
+        Builder {
+            opts: Options {
+                tag: None,
+                root: None,
+                keyed: false,
+                checkout: None,
+                process_lifetime: false,
+                mode: 0o700,
+                when_held: WhenHeld::NextSlot,
+                keep: KeepPolicy::Never,
+                keep_for: Duration::from_secs(24 * 3600),
+                kill_grace: Duration::from_secs(5),
+                site: None,
+            },
+        }
+    }
+
+    /// The name prefix (default `sandbox`). Unique sandboxes are named
+    /// `<tag>-<random>`, keyed ones `<tag>-<checkout hash>`.
+    ///
+    /// A tag must be 1 to 200 bytes, must not contain `/` or NUL, must not
+    /// be `.` or `..`, and must not start with `.sandkeeper-` (reserved);
+    /// [`create`](Builder::create) rejects others.
+    pub fn tag(&mut self, tag: impl Into<String>) -> &mut Builder {
+        self.opts.tag = Some(tag.into());
+        self
+    }
+
+    /// The directory to create the sandbox in. Default: `$SANDKEEPER_ROOT`
+    /// if set, else the system temp directory (`$TMPDIR` or `/tmp`); keyed
+    /// and process-lifetime sandboxes then go into a per-user directory
+    /// `sandkeeper-<uid>` inside it (mode 0700). A relative root is made
+    /// absolute against the current directory at creation.
+    pub fn root(&mut self, root: impl Into<PathBuf>) -> &mut Builder {
+        self.opts.root = Some(root.into());
+        self
+    }
+
+    /// A fixed name per tag and checkout instead of a random one (default
+    /// off). Creating a keyed sandbox reclaims the previous run's directory
+    /// when its owner is gone, and never touches one whose owner is alive:
+    /// see [`when_held`](Builder::when_held).
+    pub fn keyed(&mut self, yes: bool) -> &mut Builder {
+        self.opts.keyed = yes;
+        self
+    }
+
+    /// What distinguishes this checkout's keyed sandboxes from another's
+    /// with the same tag (default: the path of the running executable). Only
+    /// its hash appears in the name; it is recorded in the lease.
+    pub fn checkout(&mut self, checkout: impl AsRef<OsStr>) -> &mut Builder {
+        self.opts.checkout = Some(checkout.as_ref().to_owned());
+        self
+    }
+
+    /// What a keyed sandbox does when a live process holds its name
+    /// (default [`WhenHeld::NextSlot`]). Ignored for unique sandboxes.
+    pub fn when_held(&mut self, policy: WhenHeld) -> &mut Builder {
+        self.opts.when_held = policy;
+        self
+    }
+
+    /// A sandbox for a `static` (default off; implies [`keyed`](Builder::keyed)).
+    ///
+    /// Rust never drops statics, so the lease lives until the process exits.
+    /// The directory is removed at normal exit (`main` returns or
+    /// `std::process::exit`), and otherwise reclaimed by the next creation
+    /// of the same key or by any reaper.
+    ///
+    /// ```
+    /// use std::sync::OnceLock;
+    /// use sandkeeper::Sandbox;
+    ///
+    /// static SHARED: OnceLock<Sandbox> = OnceLock::new();
+    /// let sandbox = SHARED.get_or_init(|| {
+    ///     Sandbox::builder().tag("doc-shared").process_lifetime(true).create().unwrap()
+    /// });
+    /// assert!(sandbox.path().is_dir());
+    /// ```
+    pub fn process_lifetime(&mut self, yes: bool) -> &mut Builder {
+        self.opts.process_lifetime = yes;
+        self
+    }
+
+    /// Permission bits of the directory (default `0o700`). Bits outside
+    /// `0o7777` are ignored; the umask does not apply.
+    pub fn permissions(&mut self, mode: u32) -> &mut Builder {
+        self.opts.mode = mode & 0o7777;
+        self
+    }
+
+    /// When to keep the directory instead of removing it (default
+    /// [`KeepPolicy::Never`]). `SANDKEEPER_KEEP`, when set, overrides this:
+    /// it is the switch for whoever runs the program to debug it.
+    pub fn keep_policy(&mut self, policy: KeepPolicy) -> &mut Builder {
+        self.opts.keep = policy;
+        self
+    }
+
+    /// How long a kept sandbox is protected from reapers (default 24 h).
+    pub fn keep_for(&mut self, duration: Duration) -> &mut Builder {
+        self.opts.keep_for = duration;
+        self
+    }
+
+    /// How long a child registered with [`Sandbox::spawn`] gets between
+    /// SIGTERM and SIGKILL at teardown (default 5 s).
+    pub fn kill_grace(&mut self, grace: Duration) -> &mut Builder {
+        self.opts.kill_grace = grace;
+        self
+    }
+
+    /// The source location recorded in the lease (set by `sandbox!()`).
+    #[doc(hidden)]
+    pub fn site(&mut self, site: impl Into<String>) -> &mut Builder {
+        self.opts.site = Some(site.into());
+        self
+    }
+
+    /// Creates the sandbox.
+    ///
+    /// # Errors
+    ///
+    /// - [`ErrorKind::InvalidInput`]: a bad tag or `SANDKEEPER_KEEP` value;
+    /// - [`ErrorKind::UnusableRoot`]: the root does not exist, is not a
+    ///   directory, or is not writable;
+    /// - [`ErrorKind::UnsafeRoot`]: the per-user root is a symlink or
+    ///   belongs to another user;
+    /// - [`ErrorKind::Held`] / [`ErrorKind::TimedOut`]: a keyed name is held
+    ///   and the policy says fail or wait;
+    /// - [`ErrorKind::NameConflict`]: two `sandbox!()` call sites claim one
+    ///   keyed name;
+    /// - [`ErrorKind::Io`] for other failures, with the path.
+    pub fn create(&self) -> Result<Sandbox> {
+        let o = &self.opts;
+        let keep = KeepPolicy::from_env()?.unwrap_or(o.keep);
+        let tag = o.tag.as_deref().unwrap_or("sandbox");
+        validate_tag(tag)?;
+        let base = absolute(match &o.root {
+            Some(root) => root.clone(),
+            None => default_root(),
+        })?;
+        let keyed = o.keyed || o.process_lifetime;
+        let mut record = LeaseRecord::for_current_process(tag);
+        if let Some(site) = &o.site {
+            record = record.with_site(site.clone());
+        }
+        // A concurrent finish may remove an empty per-user root between our
+        // opening it and creating in it; start over a few times.
+        let mut attempts = 0;
+        let (root_path, lease, in_user_root) = loop {
+            let attempt = if keyed {
+                self.create_keyed(&base, tag, record.clone())
+            } else {
+                create_unique(&base, tag, &record, o.mode).map(|(p, l)| (p, l, false))
+            };
+            match attempt {
+                Err(e) if attempts < 8 && e.io_error().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) && keyed && o.root.is_none() => {
+                    attempts += 1;
+                }
+                other => break other?,
+            }
+        };
+        let (dev, ino) = lease.identity();
+        let inner = Arc::new(Inner {
+            path: lease.path().to_owned(),
+            parent: root_path,
+            name: lease.path().file_name().unwrap_or_default().to_owned(),
+            identity: (dev, ino),
+            in_user_root,
+            keep,
+            keep_for: o.keep_for,
+            kill_grace: o.kill_grace,
+            state: Mutex::new(State {
+                lease: Some(lease),
+                teardown: Vec::new(),
+                finished: false,
+            }),
+        });
+        if o.process_lifetime {
+            lifetime::register(&inner);
+        }
+        Ok(Sandbox { inner })
+    }
+
+    fn create_keyed(&self, base: &Path, tag: &str, record: LeaseRecord) -> Result<(PathBuf, Lease, bool)> {
+        let o = &self.opts;
+        let checkout = match &o.checkout {
+            Some(c) => c.clone(),
+            None => std::env::current_exe()
+                .map(PathBuf::into_os_string)
+                .unwrap_or_default(),
+        };
+        let record = record.with_checkout(checkout.to_string_lossy());
+        let name = format!("{tag}-{}", keyed::checkout_hash(&checkout));
+        let (root_path, root_fd, in_user_root) = match &o.root {
+            Some(_) => (base.to_owned(), open_root(base)?, false),
+            None => {
+                let (path, fd) = keyed::open_user_root(base)?;
+                (path, fd, true)
+            }
+        };
+        if let Some(site) = &o.site {
+            test_macro::claim_site(&root_path.join(&name), site)?;
+        }
+        let lease = keyed::claim(root_fd.as_fd(), &root_path, &name, &record, o.mode, o.when_held)?;
+        Ok((root_path, lease, in_user_root))
+    }
+}
+
+/// Creates `<tag>-<random>` in `root`, retrying on the (unlikely) clash.
+fn create_unique(root: &Path, tag: &str, record: &LeaseRecord, mode: u32) -> Result<(PathBuf, Lease)> {
+    let root_fd = open_root(root)?;
+    for _ in 0..100 {
+        let name = format!("{tag}-{}", lease::random_suffix(8));
+        if let Created::New(lease) = lease::create_at(root_fd.as_fd(), root, name.as_ref(), record, mode)? {
+            return Ok((root.to_owned(), lease));
+        }
+    }
+    Err(Error::new(ErrorKind::Io, "cannot find a free name for a sandbox after 100 attempts").at(root))
+}
+
+/// Opens a sandbox root (following symlinks: the caller chose it).
+fn open_root(root: &Path) -> Result<OwnedFd> {
+    rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| lease::unusable_root(e, root))
+}
+
+/// `$SANDKEEPER_ROOT`, else the system temp directory.
+fn default_root() -> PathBuf {
+    match std::env::var_os(ROOT_ENV) {
+        Some(root) if !root.is_empty() => PathBuf::from(root),
+        _ => std::env::temp_dir(),
+    }
+}
+
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path);
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::io("cannot make the sandbox root absolute", e).at(&path))?;
+    Ok(cwd.join(path))
+}
+
+/// Checks a tag: it becomes part of a file name.
+pub(crate) fn validate_tag(tag: &str) -> Result<()> {
+    let problem = if tag.is_empty() {
+        Some("is empty")
+    } else if tag.len() > MAX_TAG_BYTES {
+        Some("is longer than 200 bytes")
+    } else if tag.contains('/') {
+        Some("contains `/`")
+    } else if tag.contains('\0') {
+        Some("contains a NUL byte")
+    } else if tag == "." || tag == ".." {
+        Some("is `.` or `..`")
+    } else if OsStr::new(tag).as_bytes().starts_with(b".sandkeeper-") {
+        Some("starts with `.sandkeeper-`, which is reserved")
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(why) => Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "sandbox tag {tag:?} {why}; a tag is 1-200 bytes of a file name, without `/` or NUL"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags() {
+        let long = "x".repeat(201);
+        let cases: &[(&str, bool)] = &[
+            ("app", true),
+            ("app-235", true),
+            (".tmp", true),
+            ("ünïcode", true),
+            ("", false),
+            ("a/b", false),
+            ("a\0b", false),
+            (".", false),
+            ("..", false),
+            (".sandkeeper-new-x", false),
+            (&long, false),
+        ];
+        for (tag, ok) in cases {
+            assert_eq!(validate_tag(tag).is_ok(), *ok, "{tag:?}");
+        }
+    }
+}

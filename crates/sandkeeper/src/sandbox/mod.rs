@@ -1,0 +1,315 @@
+//! Sandboxes: leased scratch directories that are removed on drop.
+
+mod builder;
+mod keep;
+mod keyed;
+mod lifetime;
+mod teardown;
+#[doc(hidden)]
+pub mod test_macro;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use builder::Builder;
+pub use keep::{KeepPolicy, KEEP_ENV};
+pub use keyed::WhenHeld;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::lease::{self, Lease, LeaseRecord};
+use crate::remove::{remove_entry, RemoveOptions};
+use teardown::Action;
+
+/// A scratch directory with a lease, removed when dropped.
+///
+/// The directory is created mode 0700 (see [`Builder::permissions`]) and
+/// carries a lease (see [`lease`](crate::lease)): while the `Sandbox` lives,
+/// every garbage collector that speaks the protocol (`sandkeeper reap`,
+/// `systemd-tmpfiles --clean`) sees it as live. If the process dies without
+/// dropping it (SIGKILL, abort, a `static` at exit without the hook), the
+/// kernel releases the lock and the directory becomes an *orphan* that the
+/// next keyed creation or any reaper removes.
+///
+/// Removal happens on drop, during a panic too, after the teardown actions
+/// registered with [`defer`](Sandbox::defer) and [`spawn`](Sandbox::spawn)
+/// have run (last registered first). Use [`close`](Sandbox::close) to see
+/// removal errors, and [`keep`](Sandbox::keep) to keep the directory.
+///
+/// The absolute path is fixed at creation: changing the working directory
+/// later cannot redirect removal, and removal checks that the name still
+/// refers to the directory that was created before touching it.
+///
+/// ```
+/// use sandkeeper::Sandbox;
+///
+/// let sandbox = Sandbox::new()?;
+/// std::fs::write(sandbox.path().join("data"), b"scratch")?;
+/// let path = sandbox.path().to_owned();
+/// drop(sandbox);
+/// assert!(!path.exists());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+/// The shared state of a sandbox (shared with the exit hook for
+/// process-lifetime sandboxes).
+struct Inner {
+    path: PathBuf,
+    parent: PathBuf,
+    name: OsString,
+    identity: (u64, u64),
+    /// The parent is the per-user root: remove it too once it is empty.
+    in_user_root: bool,
+    keep: KeepPolicy,
+    keep_for: Duration,
+    kill_grace: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    lease: Option<Lease>,
+    teardown: Vec<Action>,
+    finished: bool,
+}
+
+impl Sandbox {
+    /// Creates a sandbox with the default options: tag `sandbox`, in
+    /// `SANDKEEPER_ROOT` if set, else the system temp directory.
+    ///
+    /// ```
+    /// let sandbox = sandkeeper::Sandbox::new()?;
+    /// assert!(sandbox.path().is_dir());
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::create`].
+    pub fn new() -> Result<Sandbox> {
+        Builder::new().create()
+    }
+
+    /// A [`Builder`] for a sandbox with non-default options.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// The sandbox's absolute path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The lease record written at creation.
+    pub fn record(&self) -> LeaseRecord {
+        let state = self.inner.lock();
+        match &state.lease {
+            Some(lease) => lease.record().clone(),
+            // Finished: the record is gone with the lease; rebuild what we can.
+            None => LeaseRecord::for_current_process(""),
+        }
+    }
+
+    /// Registers `action` to run before the directory is removed.
+    ///
+    /// Actions run last registered first, on drop, [`close`](Self::close),
+    /// [`keep`](Self::keep) and (for process-lifetime sandboxes) at exit. A
+    /// panicking action is skipped; the others still run. An action
+    /// registered after the sandbox was finished runs at once.
+    ///
+    /// ```
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// sandbox.defer(|| println!("unmount, stop the VM, ..."));
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    pub fn defer(&self, action: impl FnOnce() + Send + 'static) {
+        self.push(Action::Deferred(Box::new(action)));
+    }
+
+    /// Spawns `command` and registers it for teardown: before the directory
+    /// is removed, the child gets SIGTERM, then SIGKILL after the kill grace
+    /// ([`Builder::kill_grace`], default 5 s), and is waited for. Returns
+    /// the child's pid.
+    ///
+    /// The command's working directory and environment are left as the
+    /// caller set them.
+    ///
+    /// ```
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// let pid = sandbox.spawn(std::process::Command::new("sleep").arg("600"))?;
+    /// sandbox.close()?; // `sleep` is dead before the directory goes
+    /// # let _ = pid;
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the command cannot be started.
+    pub fn spawn(&self, command: &mut Command) -> Result<u32> {
+        let child = command.spawn().map_err(|e| {
+            Error::io(
+                format!("cannot spawn {:?} for sandbox", command.get_program()),
+                e,
+            )
+            .at(self.path())
+        })?;
+        let pid = child.id();
+        self.push(Action::Child(child));
+        Ok(pid)
+    }
+
+    fn push(&self, action: Action) {
+        let mut state = self.inner.lock();
+        if state.finished {
+            drop(state);
+            teardown::run_stack(vec![action], self.inner.kill_grace);
+        } else {
+            state.teardown.push(action);
+        }
+    }
+
+    /// Runs the teardown actions and removes the directory, returning what
+    /// went wrong instead of ignoring it as `Drop` does.
+    ///
+    /// With `SANDKEEPER_KEEP=always` the directory is kept (see
+    /// [`KeepPolicy`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Removal`] when the directory could not be removed
+    /// completely, or an io error when it could not be reached.
+    pub fn close(self) -> Result<()> {
+        self.inner.finish(false)
+    }
+
+    /// Runs the teardown actions, then keeps the directory and stops
+    /// managing it: the lease record is deleted and the lock released, so
+    /// the directory becomes an ordinary, unmanaged one that no reaper takes
+    /// without an explicit rule. Returns its path.
+    #[must_use = "the kept directory is no longer removed; use its path"]
+    pub fn keep(self) -> PathBuf {
+        let inner = &self.inner;
+        if let Some((lease, actions)) = inner.take_for_finish() {
+            teardown::run_stack(actions, inner.kill_grace);
+            let _ = rustix::fs::unlinkat(lease.dir(), lease::LEASE_FILE, rustix::fs::AtFlags::empty());
+        }
+        inner.path.clone()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held cannot leave State inconsistent:
+        // every update is a single assignment or push.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks the sandbox finished and hands out what finishing needs;
+    /// `None` if it was already finished.
+    fn take_for_finish(&self) -> Option<(Lease, Vec<Action>)> {
+        let mut state = self.lock();
+        if state.finished {
+            return None;
+        }
+        state.finished = true;
+        let actions = std::mem::take(&mut state.teardown);
+        state.lease.take().map(|lease| (lease, actions))
+    }
+
+    /// Teardown, then keep or remove.
+    fn finish(&self, panicking: bool) -> Result<()> {
+        let Some((lease, actions)) = self.take_for_finish() else {
+            return Ok(());
+        };
+        teardown::run_stack(actions, self.kill_grace);
+        if self.keep.keeps(panicking) {
+            self.keep_for_debugging(lease);
+            return Ok(());
+        }
+        // Remove while still holding the lease, so no reaper or creator can
+        // claim the directory halfway.
+        let result = self.remove();
+        drop(lease);
+        if self.in_user_root {
+            // Leave no empty per-user root behind; another process that
+            // creates in it concurrently recreates it.
+            let _ = rustix::fs::rmdir(&self.parent);
+        }
+        result
+    }
+
+    fn remove(&self) -> Result<()> {
+        let parent = rustix::fs::open(
+            &self.parent,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|e| Error::io("cannot open sandbox root", e.into()).at(&self.parent))?;
+        let (dev, ino) = self.identity;
+        let report = remove_entry(
+            std::os::fd::AsFd::as_fd(&parent),
+            &self.name,
+            RemoveOptions::new().expect(dev, ino),
+        )?;
+        if report.is_complete() {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorKind::Removal, "sandbox could not be removed completely").at(&self.path))
+        }
+    }
+
+    /// Marks the record with `keep_until_ms` and says where the directory
+    /// is. The one place the library prints: a kept sandbox nobody hears of
+    /// is a leak, and the caller (a test that just panicked) cannot print it.
+    fn keep_for_debugging(&self, mut lease: Lease) {
+        let until = lease::now_ms().saturating_add(self.keep_for.as_millis() as u64);
+        let mut record = lease.record().clone();
+        record.keep_until_ms = Some(until);
+        let _ = lease.update_record(record);
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "sandkeeper: kept sandbox {} ({}={}; reapers may remove it after {:?})",
+                self.path.display(),
+                KEEP_ENV,
+                self.keep,
+                self.keep_for
+            );
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.inner.finish(std::thread::panicking());
+    }
+}
+
+impl AsRef<Path> for Sandbox {
+    fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
+impl fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sandbox").field("path", &self.inner.path).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_is_send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Sandbox>();
+        check::<Builder>();
+    }
+}

@@ -1,0 +1,10 @@
+//! Platform code. The only place in the crate allowed to use `unsafe`.
+//!
+//! Everything that rustix or std wraps safely is called directly where it
+//! is used; what remains here is what they do not offer.
+
+#[cfg(unix)]
+mod unix;
+
+#[cfg(unix)]
+pub(crate) use unix::register_exit_hook;

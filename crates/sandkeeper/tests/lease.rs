@@ -1,0 +1,229 @@
+//! The lease protocol with real processes: live while the owner runs,
+//! orphaned after SIGKILL, claimable by one prober at a time.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use common::{require_root, Helper};
+use sandkeeper::lease::{self, LeaseRecord, OwnerStatus, Probe, RecordState};
+use sandkeeper::remove::{remove_entry, RemoveOptions};
+use sandkeeper::{sandbox, ErrorKind};
+
+#[test]
+#[ignore = "helper process entry point, run by other tests"]
+fn child_main() {
+    common::child_main()
+}
+
+/// Removes a probed-free directory while holding its claim.
+fn remove_claimed(path: &Path) {
+    let Probe::Free(claim) = lease::probe(path).unwrap() else {
+        panic!("{} is not free", path.display());
+    };
+    let parent = fs::File::open(path.parent().unwrap()).unwrap();
+    let (dev, ino) = claim.identity();
+    let report = remove_entry(
+        std::os::fd::AsFd::as_fd(&parent),
+        path.file_name().unwrap(),
+        RemoveOptions::new().expect(dev, ino),
+    )
+    .unwrap();
+    assert!(report.is_complete());
+}
+
+#[test]
+fn live_while_owner_runs_orphaned_after_sigkill() {
+    let root = sandbox!().unwrap();
+    let mut owner = Helper::start("create", &[("SK_ROOT", root.path().to_str().unwrap())]);
+    let path = owner.ready_path();
+
+    match lease::probe(&path).unwrap() {
+        Probe::Live { holders, record } => {
+            assert_eq!(holders, vec![owner.pid()], "holder from /proc/locks");
+            let record = record.expect("record readable while live");
+            assert_eq!(record.pid, owner.pid());
+            assert_eq!(record.owner_status(), OwnerStatus::Alive);
+        }
+        other => panic!("expected live, got {other:?}"),
+    }
+
+    owner.kill();
+    match lease::probe(&path).unwrap() {
+        Probe::Free(claim) => {
+            let record = claim.record().record().expect("record survives the owner");
+            assert_eq!(record.owner_status(), OwnerStatus::Dead);
+        }
+        other => panic!("expected free after SIGKILL, got {other:?}"),
+    }
+    remove_claimed(&path);
+}
+
+#[test]
+fn a_claim_excludes_a_second_prober_in_another_process() {
+    let root = sandbox!().unwrap();
+    let record = LeaseRecord::for_current_process("orphan");
+    let lease = lease::Lease::create(root.path(), "orphan".as_ref(), &record, 0o700).unwrap();
+    let path = lease.path().to_owned();
+    drop(lease); // the owner is gone: an orphan
+
+    let first = Helper::start("probe", &[("SK_PATH", path.to_str().unwrap())]);
+    assert_eq!(first.expect("PROBE"), "free");
+    // While the first prober holds its claim, nobody else can take it.
+    let second = Helper::start("probe", &[("SK_PATH", path.to_str().unwrap())]);
+    assert_eq!(second.expect("PROBE"), "live");
+    assert!(matches!(lease::probe(&path).unwrap(), Probe::Live { .. }));
+    drop(first);
+    remove_claimed(&path);
+}
+
+#[test]
+fn a_shared_hold_keeps_a_sandbox_live_after_its_creator_dies() {
+    let root = sandbox!().unwrap();
+    let mut owner = Helper::start("create", &[("SK_ROOT", root.path().to_str().unwrap())]);
+    let path = owner.ready_path();
+    let holder = Helper::start("hold", &[("SK_PATH", path.to_str().unwrap())]);
+    holder.ready_path();
+    owner.kill();
+    match lease::probe(&path).unwrap() {
+        Probe::Live { holders, .. } => assert!(holders.contains(&holder.pid()), "{holders:?}"),
+        other => panic!("expected live while held, got {other:?}"),
+    }
+    drop(holder);
+    remove_claimed(&path);
+}
+
+#[test]
+fn malformed_records_are_reported_not_fatal() {
+    let root = sandbox!().unwrap();
+    let cases: &[(&str, &[u8])] = &[
+        ("empty", b""),
+        ("truncated", br#"{"v":1,"pid":12,"start_ti"#),
+        ("not-json", b"pid=12\n"),
+        ("binary", &[0xff, 0xfe, 0x00, 0x01]),
+    ];
+    for (name, bytes) in cases {
+        let dir = root.path().join(name);
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join(lease::LEASE_FILE), bytes).unwrap();
+        match lease::probe(&dir).unwrap() {
+            Probe::Free(claim) => match claim.record() {
+                RecordState::Invalid(e) => {
+                    assert_eq!(e.kind(), ErrorKind::InvalidLease, "{name}");
+                    assert_eq!(e.path(), Some(dir.join(lease::LEASE_FILE).as_path()), "{name}");
+                }
+                other => panic!("{name}: expected invalid record, got {other:?}"),
+            },
+            other => panic!("{name}: expected free, got {other:?}"),
+        }
+    }
+    // A directory without a record is unmanaged, not an error.
+    let bare = root.path().join("bare");
+    fs::create_dir(&bare).unwrap();
+    let Probe::Free(claim) = lease::probe(&bare).unwrap() else { panic!("bare not free") };
+    assert!(matches!(claim.record(), RecordState::Missing));
+}
+
+#[test]
+fn a_fifo_or_symlink_record_is_never_opened_as_a_record() {
+    let root = sandbox!().unwrap();
+    let fifo_dir = root.path().join("fifo");
+    fs::create_dir(&fifo_dir).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo_dir.join(lease::LEASE_FILE),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let link_dir = root.path().join("link");
+    fs::create_dir(&link_dir).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", link_dir.join(lease::LEASE_FILE)).unwrap();
+    for dir in [fifo_dir, link_dir] {
+        let Probe::Free(claim) = lease::probe(&dir).unwrap() else { panic!("not free") };
+        assert!(matches!(claim.record(), RecordState::Invalid(_)), "{}", dir.display());
+    }
+}
+
+#[test]
+fn probing_a_symlink_or_file_or_missing_path_is_an_error() {
+    let root = sandbox!().unwrap();
+    let target = root.path().join("target");
+    fs::create_dir(&target).unwrap();
+    std::os::unix::fs::symlink(&target, root.path().join("link")).unwrap();
+    fs::write(root.path().join("file"), b"x").unwrap();
+    for name in ["link", "file", "missing"] {
+        let err = lease::probe(&root.path().join(name)).unwrap_err();
+        assert_eq!(err.path(), Some(root.path().join(name).as_path()), "{name}: {err}");
+    }
+}
+
+/// The fallback: a directory the prober cannot open is judged by the
+/// record's pid and start time.
+#[test]
+fn unopenable_directory_falls_back_to_the_record() {
+    if !require_root("unopenable_directory_falls_back_to_the_record") {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let record = LeaseRecord::for_current_process("locked-up");
+    let lease = lease::Lease::create(root.path(), "locked-up".as_ref(), &record, 0o711).unwrap();
+    // `nobody` can search the directory but not open (read) it.
+    let probe = |path: &Path| {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "child_main", "--nocapture"])
+            .env("SK_CHILD", "probe")
+            .env("SK_PATH", path)
+            .output()
+            .expect("run setpriv (util-linux)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = probe(lease.path());
+    assert!(out.contains("PROBE other Unopenable"), "{out}");
+    assert!(out.contains("owner: Alive"), "{out}");
+    fs::set_permissions(root.path(), fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// `systemd-tmpfiles --clean` must skip a live (locked) sandbox even when
+/// its configuration ages everything at 0, and remove an unlocked twin.
+#[test]
+fn systemd_tmpfiles_clean_spares_live_sandboxes() {
+    let Ok(out) = Command::new("systemd-tmpfiles").arg("--version").output() else {
+        // .ci/run installs systemd; outside CI the binary may be missing.
+        assert!(std::env::var_os("CI").is_none(), "systemd-tmpfiles missing in CI");
+        eprintln!("skipping: systemd-tmpfiles is not installed");
+        return;
+    };
+    assert!(out.status.success());
+    let root = sandbox!().unwrap();
+    let aged = root.path().join("aged");
+    fs::create_dir(&aged).unwrap();
+    let live = sandkeeper::Sandbox::builder().root(&aged).tag("live").create().unwrap();
+    fs::write(live.path().join("data"), b"precious").unwrap();
+    let dead = aged.join("dead");
+    fs::create_dir(&dead).unwrap();
+    fs::write(dead.join("data"), b"garbage").unwrap();
+    // Age both well into the past so that only the lock can save one.
+    let old = fs::FileTimes::new()
+        .set_accessed(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
+        .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000));
+    for file in [live.path().join("data"), dead.join("data")] {
+        fs::File::options().write(true).open(&file).unwrap().set_times(old).unwrap();
+    }
+    for dir in [live.path(), dead.as_path()] {
+        fs::File::open(dir).unwrap().set_times(old).unwrap();
+    }
+    let conf = root.path().join("sandkeeper-test.conf");
+    fs::write(&conf, format!("d {} 0700 - - 0\n", aged.display())).unwrap();
+    let out = Command::new("systemd-tmpfiles").arg("--clean").arg(&conf).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dead.join("data").exists(), "the unlocked twin was cleaned (the test can fail)");
+    assert!(live.path().join("data").exists(), "the live sandbox survived");
+}
