@@ -304,7 +304,8 @@ fn absolute(path: PathBuf) -> Result<PathBuf> {
     }
     let cwd = std::env::current_dir()
         .map_err(|e| Error::io("cannot make the sandbox root absolute", e).at(&path))?;
-    Ok(cwd.join(path))
+    // `components()` drops `.` segments: `/tmp/./x` becomes `/tmp/x`.
+    Ok(cwd.join(path).components().collect())
 }
 
 /// Checks a tag: it becomes part of a file name.

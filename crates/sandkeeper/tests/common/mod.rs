@@ -199,7 +199,7 @@ pub fn child_main() {
             println!("READY {}", sandbox.path().display());
             std::env::set_current_dir("/").unwrap();
             drop(sandbox);
-            println!("DONE");
+            println!("DONE ok");
         }
         other => panic!("unknown SK_CHILD mode {other:?}"),
     }
@@ -211,11 +211,13 @@ pub fn pid_exists(pid: u32) -> bool {
     rustix::process::test_kill_process(pid).is_ok()
 }
 
-/// Lists a directory's entry names, sorted.
+/// Lists a directory's entry names, sorted, without the lease record (the
+/// test's own sandbox carries one).
 pub fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != sandkeeper::lease::LEASE_FILE)
         .collect();
     names.sort();
     names

@@ -1,0 +1,439 @@
+//! Sandboxes: removal on drop and panic, keep policies, teardown order,
+//! keyed reclaim with real processes, process-lifetime sandboxes, and bad
+//! input.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{names, pid_exists, require_root, Helper};
+use sandkeeper::lease::{self, Probe};
+use sandkeeper::{sandbox, Builder, ErrorKind, Sandbox, WhenHeld};
+
+#[test]
+#[ignore = "helper process entry point, run by other tests"]
+fn child_main() {
+    common::child_main()
+}
+
+#[test]
+fn drop_removes_the_tree() {
+    let root = sandbox!().unwrap();
+    let sandbox = Builder::new().root(root.path()).tag("work").create().unwrap();
+    let path = sandbox.path().to_owned();
+    assert!(path.starts_with(root.path()));
+    assert!(path.file_name().unwrap().to_str().unwrap().starts_with("work-"));
+    assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o700);
+    fs::create_dir_all(path.join("a/b/c")).unwrap();
+    fs::write(path.join("a/b/c/file"), b"data").unwrap();
+    drop(sandbox);
+    assert!(!path.exists());
+    assert_eq!(names(root.path()), Vec::<String>::new(), "nothing left in the root");
+}
+
+#[test]
+fn a_panic_removes_the_sandbox() {
+    let root = sandbox!().unwrap();
+    let seen = Arc::new(Mutex::new(PathBuf::new()));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let sandbox = Builder::new().root(root.path()).create().unwrap();
+        *seen.lock().unwrap() = sandbox.path().to_owned();
+        fs::write(sandbox.path().join("f"), b"x").unwrap();
+        panic!("test failure");
+    }));
+    assert!(result.is_err());
+    let path = seen.lock().unwrap().clone();
+    assert!(!path.as_os_str().is_empty() && !path.exists());
+}
+
+#[test]
+fn keep_on_failure_keeps_and_prints_the_path() {
+    let helper = Helper::start("panic", &[("SANDKEEPER_KEEP", "on-failure")]);
+    let path = helper.ready_path();
+    let (ok, stderr) = helper.wait();
+    assert!(!ok, "the helper's test panicked");
+    assert!(path.join("evidence").exists(), "kept after the panic");
+    assert!(stderr.contains(&format!("kept sandbox {}", path.display())), "{stderr}");
+    let Probe::Free(claim) = lease::probe(&path).unwrap() else { panic!("lease still held") };
+    let record = claim.record().record().unwrap().clone();
+    let until = record.keep_until_ms.expect("keep_until_ms set");
+    assert!(until > lease_now_ms() + 3600_000, "kept for about a day");
+    drop(claim);
+    remove_by_path(&path);
+}
+
+#[test]
+fn without_keep_a_panicking_test_leaves_nothing() {
+    let helper = Helper::start("panic", &[]);
+    let path = helper.ready_path();
+    let (ok, _) = helper.wait();
+    assert!(!ok);
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_bad_keep_value_is_an_error_naming_it() {
+    let root = sandbox!().unwrap();
+    let helper = Helper::start(
+        "create",
+        &[("SK_ROOT", root.path().to_str().unwrap()), ("SANDKEEPER_KEEP", "sometimes")],
+    );
+    let err = helper.expect("ERR");
+    assert!(err.starts_with("InvalidInput"), "{err}");
+    assert!(err.contains("\"sometimes\"") && err.contains("on-failure"), "{err}");
+    assert_eq!(names(root.path()), Vec::<String>::new());
+}
+
+#[test]
+fn keep_stops_managing_and_close_reports() {
+    let root = sandbox!().unwrap();
+    let kept = Builder::new().root(root.path()).create().unwrap();
+    let kept_path = kept.keep();
+    assert!(kept_path.is_dir());
+    assert!(!kept_path.join(lease::LEASE_FILE).exists(), "unmanaged after keep()");
+    let Probe::Free(claim) = lease::probe(&kept_path).unwrap() else { panic!("still locked") };
+    drop(claim);
+    remove_by_path(&kept_path);
+
+    let closed = Builder::new().root(root.path()).create().unwrap();
+    let path = closed.path().to_owned();
+    closed.close().unwrap();
+    assert!(!path.exists());
+}
+
+#[test]
+fn teardown_runs_lifo_and_children_die_before_the_directory_goes() {
+    let root = sandbox!().unwrap();
+    let sandbox = Builder::new()
+        .root(root.path())
+        .kill_grace(Duration::from_secs(2))
+        .create()
+        .unwrap();
+    let path = sandbox.path().to_owned();
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let child_pid = Arc::new(Mutex::new(0u32));
+
+    let (l, p, dir) = (log.clone(), child_pid.clone(), path.clone());
+    sandbox.defer(move || {
+        let pid = *p.lock().unwrap();
+        l.lock().unwrap().push(format!(
+            "first: child alive={} dir exists={}",
+            pid_exists(pid),
+            dir.exists()
+        ));
+    });
+    // A child that holds a file open inside the sandbox.
+    let pid = sandbox
+        .spawn(
+            Command::new("sh")
+                .arg("-c")
+                .arg("exec 3>\"$1/held\"; exec sleep 600")
+                .arg("sh")
+                .arg(&path),
+        )
+        .unwrap();
+    *child_pid.lock().unwrap() = pid;
+    let l = log.clone();
+    sandbox.defer(move || l.lock().unwrap().push("last".into()));
+
+    drop(sandbox);
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec!["last".to_owned(), "first: child alive=false dir exists=true".to_owned()]
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn keyed_reclaims_a_sigkilled_predecessor() {
+    let root = sandbox!().unwrap();
+    let env = [
+        ("SK_ROOT", root.path().to_str().unwrap()),
+        ("SK_TAG", "vm"),
+        ("SK_CHECKOUT", "/checkouts/a"),
+    ];
+    let mut first = Helper::start("create", &env);
+    let path = first.ready_path();
+    fs::write(path.join("disk.img"), b"leftover").unwrap();
+    first.kill();
+
+    let next = Builder::new()
+        .root(root.path())
+        .tag("vm")
+        .keyed(true)
+        .checkout("/checkouts/a")
+        .create()
+        .unwrap();
+    assert_eq!(next.path(), path, "same name: the predecessor was reclaimed");
+    assert!(!path.join("disk.img").exists(), "its contents are gone");
+    assert_eq!(next.record().pid, std::process::id());
+    drop(next);
+    assert_eq!(names(root.path()), Vec::<String>::new());
+}
+
+#[test]
+fn keyed_never_wipes_a_live_holder() {
+    let root = sandbox!().unwrap();
+    let env = [
+        ("SK_ROOT", root.path().to_str().unwrap()),
+        ("SK_TAG", "vm"),
+        ("SK_CHECKOUT", "/checkouts/b"),
+    ];
+    let mut holder = Helper::start("create", &env);
+    let held = holder.ready_path();
+    fs::write(held.join("disk.img"), b"in use").unwrap();
+    let keyed = || {
+        let mut b = Builder::new();
+        b.root(root.path()).tag("vm").keyed(true).checkout("/checkouts/b");
+        b
+    };
+
+    // Default: the next slot.
+    let second = keyed().create().unwrap();
+    assert_eq!(second.path().file_name().unwrap().to_str().unwrap(), format!("{}-2", held.file_name().unwrap().to_str().unwrap()));
+    assert_eq!(fs::read(held.join("disk.img")).unwrap(), b"in use");
+
+    // Fail: an error naming the holder's pid and command.
+    let err = keyed().when_held(WhenHeld::Fail).create().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Held);
+    assert_eq!(err.pid(), Some(holder.pid()));
+    assert!(err.to_string().contains(&format!("pid {}", holder.pid())), "{err}");
+    assert!(err.to_string().contains("child_main"), "names the command: {err}");
+
+    // Wait, bounded: times out while the holder lives.
+    let err = keyed()
+        .when_held(WhenHeld::Wait(Duration::from_millis(200)))
+        .create()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TimedOut);
+    assert_eq!(fs::read(held.join("disk.img")).unwrap(), b"in use");
+
+    // Wait: succeeds once the holder is gone, reclaiming slot 1.
+    let pid = holder.pid();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        );
+    });
+    let third = keyed().when_held(WhenHeld::Wait(Duration::from_secs(20))).create().unwrap();
+    killer.join().unwrap();
+    holder.kill();
+    assert_eq!(third.path(), held);
+    assert!(!held.join("disk.img").exists());
+    drop((second, third));
+    assert_eq!(names(root.path()), Vec::<String>::new());
+}
+
+#[test]
+fn process_lifetime_sandbox_is_removed_at_normal_exit() {
+    let root = sandbox!().unwrap();
+    let env = [
+        ("SK_ROOT", root.path().to_str().unwrap()),
+        ("SK_TAG", "shared"),
+        ("SK_CHECKOUT", "/checkouts/c"),
+    ];
+    let helper = Helper::start("static", &env);
+    let path = helper.ready_path();
+    let (ok, stderr) = helper.wait();
+    assert!(ok, "{stderr}");
+    assert!(!path.exists(), "removed by the exit hook");
+}
+
+#[test]
+fn process_lifetime_sandbox_is_reclaimed_after_sigkill() {
+    let root = sandbox!().unwrap();
+    let env = [
+        ("SK_ROOT", root.path().to_str().unwrap()),
+        ("SK_TAG", "shared"),
+        ("SK_CHECKOUT", "/checkouts/d"),
+        ("SK_SLEEP", "1"),
+    ];
+    let mut helper = Helper::start("static", &env);
+    let path = helper.ready_path();
+    helper.kill();
+    assert!(path.join("state").exists(), "SIGKILL skips every hook");
+    let next = Builder::new()
+        .root(root.path())
+        .tag("shared")
+        .process_lifetime(true)
+        .checkout("/checkouts/d")
+        .create()
+        .unwrap();
+    assert_eq!(next.path(), path);
+    assert!(!path.join("state").exists());
+}
+
+#[test]
+fn per_user_root_is_private_and_left_clean() {
+    let base = sandbox!().unwrap();
+    let env = [
+        ("SANDKEEPER_ROOT", base.path().to_str().unwrap()),
+        ("SK_TAG", "k"),
+        ("SK_CHECKOUT", "/checkouts/e"),
+    ];
+    let mut helper = Helper::start("create", &env);
+    let path = helper.ready_path();
+    let user_root = base.path().join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
+    assert_eq!(path.parent().unwrap(), user_root);
+    let meta = fs::symlink_metadata(&user_root).unwrap();
+    assert!(meta.is_dir());
+    assert_eq!(meta.mode() & 0o777, 0o700);
+    helper.kill();
+    // The next keyed run reclaims it, and its drop leaves no empty root.
+    let helper = Helper::start("static", &env);
+    assert_eq!(helper.ready_path(), path);
+    assert!(helper.wait().0);
+    assert_eq!(names(base.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_planted_per_user_root_is_refused() {
+    let base = sandbox!().unwrap();
+    let user_root = base.path().join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
+    let elsewhere = base.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &user_root).unwrap();
+    let env = [
+        ("SANDKEEPER_ROOT", base.path().to_str().unwrap()),
+        ("SK_TAG", "k"),
+        ("SK_CHECKOUT", "/checkouts/f"),
+    ];
+    let err = Helper::start("create", &env).expect("ERR");
+    assert!(err.starts_with("UnsafeRoot"), "{err}");
+    assert_eq!(names(&elsewhere), Vec::<String>::new(), "nothing created through the link");
+    fs::remove_file(&user_root).unwrap();
+
+    if !require_root("a_planted_per_user_root_is_refused (other owner)") {
+        return;
+    }
+    fs::create_dir(&user_root).unwrap();
+    rustix::fs::chown(&user_root, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
+    let err = Helper::start("create", &env).expect("ERR");
+    assert!(err.starts_with("UnsafeRoot") && err.contains("65534"), "{err}");
+}
+
+#[test]
+fn relative_root_is_fixed_at_creation() {
+    let base = sandbox!().unwrap();
+    let helper = Helper::start("relative", &[("SK_ROOT", base.path().to_str().unwrap())]);
+    let path = helper.ready_path();
+    assert_eq!(path.parent(), Some(base.path()), "absolute and normalized: {}", path.display());
+    helper.expect("DONE");
+    assert!(!path.exists(), "removed although the cwd changed");
+}
+
+#[test]
+fn bad_roots_and_tags_are_clear_errors() {
+    let base = sandbox!().unwrap();
+    let file = base.path().join("file");
+    fs::write(&file, b"x").unwrap();
+    let cases: Vec<(&str, PathBuf, ErrorKind, &str)> = vec![
+        ("missing", base.path().join("missing"), ErrorKind::UnusableRoot, "does not exist"),
+        ("file", file.clone(), ErrorKind::UnusableRoot, "not a directory"),
+    ];
+    for (name, root, kind, words) in cases {
+        let err = Builder::new().root(&root).create().unwrap_err();
+        assert_eq!(err.kind(), kind, "{name}: {err}");
+        assert!(err.to_string().contains(words), "{name}: {err}");
+        assert_eq!(err.path(), Some(root.as_path()), "{name}");
+    }
+    for tag in ["a/b", "a\0b", "", "..", ".sandkeeper-new-x"] {
+        let err = Builder::new().root(base.path()).tag(tag).create().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{tag:?}");
+        assert!(err.to_string().contains(&format!("{tag:?}")), "{err}");
+    }
+    assert_eq!(names(base.path()), vec!["file".to_owned()]);
+}
+
+#[test]
+fn a_read_only_root_is_a_clear_error() {
+    let base = sandbox!().unwrap();
+    let ro = base.path().join("ro");
+    fs::create_dir(&ro).unwrap();
+    let _mount = if rustix::process::geteuid().is_root() {
+        Some(common_mount::ReadOnlyTmpfs::mount(&ro))
+    } else {
+        fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
+        None
+    };
+    let err = Builder::new().root(&ro).create().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnusableRoot, "{err}");
+    assert!(err.to_string().contains("not writable"), "{err}");
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).ok();
+}
+
+#[test]
+fn two_call_sites_claiming_one_name_is_an_error() {
+    let first = sandbox!("shared-fixture-name").unwrap();
+    let err = sandbox!("shared-fixture-name").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NameConflict);
+    let text = err.to_string();
+    assert!(text.matches("tests/sandbox.rs:").count() == 2, "names both sites: {text}");
+    drop(first);
+}
+
+#[test]
+fn one_call_site_used_concurrently_takes_slots() {
+    fn fixture() -> Sandbox {
+        sandbox!().unwrap()
+    }
+    let boxes: Vec<Sandbox> = (0..3).map(|_| fixture()).collect();
+    let mut paths: Vec<&Path> = boxes.iter().map(Sandbox::path).collect();
+    paths.dedup();
+    assert_eq!(paths.len(), 3);
+    assert!(paths[1].to_str().unwrap().ends_with("-2"));
+}
+
+#[test]
+fn permissions_are_exact() {
+    let root = sandbox!().unwrap();
+    let sb = Builder::new().root(root.path()).permissions(0o750).create().unwrap();
+    assert_eq!(fs::metadata(sb.path()).unwrap().mode() & 0o7777, 0o750);
+}
+
+fn lease_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn remove_by_path(path: &Path) {
+    let parent = fs::File::open(path.parent().unwrap()).unwrap();
+    let report = sandkeeper::remove::remove_entry(
+        std::os::fd::AsFd::as_fd(&parent),
+        path.file_name().unwrap(),
+        &sandkeeper::remove::RemoveOptions::new(),
+    )
+    .unwrap();
+    assert!(report.is_complete());
+}
+
+mod common_mount {
+    use std::path::{Path, PathBuf};
+
+    /// A read-only tmpfs, unmounted when dropped.
+    pub struct ReadOnlyTmpfs(PathBuf);
+
+    impl ReadOnlyTmpfs {
+        pub fn mount(at: &Path) -> ReadOnlyTmpfs {
+            rustix::mount::mount("none", at, "tmpfs", rustix::mount::MountFlags::RDONLY, None)
+                .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", at.display()));
+            ReadOnlyTmpfs(at.to_owned())
+        }
+    }
+
+    impl Drop for ReadOnlyTmpfs {
+        fn drop(&mut self) {
+            let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+}
