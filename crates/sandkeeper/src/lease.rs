@@ -264,6 +264,7 @@ pub struct Lease {
 }
 
 /// The result of trying to create a leased directory under a fixed name.
+#[allow(clippy::large_enum_variant)] // returned once and matched at once
 pub(crate) enum Created {
     /// The directory was created, locked and renamed into place.
     New(Lease),
@@ -375,11 +376,9 @@ pub fn hold(path: &Path) -> Result<Hold> {
     let dir = open_dir(path).with_path("cannot open sandbox", || path)?;
     match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockShared) {
         Ok(()) => Ok(Hold { _dir: dir }),
-        Err(Errno::WOULDBLOCK) => Err(Error::new(
-            ErrorKind::Held,
-            "sandbox is being removed by a reaper",
-        )
-        .at(path)),
+        Err(Errno::WOULDBLOCK) => {
+            Err(Error::new(ErrorKind::Held, "sandbox is being removed by a reaper").at(path))
+        }
         Err(e) => Err(e).with_path("cannot lock sandbox", || path),
     }
 }
@@ -503,7 +502,9 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
             });
         }
         Err(Errno::LOOP) => {
-            return Err(Error::new(ErrorKind::InvalidInput, "refusing to probe a symlink").at(path()))
+            return Err(
+                Error::new(ErrorKind::InvalidInput, "refusing to probe a symlink").at(path()),
+            )
         }
         Err(e) => return Err(e).with_path("cannot open sandbox", path),
     };
@@ -534,7 +535,9 @@ pub fn read_record(dir: BorrowedFd<'_>, dir_path: &Path) -> RecordState {
             Ok(r) => RecordState::Valid(r),
             Err(e) => RecordState::Invalid(e.at(dir_path.join(LEASE_FILE))),
         },
-        Err(e) => RecordState::Invalid(Error::io("cannot read lease record", e).at(dir_path.join(LEASE_FILE))),
+        Err(e) => RecordState::Invalid(
+            Error::io("cannot read lease record", e).at(dir_path.join(LEASE_FILE)),
+        ),
     }
 }
 
@@ -648,7 +651,10 @@ fn parse_locks_line(line: &str) -> Option<LockLine> {
 pub(crate) fn process_start_ticks(pid: u32) -> io::Result<u64> {
     let stat = std::fs::read(format!("/proc/{pid}/stat"))?;
     parse_start_ticks(&stat).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("cannot parse /proc/{pid}/stat"))
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot parse /proc/{pid}/stat"),
+        )
     })
 }
 
@@ -755,10 +761,19 @@ pub(crate) fn create_at(
             .with_path("cannot lock new sandbox", || parent_path.join(&tmp))?;
         // mkdir applied the umask; the caller asked for exactly `mode`.
         rustix::fs::fchmod(&dir, Mode::from_raw_mode(mode & 0o7777))
-            .with_path("cannot set permissions of new sandbox", || parent_path.join(&tmp))?;
-        write_new_file(dir.as_fd(), LEASE_FILE.as_ref(), record.to_line().as_bytes())
-            .with_path("cannot write lease record", || parent_path.join(&tmp).join(LEASE_FILE))?;
-        rename_noreplace(parent, &tmp, name).with_path("cannot rename new sandbox into place", final_path)
+            .with_path("cannot set permissions of new sandbox", || {
+                parent_path.join(&tmp)
+            })?;
+        write_new_file(
+            dir.as_fd(),
+            LEASE_FILE.as_ref(),
+            record.to_line().as_bytes(),
+        )
+        .with_path("cannot write lease record", || {
+            parent_path.join(&tmp).join(LEASE_FILE)
+        })?;
+        rename_noreplace(parent, &tmp, name)
+            .with_path("cannot rename new sandbox into place", final_path)
     })();
     match result {
         Ok(true) => {
@@ -871,11 +886,21 @@ mod tests {
         let cases: &[(&str, Option<LockLine>)] = &[
             (
                 "1: FLOCK  ADVISORY  READ  1234 00:2e:5678 0 EOF",
-                Some(LockLine { pid: 1234, major: 0, minor: 0x2e, ino: 5678 }),
+                Some(LockLine {
+                    pid: 1234,
+                    major: 0,
+                    minor: 0x2e,
+                    ino: 5678,
+                }),
             ),
             (
                 "12: FLOCK  ADVISORY  WRITE 99 fd:01:42 0 EOF",
-                Some(LockLine { pid: 99, major: 0xfd, minor: 1, ino: 42 }),
+                Some(LockLine {
+                    pid: 99,
+                    major: 0xfd,
+                    minor: 1,
+                    ino: 42,
+                }),
             ),
             ("3: -> FLOCK  ADVISORY  WRITE 1000 08:01:1 0 EOF", None),
             ("4: POSIX  ADVISORY  WRITE 678 fd:01:5678 0 EOF", None),
@@ -904,7 +929,12 @@ mod tests {
             (b"no parenthesis", None),
         ];
         for (line, want) in cases {
-            assert_eq!(parse_start_ticks(line), *want, "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                parse_start_ticks(line),
+                *want,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 

@@ -112,3 +112,8 @@ macro_rules! sandbox {
         }
     };
 }
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

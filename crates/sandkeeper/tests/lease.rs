@@ -113,7 +113,11 @@ fn malformed_records_are_reported_not_fatal() {
             Probe::Free(claim) => match claim.record() {
                 RecordState::Invalid(e) => {
                     assert_eq!(e.kind(), ErrorKind::InvalidLease, "{name}");
-                    assert_eq!(e.path(), Some(dir.join(lease::LEASE_FILE).as_path()), "{name}");
+                    assert_eq!(
+                        e.path(),
+                        Some(dir.join(lease::LEASE_FILE).as_path()),
+                        "{name}"
+                    );
                 }
                 other => panic!("{name}: expected invalid record, got {other:?}"),
             },
@@ -123,7 +127,9 @@ fn malformed_records_are_reported_not_fatal() {
     // A directory without a record is unmanaged, not an error.
     let bare = root.path().join("bare");
     fs::create_dir(&bare).unwrap();
-    let Probe::Free(claim) = lease::probe(&bare).unwrap() else { panic!("bare not free") };
+    let Probe::Free(claim) = lease::probe(&bare).unwrap() else {
+        panic!("bare not free")
+    };
     assert!(matches!(claim.record(), RecordState::Missing));
 }
 
@@ -134,7 +140,7 @@ fn a_fifo_or_symlink_record_is_never_opened_as_a_record() {
     fs::create_dir(&fifo_dir).unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &fifo_dir.join(lease::LEASE_FILE),
+        fifo_dir.join(lease::LEASE_FILE),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o644),
         0,
@@ -144,8 +150,14 @@ fn a_fifo_or_symlink_record_is_never_opened_as_a_record() {
     fs::create_dir(&link_dir).unwrap();
     std::os::unix::fs::symlink("/etc/hostname", link_dir.join(lease::LEASE_FILE)).unwrap();
     for dir in [fifo_dir, link_dir] {
-        let Probe::Free(claim) = lease::probe(&dir).unwrap() else { panic!("not free") };
-        assert!(matches!(claim.record(), RecordState::Invalid(_)), "{}", dir.display());
+        let Probe::Free(claim) = lease::probe(&dir).unwrap() else {
+            panic!("not free")
+        };
+        assert!(
+            matches!(claim.record(), RecordState::Invalid(_)),
+            "{}",
+            dir.display()
+        );
     }
 }
 
@@ -158,7 +170,11 @@ fn probing_a_symlink_or_file_or_missing_path_is_an_error() {
     fs::write(root.path().join("file"), b"x").unwrap();
     for name in ["link", "file", "missing"] {
         let err = lease::probe(&root.path().join(name)).unwrap_err();
-        assert_eq!(err.path(), Some(root.path().join(name).as_path()), "{name}: {err}");
+        assert_eq!(
+            err.path(),
+            Some(root.path().join(name).as_path()),
+            "{name}: {err}"
+        );
     }
 }
 
@@ -197,7 +213,10 @@ fn unopenable_directory_falls_back_to_the_record() {
 fn systemd_tmpfiles_clean_spares_live_sandboxes() {
     let Ok(out) = Command::new("systemd-tmpfiles").arg("--version").output() else {
         // .ci/run installs systemd; outside CI the binary may be missing.
-        assert!(std::env::var_os("CI").is_none(), "systemd-tmpfiles missing in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "systemd-tmpfiles missing in CI"
+        );
         eprintln!("skipping: systemd-tmpfiles is not installed");
         return;
     };
@@ -205,7 +224,11 @@ fn systemd_tmpfiles_clean_spares_live_sandboxes() {
     let root = sandbox!().unwrap();
     let aged = root.path().join("aged");
     fs::create_dir(&aged).unwrap();
-    let live = sandkeeper::Sandbox::builder().root(&aged).tag("live").create().unwrap();
+    let live = sandkeeper::Sandbox::builder()
+        .root(&aged)
+        .tag("live")
+        .create()
+        .unwrap();
     fs::write(live.path().join("data"), b"precious").unwrap();
     let dead = aged.join("dead");
     fs::create_dir(&dead).unwrap();
@@ -213,17 +236,101 @@ fn systemd_tmpfiles_clean_spares_live_sandboxes() {
     // Age both well into the past so that only the lock can save one.
     let old = fs::FileTimes::new()
         .set_accessed(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000))
-        .set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000));
+        .set_modified(
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000),
+        );
     for file in [live.path().join("data"), dead.join("data")] {
-        fs::File::options().write(true).open(&file).unwrap().set_times(old).unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_times(old)
+            .unwrap();
     }
     for dir in [live.path(), dead.as_path()] {
         fs::File::open(dir).unwrap().set_times(old).unwrap();
     }
     let conf = root.path().join("sandkeeper-test.conf");
     fs::write(&conf, format!("d {} 0700 - - 0\n", aged.display())).unwrap();
-    let out = Command::new("systemd-tmpfiles").arg("--clean").arg(&conf).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!dead.join("data").exists(), "the unlocked twin was cleaned (the test can fail)");
-    assert!(live.path().join("data").exists(), "the live sandbox survived");
+    let out = Command::new("systemd-tmpfiles")
+        .arg("--clean")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !dead.join("data").exists(),
+        "the unlocked twin was cleaned (the test can fail)"
+    );
+    assert!(
+        live.path().join("data").exists(),
+        "the live sandbox survived"
+    );
+}
+
+/// The Python example in docs/lease-protocol.md, run as written: another
+/// language takes part in the protocol.
+#[test]
+fn python_sandbox_takes_part_in_the_protocol() {
+    let doc = include_str!("../../../docs/lease-protocol.md");
+    let script = doc
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a python block in docs/lease-protocol.md");
+    let root = sandbox!().unwrap();
+    let script_path = root.path().join("lease_example.py");
+    fs::write(&script_path, script).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&script_path)
+        .arg(root.path())
+        .arg("py-sandbox")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let path = root.path().join("py-sandbox");
+    assert_eq!(line.trim(), format!("READY {}", path.display()));
+    let probed = lease::probe(&path);
+    let status_while_running = match &probed {
+        Ok(Probe::Live {
+            record: Some(r), ..
+        }) => Some(r.owner_status()),
+        _ => None,
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    match probed.unwrap() {
+        Probe::Live { holders, record } => {
+            assert_eq!(holders, vec![child.id()]);
+            let record = record.expect("python's record parses");
+            assert_eq!(record.pid, child.id());
+            assert_eq!(record.tag, "py-job");
+            assert_eq!(
+                status_while_running,
+                Some(OwnerStatus::Alive),
+                "start_ticks agree"
+            );
+        }
+        other => panic!("expected live, got {other:?}"),
+    }
+    // The owner is gone: the record's fallback agrees with the lock.
+    let Probe::Free(claim) = lease::probe(&path).unwrap() else {
+        panic!("still live")
+    };
+    assert_eq!(
+        claim.record().record().unwrap().owner_status(),
+        OwnerStatus::Dead
+    );
+    drop(claim);
+    remove_claimed(&path);
 }

@@ -25,16 +25,29 @@ fn child_main() {
 #[test]
 fn drop_removes_the_tree() {
     let root = sandbox!().unwrap();
-    let sandbox = Builder::new().root(root.path()).tag("work").create().unwrap();
+    let sandbox = Builder::new()
+        .root(root.path())
+        .tag("work")
+        .create()
+        .unwrap();
     let path = sandbox.path().to_owned();
     assert!(path.starts_with(root.path()));
-    assert!(path.file_name().unwrap().to_str().unwrap().starts_with("work-"));
+    assert!(path
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("work-"));
     assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o700);
     fs::create_dir_all(path.join("a/b/c")).unwrap();
     fs::write(path.join("a/b/c/file"), b"data").unwrap();
     drop(sandbox);
     assert!(!path.exists());
-    assert_eq!(names(root.path()), Vec::<String>::new(), "nothing left in the root");
+    assert_eq!(
+        names(root.path()),
+        Vec::<String>::new(),
+        "nothing left in the root"
+    );
 }
 
 #[test]
@@ -59,11 +72,16 @@ fn keep_on_failure_keeps_and_prints_the_path() {
     let (ok, stderr) = helper.wait();
     assert!(!ok, "the helper's test panicked");
     assert!(path.join("evidence").exists(), "kept after the panic");
-    assert!(stderr.contains(&format!("kept sandbox {}", path.display())), "{stderr}");
-    let Probe::Free(claim) = lease::probe(&path).unwrap() else { panic!("lease still held") };
+    assert!(
+        stderr.contains(&format!("kept sandbox {}", path.display())),
+        "{stderr}"
+    );
+    let Probe::Free(claim) = lease::probe(&path).unwrap() else {
+        panic!("lease still held")
+    };
     let record = claim.record().record().unwrap().clone();
     let until = record.keep_until_ms.expect("keep_until_ms set");
-    assert!(until > lease_now_ms() + 3600_000, "kept for about a day");
+    assert!(until > lease_now_ms() + 3_600_000, "kept for about a day");
     drop(claim);
     remove_by_path(&path);
 }
@@ -82,11 +100,17 @@ fn a_bad_keep_value_is_an_error_naming_it() {
     let root = sandbox!().unwrap();
     let helper = Helper::start(
         "create",
-        &[("SK_ROOT", root.path().to_str().unwrap()), ("SANDKEEPER_KEEP", "sometimes")],
+        &[
+            ("SK_ROOT", root.path().to_str().unwrap()),
+            ("SANDKEEPER_KEEP", "sometimes"),
+        ],
     );
     let err = helper.expect("ERR");
     assert!(err.starts_with("InvalidInput"), "{err}");
-    assert!(err.contains("\"sometimes\"") && err.contains("on-failure"), "{err}");
+    assert!(
+        err.contains("\"sometimes\"") && err.contains("on-failure"),
+        "{err}"
+    );
     assert_eq!(names(root.path()), Vec::<String>::new());
 }
 
@@ -96,8 +120,13 @@ fn keep_stops_managing_and_close_reports() {
     let kept = Builder::new().root(root.path()).create().unwrap();
     let kept_path = kept.keep();
     assert!(kept_path.is_dir());
-    assert!(!kept_path.join(lease::LEASE_FILE).exists(), "unmanaged after keep()");
-    let Probe::Free(claim) = lease::probe(&kept_path).unwrap() else { panic!("still locked") };
+    assert!(
+        !kept_path.join(lease::LEASE_FILE).exists(),
+        "unmanaged after keep()"
+    );
+    let Probe::Free(claim) = lease::probe(&kept_path).unwrap() else {
+        panic!("still locked")
+    };
     drop(claim);
     remove_by_path(&kept_path);
 
@@ -145,7 +174,10 @@ fn teardown_runs_lifo_and_children_die_before_the_directory_goes() {
     drop(sandbox);
     assert_eq!(
         *log.lock().unwrap(),
-        vec!["last".to_owned(), "first: child alive=false dir exists=true".to_owned()]
+        vec![
+            "last".to_owned(),
+            "first: child alive=false dir exists=true".to_owned()
+        ]
     );
     assert!(!path.exists());
 }
@@ -170,7 +202,11 @@ fn keyed_reclaims_a_sigkilled_predecessor() {
         .checkout("/checkouts/a")
         .create()
         .unwrap();
-    assert_eq!(next.path(), path, "same name: the predecessor was reclaimed");
+    assert_eq!(
+        next.path(),
+        path,
+        "same name: the predecessor was reclaimed"
+    );
     assert!(!path.join("disk.img").exists(), "its contents are gone");
     assert_eq!(next.record().pid, std::process::id());
     drop(next);
@@ -190,21 +226,33 @@ fn keyed_never_wipes_a_live_holder() {
     fs::write(held.join("disk.img"), b"in use").unwrap();
     let keyed = || {
         let mut b = Builder::new();
-        b.root(root.path()).tag("vm").keyed(true).checkout("/checkouts/b");
+        b.root(root.path())
+            .tag("vm")
+            .keyed(true)
+            .checkout("/checkouts/b");
         b
     };
 
     // Default: the next slot.
     let second = keyed().create().unwrap();
-    assert_eq!(second.path().file_name().unwrap().to_str().unwrap(), format!("{}-2", held.file_name().unwrap().to_str().unwrap()));
+    assert_eq!(
+        second.path().file_name().unwrap().to_str().unwrap(),
+        format!("{}-2", held.file_name().unwrap().to_str().unwrap())
+    );
     assert_eq!(fs::read(held.join("disk.img")).unwrap(), b"in use");
 
     // Fail: an error naming the holder's pid and command.
     let err = keyed().when_held(WhenHeld::Fail).create().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Held);
     assert_eq!(err.pid(), Some(holder.pid()));
-    assert!(err.to_string().contains(&format!("pid {}", holder.pid())), "{err}");
-    assert!(err.to_string().contains("child_main"), "names the command: {err}");
+    assert!(
+        err.to_string().contains(&format!("pid {}", holder.pid())),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("child_main"),
+        "names the command: {err}"
+    );
 
     // Wait, bounded: times out while the holder lives.
     let err = keyed()
@@ -223,7 +271,10 @@ fn keyed_never_wipes_a_live_holder() {
             rustix::process::Signal::KILL,
         );
     });
-    let third = keyed().when_held(WhenHeld::Wait(Duration::from_secs(20))).create().unwrap();
+    let third = keyed()
+        .when_held(WhenHeld::Wait(Duration::from_secs(20)))
+        .create()
+        .unwrap();
     killer.join().unwrap();
     holder.kill();
     assert_eq!(third.path(), held);
@@ -281,7 +332,9 @@ fn per_user_root_is_private_and_left_clean() {
     ];
     let mut helper = Helper::start("create", &env);
     let path = helper.ready_path();
-    let user_root = base.path().join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
+    let user_root = base
+        .path()
+        .join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
     assert_eq!(path.parent().unwrap(), user_root);
     let meta = fs::symlink_metadata(&user_root).unwrap();
     assert!(meta.is_dir());
@@ -297,7 +350,9 @@ fn per_user_root_is_private_and_left_clean() {
 #[test]
 fn a_planted_per_user_root_is_refused() {
     let base = sandbox!().unwrap();
-    let user_root = base.path().join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
+    let user_root = base
+        .path()
+        .join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
     let elsewhere = base.path().join("elsewhere");
     fs::create_dir(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &user_root).unwrap();
@@ -308,8 +363,12 @@ fn a_planted_per_user_root_is_refused() {
     ];
     let err = Helper::start("create", &env).expect("ERR");
     assert!(err.starts_with("UnsafeRoot"), "{err}");
-    assert_eq!(names(&elsewhere), Vec::<String>::new(), "nothing created through the link");
-    fs::remove_file(&user_root).unwrap();
+    assert_eq!(
+        names(&elsewhere),
+        Vec::<String>::new(),
+        "nothing created through the link"
+    );
+    rustix::fs::unlink(&user_root).unwrap(); // the planted symlink
 
     if !require_root("a_planted_per_user_root_is_refused (other owner)") {
         return;
@@ -317,7 +376,10 @@ fn a_planted_per_user_root_is_refused() {
     fs::create_dir(&user_root).unwrap();
     rustix::fs::chown(&user_root, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
     let err = Helper::start("create", &env).expect("ERR");
-    assert!(err.starts_with("UnsafeRoot") && err.contains("65534"), "{err}");
+    assert!(
+        err.starts_with("UnsafeRoot") && err.contains("65534"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -325,7 +387,12 @@ fn relative_root_is_fixed_at_creation() {
     let base = sandbox!().unwrap();
     let helper = Helper::start("relative", &[("SK_ROOT", base.path().to_str().unwrap())]);
     let path = helper.ready_path();
-    assert_eq!(path.parent(), Some(base.path()), "absolute and normalized: {}", path.display());
+    assert_eq!(
+        path.parent(),
+        Some(base.path()),
+        "absolute and normalized: {}",
+        path.display()
+    );
     helper.expect("DONE");
     assert!(!path.exists(), "removed although the cwd changed");
 }
@@ -336,8 +403,18 @@ fn bad_roots_and_tags_are_clear_errors() {
     let file = base.path().join("file");
     fs::write(&file, b"x").unwrap();
     let cases: Vec<(&str, PathBuf, ErrorKind, &str)> = vec![
-        ("missing", base.path().join("missing"), ErrorKind::UnusableRoot, "does not exist"),
-        ("file", file.clone(), ErrorKind::UnusableRoot, "not a directory"),
+        (
+            "missing",
+            base.path().join("missing"),
+            ErrorKind::UnusableRoot,
+            "does not exist",
+        ),
+        (
+            "file",
+            file.clone(),
+            ErrorKind::UnusableRoot,
+            "not a directory",
+        ),
     ];
     for (name, root, kind, words) in cases {
         let err = Builder::new().root(&root).create().unwrap_err();
@@ -346,7 +423,11 @@ fn bad_roots_and_tags_are_clear_errors() {
         assert_eq!(err.path(), Some(root.as_path()), "{name}");
     }
     for tag in ["a/b", "a\0b", "", "..", ".sandkeeper-new-x"] {
-        let err = Builder::new().root(base.path()).tag(tag).create().unwrap_err();
+        let err = Builder::new()
+            .root(base.path())
+            .tag(tag)
+            .create()
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{tag:?}");
         assert!(err.to_string().contains(&format!("{tag:?}")), "{err}");
     }
@@ -376,7 +457,10 @@ fn two_call_sites_claiming_one_name_is_an_error() {
     let err = sandbox!("shared-fixture-name").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NameConflict);
     let text = err.to_string();
-    assert!(text.matches("tests/sandbox.rs:").count() == 2, "names both sites: {text}");
+    assert!(
+        text.matches("tests/sandbox.rs:").count() == 2,
+        "names both sites: {text}"
+    );
     drop(first);
 }
 
@@ -395,7 +479,11 @@ fn one_call_site_used_concurrently_takes_slots() {
 #[test]
 fn permissions_are_exact() {
     let root = sandbox!().unwrap();
-    let sb = Builder::new().root(root.path()).permissions(0o750).create().unwrap();
+    let sb = Builder::new()
+        .root(root.path())
+        .permissions(0o750)
+        .create()
+        .unwrap();
     assert_eq!(fs::metadata(sb.path()).unwrap().mode() & 0o7777, 0o750);
 }
 

@@ -219,7 +219,13 @@ impl Builder {
                 create_unique(&base, tag, &record, o.mode).map(|(p, l)| (p, l, false))
             };
             match attempt {
-                Err(e) if attempts < 8 && e.io_error().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) && keyed && o.root.is_none() => {
+                Err(e)
+                    if attempts < 8
+                        && e.io_error()
+                            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+                        && keyed
+                        && o.root.is_none() =>
+                {
                     attempts += 1;
                 }
                 other => break other?,
@@ -247,7 +253,12 @@ impl Builder {
         Ok(Sandbox { inner })
     }
 
-    fn create_keyed(&self, base: &Path, tag: &str, record: LeaseRecord) -> Result<(PathBuf, Lease, bool)> {
+    fn create_keyed(
+        &self,
+        base: &Path,
+        tag: &str,
+        record: LeaseRecord,
+    ) -> Result<(PathBuf, Lease, bool)> {
         let o = &self.opts;
         let checkout = match &o.checkout {
             Some(c) => c.clone(),
@@ -267,27 +278,49 @@ impl Builder {
         if let Some(site) = &o.site {
             test_macro::claim_site(&root_path.join(&name), site)?;
         }
-        let lease = keyed::claim(root_fd.as_fd(), &root_path, &name, &record, o.mode, o.when_held)?;
+        let lease = keyed::claim(
+            root_fd.as_fd(),
+            &root_path,
+            &name,
+            &record,
+            o.mode,
+            o.when_held,
+        )?;
         Ok((root_path, lease, in_user_root))
     }
 }
 
 /// Creates `<tag>-<random>` in `root`, retrying on the (unlikely) clash.
-fn create_unique(root: &Path, tag: &str, record: &LeaseRecord, mode: u32) -> Result<(PathBuf, Lease)> {
+fn create_unique(
+    root: &Path,
+    tag: &str,
+    record: &LeaseRecord,
+    mode: u32,
+) -> Result<(PathBuf, Lease)> {
     let root_fd = open_root(root)?;
     for _ in 0..100 {
         let name = format!("{tag}-{}", lease::random_suffix(8));
-        if let Created::New(lease) = lease::create_at(root_fd.as_fd(), root, name.as_ref(), record, mode)? {
+        if let Created::New(lease) =
+            lease::create_at(root_fd.as_fd(), root, name.as_ref(), record, mode)?
+        {
             return Ok((root.to_owned(), lease));
         }
     }
-    Err(Error::new(ErrorKind::Io, "cannot find a free name for a sandbox after 100 attempts").at(root))
+    Err(Error::new(
+        ErrorKind::Io,
+        "cannot find a free name for a sandbox after 100 attempts",
+    )
+    .at(root))
 }
 
 /// Opens a sandbox root (following symlinks: the caller chose it).
 fn open_root(root: &Path) -> Result<OwnedFd> {
-    rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| lease::unusable_root(e, root))
+    rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| lease::unusable_root(e, root))
 }
 
 /// `$SANDKEEPER_ROOT`, else the system temp directory.

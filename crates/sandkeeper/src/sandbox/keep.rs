@@ -113,7 +113,10 @@ mod tests {
             assert_eq!(text.parse::<KeepPolicy>().ok(), *want, "{text:?}");
         }
         let err = "yes".parse::<KeepPolicy>().unwrap_err().to_string();
-        assert!(err.contains("\"yes\"") && err.contains("on-failure"), "{err}");
+        assert!(
+            err.contains("\"yes\"") && err.contains("on-failure"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -127,7 +130,11 @@ mod tests {
             (KeepPolicy::Always, true, true),
         ];
         for (policy, panicking, want) in cases {
-            assert_eq!(policy.keeps(panicking), want, "{policy} panicking={panicking}");
+            assert_eq!(
+                policy.keeps(panicking),
+                want,
+                "{policy} panicking={panicking}"
+            );
         }
     }
 }

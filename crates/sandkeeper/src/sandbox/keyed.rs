@@ -61,34 +61,42 @@ pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, OwnedFd)> {
     }
     let dir = match lease::open_dir(&path) {
         Ok(dir) => dir,
-        Err(Errno::LOOP | Errno::NOTDIR) => {
-            return Err(Error::new(
-                ErrorKind::UnsafeRoot,
-                "per-user sandbox root is not a directory (a symlink or a file planted by someone?)",
-            )
-            .at(&path)
-            .with_hint("remove it, or set SANDKEEPER_ROOT to a directory only you can write"))
-        }
+        Err(Errno::LOOP | Errno::NOTDIR) => return Err(Error::new(
+            ErrorKind::UnsafeRoot,
+            "per-user sandbox root is not a directory (a symlink or a file planted by someone?)",
+        )
+        .at(&path)
+        .with_hint("remove it, or set SANDKEEPER_ROOT to a directory only you can write")),
         Err(e) => return Err(e).with_path("cannot open per-user sandbox root", || path.clone()),
     };
-    let st = rustix::fs::fstat(&dir).with_path("cannot inspect per-user sandbox root", || path.clone())?;
+    let st = rustix::fs::fstat(&dir)
+        .with_path("cannot inspect per-user sandbox root", || path.clone())?;
     let uid = rustix::process::getuid().as_raw();
     if st.st_uid != uid {
         return Err(Error::new(
             ErrorKind::UnsafeRoot,
-            format!("per-user sandbox root belongs to uid {}, not to us (uid {uid})", st.st_uid),
+            format!(
+                "per-user sandbox root belongs to uid {}, not to us (uid {uid})",
+                st.st_uid
+            ),
         )
         .at(&path)
         .with_hint("someone may be trying to hijack it; remove it, or set SANDKEEPER_ROOT"));
     }
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        return Err(Error::new(ErrorKind::UnsafeRoot, "per-user sandbox root is not a directory").at(&path));
+        return Err(Error::new(
+            ErrorKind::UnsafeRoot,
+            "per-user sandbox root is not a directory",
+        )
+        .at(&path));
     }
     if st.st_mode & 0o077 != 0 {
         // Ours, so we may close it; others cannot have planted anything we
         // would trust, since only names we probe and lock are ever used.
         rustix::fs::fchmod(&dir, Mode::from_raw_mode(0o700))
-            .with_path("cannot restrict per-user sandbox root to mode 0700", || path.clone())?;
+            .with_path("cannot restrict per-user sandbox root to mode 0700", || {
+                path.clone()
+            })?;
     }
     Ok((path, dir))
 }
@@ -119,7 +127,10 @@ fn slot_name(base: &str, slot: u32) -> OsString {
 enum Slot {
     Ours(Lease),
     /// A live process holds it.
-    Held { holders: Vec<u32>, record: Option<LeaseRecord> },
+    Held {
+        holders: Vec<u32>,
+        record: Option<LeaseRecord>,
+    },
     /// Something we must leave alone: kept for debugging, not a directory,
     /// or not inspectable.
     Unavailable,
@@ -143,18 +154,33 @@ pub(crate) fn claim(
             match try_slot(root, root_path, &name, record, mode)? {
                 Slot::Ours(lease) => return Ok(lease),
                 Slot::Unavailable => {}
-                Slot::Held { holders, record: held } => match when_held {
+                Slot::Held {
+                    holders,
+                    record: held,
+                } => match when_held {
                     WhenHeld::NextSlot => {}
                     WhenHeld::Wait(limit) if started.elapsed() < limit => {
                         must_wait = true;
                         break;
                     }
                     WhenHeld::Wait(limit) => {
-                        return Err(held_error(ErrorKind::TimedOut, root_path, &name, &holders, held)
-                            .with_hint(format!("waited {limit:?} for it to be released")))
+                        return Err(held_error(
+                            ErrorKind::TimedOut,
+                            root_path,
+                            &name,
+                            &holders,
+                            held,
+                        )
+                        .with_hint(format!("waited {limit:?} for it to be released")))
                     }
                     WhenHeld::Fail => {
-                        return Err(held_error(ErrorKind::Held, root_path, &name, &holders, held))
+                        return Err(held_error(
+                            ErrorKind::Held,
+                            root_path,
+                            &name,
+                            &holders,
+                            held,
+                        ))
                     }
                 },
             }
@@ -188,16 +214,25 @@ fn try_slot(
         }
         match lease::probe_at(root, root_path, name) {
             Ok(Probe::Free(claim)) => {
-                if claim.record().record().is_some_and(|r| r.is_kept_at(lease::now_ms())) {
+                if claim
+                    .record()
+                    .record()
+                    .is_some_and(|r| r.is_kept_at(lease::now_ms()))
+                {
                     return Ok(Slot::Unavailable);
                 }
                 reclaim(root, name, claim)?;
             }
             Ok(Probe::Live { holders, record }) => return Ok(Slot::Held { holders, record }),
             Ok(_) => return Ok(Slot::Unavailable),
-            Err(e) if e.io_error().is_some_and(|e| e.kind() == io::ErrorKind::NotFound) => {}
+            Err(e)
+                if e.io_error()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::NotFound) => {}
             Err(e) if matches!(e.kind(), ErrorKind::InvalidInput) => return Ok(Slot::Unavailable),
-            Err(e) if e.io_error().and_then(io::Error::raw_os_error) == Some(Errno::NOTDIR.raw_os_error()) => {
+            Err(e)
+                if e.io_error().and_then(io::Error::raw_os_error)
+                    == Some(Errno::NOTDIR.raw_os_error()) =>
+            {
                 return Ok(Slot::Unavailable)
             }
             Err(e) => return Err(e),

@@ -196,7 +196,8 @@ impl Sandbox {
         let inner = &self.inner;
         if let Some((lease, actions)) = inner.take_for_finish() {
             teardown::run_stack(actions, inner.kill_grace);
-            let _ = rustix::fs::unlinkat(lease.dir(), lease::LEASE_FILE, rustix::fs::AtFlags::empty());
+            let _ =
+                rustix::fs::unlinkat(lease.dir(), lease::LEASE_FILE, rustix::fs::AtFlags::empty());
         }
         inner.path.clone()
     }
@@ -246,7 +247,9 @@ impl Inner {
     fn remove(&self) -> Result<()> {
         let parent = rustix::fs::open(
             &self.parent,
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )
         .map_err(|e| Error::io("cannot open sandbox root", e.into()).at(&self.parent))?;
@@ -259,7 +262,11 @@ impl Inner {
         if report.is_complete() {
             Ok(())
         } else {
-            Err(Error::new(ErrorKind::Removal, "sandbox could not be removed completely").at(&self.path))
+            Err(Error::new(
+                ErrorKind::Removal,
+                "sandbox could not be removed completely",
+            )
+            .at(&self.path))
         }
     }
 
@@ -298,7 +305,9 @@ impl AsRef<Path> for Sandbox {
 
 impl fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sandbox").field("path", &self.inner.path).finish()
+        f.debug_struct("Sandbox")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 

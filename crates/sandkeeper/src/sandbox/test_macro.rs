@@ -37,7 +37,10 @@ pub fn create(site: CallSite) -> Result<Sandbox> {
         Some(tag) => (tag.to_owned(), manifest.to_owned()),
         // A derived tag is unique to the site; the file joins the checkout
         // so that `a/mod.rs:10` and `b/mod.rs:10` differ.
-        None => (derived_tag(site.file, site.line), format!("{manifest}/{}", site.file)),
+        None => (
+            derived_tag(site.file, site.line),
+            format!("{manifest}/{}", site.file),
+        ),
     };
     let mut builder = Builder::new();
     builder
@@ -66,7 +69,13 @@ fn derived_tag(file: &str, line: u32) -> String {
     };
     let clean: String = stem
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("{clean}-{line}")
 }

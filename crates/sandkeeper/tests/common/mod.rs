@@ -45,12 +45,18 @@ impl Helper {
     pub fn start(mode: &str, env: &[(&str, &str)]) -> Helper {
         let exe = std::env::current_exe().expect("test binary path");
         let mut cmd = Command::new(exe);
-        cmd.args(["--ignored", "--exact", "child_main", "--nocapture", "--test-threads=1"])
-            .env("SK_CHILD", mode)
-            .env_remove("SANDKEEPER_KEEP")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args([
+            "--ignored",
+            "--exact",
+            "child_main",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SK_CHILD", mode)
+        .env_remove("SANDKEEPER_KEEP")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -133,7 +139,9 @@ pub fn child_main() {
             b.tag(tag);
         }
         if let Some(checkout) = var("SK_CHECKOUT") {
-            b.keyed(true).checkout(checkout).when_held(WhenHeld::NextSlot);
+            b.keyed(true)
+                .checkout(checkout)
+                .when_held(WhenHeld::NextSlot);
         }
         b
     };
@@ -152,7 +160,10 @@ pub fn child_main() {
         "static" => {
             static SHARED: OnceLock<Sandbox> = OnceLock::new();
             let sandbox = SHARED.get_or_init(|| {
-                builder().process_lifetime(true).create().expect("create static sandbox")
+                builder()
+                    .process_lifetime(true)
+                    .create()
+                    .expect("create static sandbox")
             });
             std::fs::write(sandbox.path().join("state"), b"x").unwrap();
             println!("READY {}", sandbox.path().display());
