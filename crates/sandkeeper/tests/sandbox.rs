@@ -525,3 +525,36 @@ mod common_mount {
         }
     }
 }
+
+#[test]
+fn keyed_leaves_another_users_leftover_alone() {
+    if !require_root("keyed_leaves_another_users_leftover_alone") {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let keyed = || {
+        let mut b = Builder::new();
+        b.root(root.path())
+            .tag("shared")
+            .keyed(true)
+            .checkout("/checkouts/g");
+        b
+    };
+    // Learn the keyed name, then plant another user's directory there.
+    let first = keyed().create().unwrap();
+    let name = first.path().to_owned();
+    drop(first);
+    fs::create_dir(&name).unwrap();
+    fs::write(name.join("theirs"), b"x").unwrap();
+    rustix::fs::chown(&name, Some(rustix::fs::Uid::from_raw(65534)), None).unwrap();
+    let second = keyed().create().unwrap();
+    assert!(
+        second.path().to_str().unwrap().ends_with("-2"),
+        "{}",
+        second.path().display()
+    );
+    assert!(
+        name.join("theirs").exists(),
+        "another user's directory was not touched"
+    );
+}

@@ -221,6 +221,12 @@ fn try_slot(
                 {
                     return Ok(Slot::Unavailable);
                 }
+                // In a shared root given by the caller, another user's
+                // leftover is not ours to remove.
+                let owner = rustix::fs::fstat(claim.dir()).map(|st| st.st_uid);
+                if owner.map_or(true, |uid| uid != rustix::process::geteuid().as_raw()) {
+                    return Ok(Slot::Unavailable);
+                }
                 reclaim(root, name, claim)?;
             }
             Ok(Probe::Live { holders, record }) => return Ok(Slot::Held { holders, record }),
