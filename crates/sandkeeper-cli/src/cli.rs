@@ -1,8 +1,12 @@
 //! The command line, as clap sees it. No logic here.
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::exit_codes;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use sandkeeper::reap::FreeTarget;
+
+use crate::{config, exit_codes};
 
 /// Find, audit and remove leaked scratch directories, safely beside live work.
 #[derive(Debug, Parser)]
@@ -27,9 +31,141 @@ pub struct GlobalArgs {
     pub verbose: bool,
 }
 
-/// The subcommands (scan, reap, run and watch land with their issues).
+/// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Audit roots: leftovers grouped by name family, size, age, and whether
+    /// they are live, in use, orphaned or idle.
+    #[command(after_help = exit_codes::HELP)]
+    Scan(ScanArgs),
+
+    /// Remove orphaned sandboxes, and unmanaged leftovers that a --match rule
+    /// selects; never anything live, in use, unknown or younger than the grace.
+    #[command(after_help = exit_codes::HELP)]
+    Reap(ReapArgs),
+
+    /// List the managed sandboxes: owner (pid, command, user), age, size, state.
+    #[command(after_help = exit_codes::HELP)]
+    Ls(LsArgs),
+
+    /// Say why an entry is in its state, and what a reap with the given rules
+    /// would do to it.
+    #[command(after_help = exit_codes::HELP)]
+    Explain(ExplainArgs),
+}
+
+/// Options that pick what a reap may remove (shared by reap and explain).
+#[derive(Debug, Args)]
+pub struct RuleArgs {
+    /// Admit unmanaged entries whose name matches GLOB (repeatable), e.g.
+    /// 'app-*'. Orphaned sandboxes are always admitted.
+    #[arg(long = "match", value_name = "GLOB")]
+    pub globs: Vec<String>,
+
+    /// Only entries whose newest change inside is older than this (90s, 2h, 7d).
+    #[arg(long, value_name = "DURATION", value_parser = config::duration)]
+    pub older_than: Option<Duration>,
+
+    /// Keep the N newest entries of each family.
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<usize>,
+
+    /// Remove oldest first, only until this much is free: a percentage of the
+    /// filesystem (25%) or a size (2GiB).
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = config::free_target)]
+    pub target_free: Option<FreeTarget>,
+
+    /// Only entries owned by this user (name or uid).
+    #[arg(long, value_name = "USER", value_parser = config::user)]
+    pub owner: Option<u32>,
+
+    /// Never remove anything younger than this.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = config::duration)]
+    pub grace: Duration,
+
+    /// Vouch for a process that cannot be inspected (repeatable).
+    #[arg(long = "ignore-pid", value_name = "PID")]
+    pub ignore_pids: Vec<u32>,
+}
+
+/// `sandkeeper reap`.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Directories to reap (default: the system temp directory).
+    #[arg(value_name = "ROOT")]
+    pub roots: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub rules: RuleArgs,
+
+    /// Print what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print one JSON document (schema sandkeeper.reap/v1, see docs/reap-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `sandkeeper ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Directories to look in (default: the system temp directory and its
+    /// per-user sandbox directory).
+    #[arg(value_name = "ROOT")]
+    pub roots: Vec<PathBuf>,
+
+    /// Print JSON (an array of sandboxes).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Vouch for a process that cannot be inspected (repeatable).
+    #[arg(long = "ignore-pid", value_name = "PID")]
+    pub ignore_pids: Vec<u32>,
+}
+
+/// `sandkeeper explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The entry to explain (a top-level entry of a root, or a path inside one).
+    #[arg(value_name = "PATH")]
+    pub path: PathBuf,
+
+    /// The roots PATH may be in (default: the system temp directory and its
+    /// per-user sandbox directory).
+    #[arg(long = "root", value_name = "ROOT")]
+    pub roots: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub rules: RuleArgs,
+}
+
+/// `sandkeeper scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Directories to scan (default: the system temp directory, honouring
+    /// TMPDIR).
+    #[arg(value_name = "ROOT")]
+    pub roots: Vec<PathBuf>,
+
+    /// List every entry too, not only the families.
+    #[arg(long)]
+    pub entries: bool,
+
+    /// Print one JSON document (schema sandkeeper.scan/v1, see docs/scan-json.md).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Vouch for a process that cannot be inspected: assume it uses nothing
+    /// under the roots (repeatable). Without it, such processes make entries
+    /// `unknown`.
+    #[arg(long = "ignore-pid", value_name = "PID")]
+    pub ignore_pids: Vec<u32>,
+
+    /// Walking threads (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
+    pub threads: usize,
+}
 
 /// The long help, for a bare `sandkeeper`.
 pub fn help_text() -> String {

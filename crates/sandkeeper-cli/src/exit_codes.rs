@@ -3,7 +3,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success (also: output closed early, a broken pipe) |
-//! | 1 | done, but something could not be done (an entry not removed, a warning that changes the answer) |
+//! | 1 | done, but something could not be done (an entry not removed) |
 //! | 2 | bad usage or bad input: nothing was changed |
 //! | 130 | interrupted by SIGINT |
 
@@ -14,13 +14,11 @@ pub struct ExitStatus(pub u8);
 /// Everything worked.
 pub const SUCCESS: ExitStatus = ExitStatus(0);
 /// The command ran but something could not be done.
-#[allow(dead_code)] // used by the subcommands as they land
 pub const PARTIAL: ExitStatus = ExitStatus(1);
 /// Bad usage or input; nothing was changed. clap uses it for parse errors.
-#[allow(dead_code)]
 pub const USAGE: ExitStatus = ExitStatus(2);
 /// Interrupted by SIGINT.
-#[allow(dead_code)]
+#[allow(dead_code)] // used by run and watch
 pub const INTERRUPTED: ExitStatus = ExitStatus(130);
 
 /// The table for `--help`.

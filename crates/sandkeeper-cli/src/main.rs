@@ -1,20 +1,37 @@
 //! The `sandkeeper` command: parse, call the library, render.
 
 mod cli;
+mod commands;
+mod config;
+mod error;
 mod exit_codes;
+mod humanize;
 mod printer;
+mod render;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use cli::Command;
+use exit_codes::ExitStatus;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let printer = printer::Printer::new(cli.global.quiet, cli.global.verbose);
-    match cli.command {
+    let result = match cli.command {
         None => {
             printer.help(&cli::help_text());
-            exit_codes::SUCCESS.into()
+            Ok(exit_codes::SUCCESS)
         }
-    }
+        Some(Command::Scan(args)) => commands::scan::run(&args, &printer),
+        Some(Command::Reap(args)) => commands::reap::run(&args, &printer),
+        Some(Command::Ls(args)) => commands::ls::run(&args, &printer),
+        Some(Command::Explain(args)) => commands::explain::run(&args, &printer),
+    };
+    let status: ExitStatus = result.unwrap_or_else(|err| {
+        printer.error(&err);
+        err.status
+    });
+    status.into()
 }

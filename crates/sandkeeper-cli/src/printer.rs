@@ -1,24 +1,65 @@
 //! All output goes through here: data to stdout, messages to stderr.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::Write;
+use std::io::{self, IsTerminal, Write};
+
+use crate::error::CliError;
 
 /// Renders output, honouring `--quiet` and `--verbose`.
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
-    #[allow(dead_code)] // read by the subcommands as they land
     quiet: bool,
-    #[allow(dead_code)]
     verbose: bool,
 }
+
+/// Stdout was closed early (`| head`): stop quietly, exit 0.
+#[derive(Debug)]
+pub struct BrokenPipe;
 
 impl Printer {
     pub fn new(quiet: bool, verbose: bool) -> Printer {
         Printer { quiet, verbose }
     }
 
+    pub fn verbose(&self) -> bool {
+        self.verbose
+    }
+
+    /// Writes data (a table, a JSON document) to stdout.
+    pub fn data(&self, text: &str) -> Result<(), BrokenPipe> {
+        let mut out = io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(BrokenPipe),
+            _ => Ok(()),
+        }
+    }
+
     /// Prints help text on stdout; a closed pipe is not an error.
     pub fn help(&self, text: &str) {
-        let _ = writeln!(std::io::stdout().lock(), "{}", text.trim_end());
+        let _ = writeln!(io::stdout().lock(), "{}", text.trim_end());
+    }
+
+    /// `warning: …` on stderr, unless `--quiet`.
+    pub fn warning(&self, text: &str) {
+        if !self.quiet {
+            let _ = writeln!(io::stderr().lock(), "warning: {text}");
+        }
+    }
+
+    /// `error: …`, its causes and a hint, on stderr.
+    pub fn error(&self, err: &CliError) {
+        let mut e = io::stderr().lock();
+        let _ = writeln!(e, "error: {}", err.message);
+        for cause in &err.causes {
+            let _ = writeln!(e, "  Caused by: {cause}");
+        }
+        if let Some(hint) = &err.hint {
+            let _ = writeln!(e, "hint: {hint}");
+        }
+    }
+
+    /// Whether progress may be drawn: stderr is a terminal and not `--quiet`.
+    pub fn progress_allowed(&self) -> bool {
+        !self.quiet && io::stderr().is_terminal()
     }
 }

@@ -60,10 +60,15 @@
 #![deny(unsafe_code)]
 
 mod error;
+pub mod inuse;
 pub mod lease;
+pub mod pattern;
+pub mod reap;
 pub mod remove;
 mod sandbox;
+pub mod scan;
 mod sys;
+pub mod walk;
 
 pub use error::{Error, ErrorKind, Result};
 pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};

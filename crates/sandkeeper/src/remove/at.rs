@@ -191,12 +191,16 @@ fn open_raw(dirfd: BorrowedFd<'_>, name: &CStr, flags: OFlags) -> Result<OwnedFd
 ///
 /// The mode change goes through the descriptor, never through a name that
 /// could be swapped: `fchmod` does not take `O_PATH` descriptors, so it is
-/// made on `/proc/self/fd/N`, which the kernel resolves to the open inode
-/// itself.
+/// made on `/proc/thread-self/fd/N`, which the kernel resolves to the open
+/// inode itself.
+///
+/// With `want`, the directory must be that inode (else `ESTALE`, and its
+/// mode is left alone).
 pub(crate) fn open_unreadable_dir(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
     fence: &Fence,
+    want: Option<FileId>,
 ) -> Result<Opened, Errno> {
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let path_fd = match open_raw(dirfd, name, flags) {
@@ -208,18 +212,31 @@ pub(crate) fn open_unreadable_dir(
     if !fence.admits(&st) {
         return Ok(Opened::Fenced);
     }
+    if want.is_some_and(|want| want != st.id) {
+        return Err(Errno::STALE);
+    }
     chmod_path_fd(path_fd.as_fd(), st.perm | 0o700)?;
     let fd = rustix::fs::openat(&path_fd, c".", DIR_OPEN, Mode::empty())?;
     let st = fstat_dir(fd.as_fd())?;
     Ok(Opened::Dir(fd, st))
 }
 
-/// `chmod("/proc/self/fd/N", mode)`—changes the mode of the inode an
+/// `chmod("/proc/thread-self/fd/N", mode)`—changes the mode of the inode an
 /// `O_PATH` descriptor refers to (the magic link is resolved to the open
-/// file, not by name).
+/// file, not by name). `thread-self` rather than `self`: a thread running
+/// with other credentials than the main thread may not look into the main
+/// thread's `/proc` entry.
 fn chmod_path_fd(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    rustix::fs::chmodat(CWD, link.as_str(), Mode::from_raw_mode(perm), AtFlags::empty())
+    let mode = Mode::from_raw_mode(perm);
+    let link = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+    match rustix::fs::chmodat(CWD, link.as_str(), mode, AtFlags::empty()) {
+        // Linux before 3.17 has no /proc/thread-self.
+        Err(Errno::NOENT) => {
+            let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            rustix::fs::chmodat(CWD, link.as_str(), mode, AtFlags::empty())
+        }
+        other => other,
+    }
 }
 
 /// `fchmod(fd, mode)` on an open directory of the tree—adds `u+rwx` so its

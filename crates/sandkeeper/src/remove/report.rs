@@ -8,15 +8,17 @@ pub use rustix::io::Errno;
 /// How much a removal (or part of it) took away.
 ///
 /// Files are every entry that is not a directory (regular files, symlinks,
-/// FIFOs, sockets, device nodes). Bytes are disk usage (`st_blocks` × 512)
-/// of the directories removed and of the files whose *last* link was
-/// removed; a file that is still open elsewhere frees its space only when it
-/// is closed.
+/// FIFOs, sockets, device nodes). Bytes, when
+/// [counted](super::RemoveOptions::count_bytes), are disk usage
+/// (`st_blocks` × 512) of the directories removed and of the files whose
+/// *last* link was removed; a file that is still open elsewhere frees its
+/// space only when it is closed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub(crate) files: u64,
     pub(crate) dirs: u64,
     pub(crate) bytes: u64,
+    pub(crate) bytes_counted: bool,
 }
 
 impl Counts {
@@ -36,15 +38,18 @@ impl Counts {
         self.files + self.dirs
     }
 
-    /// Disk space freed, in bytes (see the type's docs for what counts).
-    pub fn bytes(&self) -> u64 {
-        self.bytes
+    /// Disk space freed, in bytes (see the type's docs for what counts);
+    /// `None` unless the removal was asked to
+    /// [count it](super::RemoveOptions::count_bytes).
+    pub fn bytes(&self) -> Option<u64> {
+        self.bytes_counted.then_some(self.bytes)
     }
 
     pub(crate) fn add(&mut self, other: &Counts) {
         self.files += other.files;
         self.dirs += other.dirs;
         self.bytes += other.bytes;
+        self.bytes_counted |= other.bytes_counted;
     }
 }
 
@@ -219,9 +224,13 @@ impl Tally {
     }
 
     /// Sorts the left entries by path so reports do not depend on thread
-    /// scheduling.
-    pub(crate) fn sorted(mut self) -> Self {
+    /// scheduling, and says whether bytes were counted.
+    pub(crate) fn finished(mut self, bytes_counted: bool) -> Self {
         self.left.sort_by(|a, b| a.path.cmp(&b.path));
+        self.counts.bytes_counted = bytes_counted;
+        if !bytes_counted {
+            self.counts.bytes = 0;
+        }
         self
     }
 }

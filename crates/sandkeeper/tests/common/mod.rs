@@ -212,6 +212,14 @@ pub fn child_main() {
             drop(sandbox);
             println!("DONE ok");
         }
+        // Chaos creator: make sandboxes (managed) and `app-*` directories
+        // (unmanaged, held open while used), fill them, check they stay
+        // intact while in use, drop them; exit 3 on a violation.
+        "chaos" => chaos_creator(
+            PathBuf::from(var("SK_ROOT").unwrap()),
+            var("SK_SEED").unwrap().parse().unwrap(),
+            var("SK_ROUNDS").unwrap().parse().unwrap(),
+        ),
         other => panic!("unknown SK_CHILD mode {other:?}"),
     }
 }
@@ -232,4 +240,120 @@ pub fn names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The chaos creator's loop (see the `chaos` mode).
+fn chaos_creator(root: PathBuf, seed: u64, rounds: u32) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let pid = std::process::id();
+    println!("\nREADY {}", root.display());
+    for round in 0..rounds {
+        let files: Vec<(String, Vec<u8>)> = (0..rng.usize(1..6))
+            .map(|i| (format!("f{i}"), vec![rng.u8(..); rng.usize(1..4096)]))
+            .collect();
+        let managed = rng.bool();
+        // Unmanaged: a plain directory kept in use through an open file.
+        let (dir, guard): (PathBuf, Box<dyn std::any::Any>) = if managed {
+            let sandbox = Builder::new()
+                .root(&root)
+                .tag("chaos")
+                .create()
+                .expect("create sandbox");
+            (sandbox.path().to_owned(), Box::new(sandbox))
+        } else {
+            let dir = root.join(format!("app-{pid}-{round}"));
+            std::fs::create_dir(&dir).expect("mkdir");
+            std::fs::write(dir.join("held"), b"held").unwrap();
+            let held = std::fs::File::open(dir.join("held")).unwrap();
+            (dir, Box::new(held))
+        };
+        for (name, data) in &files {
+            std::fs::write(dir.join(name), data).unwrap();
+        }
+        for _ in 0..rng.u32(1..4) {
+            std::thread::sleep(Duration::from_millis(rng.u64(1..30)));
+            for (name, data) in &files {
+                match std::fs::read(dir.join(name)) {
+                    Ok(got) if &got == data => {}
+                    other => {
+                        println!(
+                            "\nVIOLATION {} {name}: {:?}",
+                            dir.display(),
+                            other.map(|g| g.len())
+                        );
+                        std::process::exit(3);
+                    }
+                }
+            }
+        }
+        drop(guard);
+        if !managed {
+            // Once no longer held it is fair game: a reaper may beat us to it.
+            match sandkeeper::remove::remove_path(&dir, &sandkeeper::remove::RemoveOptions::new()) {
+                Ok(_) => {}
+                Err(e)
+                    if e.io_error()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {}
+                Err(e) => panic!("remove own directory {}: {e}", dir.display()),
+            }
+        }
+    }
+    println!("\nDONE {rounds}");
+}
+
+/// Runs the ignored test `inner` in a new PID namespace; true if it ran
+/// and passed, false if skipped.
+pub fn run_in_pid_namespace(outer: &str, inner: &str) -> bool {
+    if !require_root(outer) {
+        return false;
+    }
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            inner,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SK_IN_NAMESPACE", "1")
+        .output()
+        .expect("run unshare (util-linux)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{inner} failed in the namespace:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{inner} did not run:\n{stdout}"
+    );
+    true
+}
+
+pub fn in_namespace() -> bool {
+    std::env::var_os("SK_IN_NAMESPACE").is_some()
+}
+
+/// A child killed and reaped on drop.
+pub struct Spawned(pub Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `cmd`, waiting for it to print a line (its "ready").
+pub fn spawn_ready(cmd: &mut Command) -> Spawned {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn holder");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("ready"), "holder said {line:?}");
+    Spawned(child)
 }

@@ -1,0 +1,31 @@
+//! `sandkeeper ls`: a `ps` for sandboxes.
+
+use sandkeeper::scan::Scanner;
+
+use super::default_roots;
+use crate::cli::LsArgs;
+use crate::error::CliError;
+use crate::exit_codes::{self, ExitStatus};
+use crate::printer::Printer;
+use crate::render;
+
+pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    let roots = default_roots(&args.roots, true);
+    let mut scanner = Scanner::new();
+    for &pid in &args.ignore_pids {
+        scanner.ignore_pid(pid);
+    }
+    let report = scanner.scan(&roots)?;
+    let text = if args.json {
+        render::ls::json(&report)
+    } else {
+        render::ls::table(&report)
+    };
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
+    }
+    for warning in render::scan::warnings(&report) {
+        printer.warning(&warning);
+    }
+    Ok(exit_codes::SUCCESS)
+}

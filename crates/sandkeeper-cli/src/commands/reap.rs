@@ -1,0 +1,35 @@
+//! `sandkeeper reap`.
+
+use sandkeeper::reap::Reaper;
+
+use super::{default_roots, policy};
+use crate::cli::ReapArgs;
+use crate::error::CliError;
+use crate::exit_codes::{self, ExitStatus};
+use crate::printer::Printer;
+use crate::render;
+
+pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    let roots = default_roots(&args.roots, true);
+    let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
+    for &pid in &args.rules.ignore_pids {
+        reaper.scanner().ignore_pid(pid);
+    }
+    let report = reaper.reap(&roots)?;
+    let text = if args.json {
+        render::reap::json(&report)
+    } else {
+        render::reap::summary(&report, printer.verbose())
+    };
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
+    }
+    for warning in render::scan::warnings(&report.scan) {
+        printer.warning(&warning);
+    }
+    Ok(if report.has_errors() {
+        exit_codes::PARTIAL
+    } else {
+        exit_codes::SUCCESS
+    })
+}

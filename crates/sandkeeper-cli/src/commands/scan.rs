@@ -1,0 +1,66 @@
+//! `sandkeeper scan`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sandkeeper::scan::Scanner;
+
+use crate::cli::ScanArgs;
+use crate::error::CliError;
+use crate::exit_codes::{self, ExitStatus};
+use crate::printer::Printer;
+use crate::render;
+
+pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    let roots: Vec<PathBuf> = if args.roots.is_empty() {
+        vec![std::env::temp_dir()]
+    } else {
+        args.roots.clone()
+    };
+    let mut scanner = Scanner::new();
+    scanner.threads(args.threads);
+    for &pid in &args.ignore_pids {
+        scanner.ignore_pid(pid);
+    }
+    let bar = printer.progress_allowed().then(progress_bar);
+    if let Some(bar) = &bar {
+        let bar = bar.clone();
+        let start = Instant::now();
+        scanner.progress(Arc::new(move |done, total| {
+            // Only a scan that takes a moment deserves a bar.
+            if start.elapsed() > Duration::from_millis(300) {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            }
+        }));
+    }
+    let report = scanner.scan(&roots);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    let text = if args.json {
+        render::scan::json(&report, args.entries)
+    } else {
+        render::scan::table(&report, args.entries, printer.verbose())
+    };
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
+    }
+    for warning in render::scan::warnings(&report) {
+        printer.warning(&warning);
+    }
+    Ok(exit_codes::SUCCESS)
+}
+
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("scanning {pos}/{len} entries {wide_bar}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,121 @@
+//! Sizes and ages for people, and names made safe for a terminal.
+
+use std::borrow::Cow;
+
+/// Bytes in binary units with three significant digits: `0 B`, `512 B`,
+/// `1.5 KiB`, `67.0 MiB`, `14.6 GiB`.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value >= 100.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else if value >= 10.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// An age in the largest whole unit: `12s`, `5m`, `3h`, `2d`, `6w`, `3y`.
+/// Negative ages (clock skew, future mtimes) print as `future`.
+pub fn age(ms: i64) -> String {
+    if ms < 0 {
+        return "future".to_owned();
+    }
+    let secs = ms / 1000;
+    let (value, unit) = match secs {
+        s if s < 60 => (s, "s"),
+        s if s < 3600 => (s / 60, "m"),
+        s if s < 86_400 => (s / 3600, "h"),
+        s if s < 14 * 86_400 => (s / 86_400, "d"),
+        s if s < 365 * 86_400 => (s / (7 * 86_400), "w"),
+        s => (s / (365 * 86_400), "y"),
+    };
+    format!("{value}{unit}")
+}
+
+/// A name or path for a terminal: control characters (newlines, escape
+/// sequences) and invalid UTF-8 become visible escapes, so a hostile file
+/// name cannot rewrite the screen or fake a line of output.
+pub fn sanitize(text: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(text) {
+        Ok(s) if !s.chars().any(char::is_control) => Cow::Borrowed(s),
+        _ => {
+            let mut out = String::with_capacity(text.len() + 8);
+            for chunk in text.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    if c.is_control() {
+                        out.extend(c.escape_default());
+                    } else {
+                        out.push(c);
+                    }
+                }
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            Cow::Owned(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let cases = [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.00 KiB"),
+            (1536, "1.50 KiB"),
+            (67 * 1024 * 1024, "67.0 MiB"),
+            (15_677_000_000, "14.6 GiB"),
+            (150 * 1024 * 1024 * 1024, "150 GiB"),
+            (u64::MAX, "16.0 EiB"),
+        ];
+        for (bytes, want) in cases {
+            assert_eq!(size(bytes), want, "{bytes}");
+        }
+    }
+
+    #[test]
+    fn ages() {
+        let cases = [
+            (-5, "future"),
+            (0, "0s"),
+            (59_999, "59s"),
+            (60_000, "1m"),
+            (3 * 3_600_000, "3h"),
+            (2 * 86_400_000, "2d"),
+            (30 * 86_400_000, "4w"),
+            (800 * 86_400_000, "2y"),
+        ];
+        for (ms, want) in cases {
+            assert_eq!(age(ms), want, "{ms}");
+        }
+    }
+
+    #[test]
+    fn sanitizing() {
+        let cases: [(&[u8], &str); 5] = [
+            (b"app-235-1", "app-235-1"),
+            (b"two\nlines", "two\\nlines"),
+            (b"\x1b[31mred", "\\u{1b}[31mred"),
+            (b"bad\xffutf8", "bad\\xffutf8"),
+            ("ünï".as_bytes(), "ünï"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(sanitize(raw), want, "{raw:?}");
+        }
+    }
+}

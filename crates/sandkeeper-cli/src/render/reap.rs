@@ -1,0 +1,152 @@
+//! `reap` output: a human summary and the `sandkeeper.reap/v1` JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+
+use sandkeeper::reap::ReapReport;
+use serde_json::{json, Map, Value};
+
+use super::path_field;
+use crate::humanize::{sanitize, size};
+
+/// The JSON schema name.
+pub const SCHEMA: &str = "sandkeeper.reap/v1";
+
+/// The `--json` document.
+pub fn json(report: &ReapReport) -> String {
+    let mut removed = Vec::new();
+    let mut skipped = Vec::new();
+    let mut errors = Vec::new();
+    let mut roots = Vec::new();
+    for root in &report.roots {
+        for r in &root.removed {
+            let mut o = Map::new();
+            path_field(&mut o, "path", r.path.as_os_str());
+            o.insert("pattern".into(), r.pattern.clone().into());
+            o.insert("state".into(), r.state.as_str().into());
+            o.insert("reason".into(), r.reason.to_string().into());
+            o.insert("disk_bytes".into(), r.disk_bytes.into());
+            removed.push(Value::Object(o));
+        }
+        for s in &root.skipped {
+            let mut o = Map::new();
+            path_field(&mut o, "path", s.path.as_os_str());
+            o.insert("state".into(), s.state.as_str().into());
+            o.insert("reason".into(), s.reason.to_string().into());
+            o.insert("reason_code".into(), s.reason.as_str().into());
+            o.insert("disk_bytes".into(), s.disk_bytes.into());
+            skipped.push(Value::Object(o));
+        }
+        for e in &root.errors {
+            let mut o = Map::new();
+            path_field(&mut o, "path", e.path.as_os_str());
+            o.insert("error".into(), e.error.clone().into());
+            errors.push(Value::Object(o));
+        }
+        let mut o = Map::new();
+        path_field(&mut o, "path", root.path.as_os_str());
+        o.insert("freed_bytes".into(), root.freed_bytes.into());
+        o.insert(
+            "quarantine_finished".into(),
+            root.quarantine_finished.into(),
+        );
+        roots.push(Value::Object(o));
+    }
+    let doc = json!({
+        "schema": SCHEMA,
+        "dry_run": report.dry_run,
+        "removed": removed,
+        "skipped": skipped,
+        "errors": errors,
+        "freed_bytes": report.freed_bytes(),
+        "roots": roots,
+    });
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The human summary: per root, what went per family, what stayed and why
+/// (in counts), what failed. `--verbose` lists every entry.
+pub fn summary(report: &ReapReport, verbose: bool) -> String {
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    let mut out = String::new();
+    for root in &report.roots {
+        let mut families: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for r in &root.removed {
+            let f = families.entry(&r.pattern).or_default();
+            f.0 += 1;
+            f.1 += r.disk_bytes;
+        }
+        let _ = write!(
+            out,
+            "{}: {verb} {} entr{} ({})",
+            sanitize(root.path.as_os_str().as_bytes()),
+            root.removed.len(),
+            if root.removed.len() == 1 { "y" } else { "ies" },
+            size(root.freed_bytes)
+        );
+        let mut biggest: Vec<(&str, (u64, u64))> = families.into_iter().collect();
+        biggest.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = biggest
+            .iter()
+            .take(5)
+            .map(|(p, (n, bytes))| format!("{} {n} ({})", sanitize(p.as_bytes()), size(*bytes)))
+            .collect();
+        if !shown.is_empty() {
+            let _ = write!(out, ": {}", shown.join(", "));
+            if biggest.len() > 5 {
+                let _ = write!(out, ", {} more families", biggest.len() - 5);
+            }
+        }
+        out.push('\n');
+        let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
+        for s in &root.skipped {
+            *reasons.entry(s.reason.as_str()).or_default() += 1;
+        }
+        if !reasons.is_empty() {
+            let parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            let _ = writeln!(out, "  kept {}: {}", root.skipped.len(), parts.join(", "));
+        }
+        if root.quarantine_finished > 0 {
+            let _ = writeln!(
+                out,
+                "  finished {} item(s) a killed reaper left in quarantine",
+                root.quarantine_finished
+            );
+        }
+        for e in &root.errors {
+            let _ = writeln!(
+                out,
+                "  error: {}: {}",
+                sanitize(e.path.as_os_str().as_bytes()),
+                e.error
+            );
+        }
+        if verbose {
+            for r in &root.removed {
+                let _ = writeln!(
+                    out,
+                    "  {verb} {} ({}; {})",
+                    sanitize(r.path.as_os_str().as_bytes()),
+                    r.reason,
+                    size(r.disk_bytes)
+                );
+            }
+            for s in &root.skipped {
+                let _ = writeln!(
+                    out,
+                    "  kept {} ({})",
+                    sanitize(s.path.as_os_str().as_bytes()),
+                    s.reason
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,306 @@
+//! `scan` output: the human table and the `sandkeeper.scan/v1` JSON.
+
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+
+use sandkeeper::scan::{Entry, EntryState, Group, Report, RootReport, StateCounts, Totals};
+use serde_json::{json, Map, Value};
+
+use super::{bytes_field, holder_json, kernel_json, lease_json, path_field};
+use crate::humanize::{age, sanitize, size};
+
+/// The JSON schema name; bump on incompatible changes only.
+pub const SCHEMA: &str = "sandkeeper.scan/v1";
+
+/// The `--json` document.
+pub fn json(report: &Report, entries: bool) -> String {
+    let roots: Vec<Value> = report.roots.iter().map(|r| root_json(r, entries)).collect();
+    let doc = json!({
+        "schema": SCHEMA,
+        "started_ms": report.started_ms,
+        "roots": roots,
+        "uninspectable": report.uninspectable.iter().map(|u| json!({
+            "pid": u.pid, "comm": u.comm, "reason": u.to_string(),
+        })).collect::<Vec<_>>(),
+        "assumed": report.assumed.iter().map(|u| json!({
+            "pid": u.pid, "comm": u.comm, "reason": u.to_string(),
+        })).collect::<Vec<_>>(),
+        "blind_spots": report.blind_spots.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+fn root_json(root: &RootReport, with_entries: bool) -> Value {
+    let mut obj = Map::new();
+    path_field(&mut obj, "path", root.path.as_os_str());
+    obj.insert(
+        "filesystem".into(),
+        json!({
+            "type": root.filesystem.fstype,
+            "total_bytes": root.filesystem.total_bytes,
+            "free_bytes": root.filesystem.free_bytes,
+        }),
+    );
+    obj.insert("totals".into(), totals_json(&root.totals));
+    obj.insert(
+        "groups".into(),
+        root.groups.iter().map(group_json).collect(),
+    );
+    if with_entries {
+        obj.insert(
+            "entries".into(),
+            root.entries.iter().map(entry_json).collect(),
+        );
+    }
+    obj.insert("warnings".into(), json!(root.warnings));
+    Value::Object(obj)
+}
+
+fn totals_json(t: &Totals) -> Value {
+    json!({
+        "entries": t.entries,
+        "disk_bytes": t.disk_bytes,
+        "apparent_bytes": t.apparent_bytes,
+        "files": t.files,
+        "dirs": t.dirs,
+    })
+}
+
+fn states_json(s: &StateCounts) -> Value {
+    let mut obj = Map::new();
+    for state in EntryState::ALL {
+        obj.insert(state.as_str().into(), s.get(state).into());
+    }
+    Value::Object(obj)
+}
+
+fn group_json(g: &Group) -> Value {
+    json!({
+        "pattern": g.pattern,
+        "count": g.totals.entries,
+        "disk_bytes": g.totals.disk_bytes,
+        "apparent_bytes": g.totals.apparent_bytes,
+        "files": g.totals.files,
+        "dirs": g.totals.dirs,
+        "oldest_ms": g.oldest_ms,
+        "newest_ms": g.newest_ms,
+        "states": states_json(&g.states),
+        "reclaimable_bytes": g.reclaimable_bytes,
+    })
+}
+
+fn entry_json(e: &Entry) -> Value {
+    let mut obj = Map::new();
+    bytes_field(&mut obj, "name", e.name.as_bytes());
+    obj.insert("pattern".into(), e.pattern.clone().into());
+    obj.insert("state".into(), e.state.as_str().into());
+    obj.insert("reason".into(), e.reason.to_string().into());
+    obj.insert("disk_bytes".into(), e.disk_bytes.into());
+    obj.insert("apparent_bytes".into(), e.apparent_bytes.into());
+    obj.insert("files".into(), e.files.into());
+    obj.insert("dirs".into(), e.dirs.into());
+    obj.insert("newest_mtime_ms".into(), json!(e.newest_mtime_ms));
+    obj.insert("uid".into(), e.uid.into());
+    let mut holders: Vec<Value> = e.holders.iter().map(holder_json).collect();
+    holders.extend(e.kernel.iter().map(kernel_json));
+    holders.extend(e.sockets.iter().map(|s| {
+        let mut o = Map::new();
+        o.insert("kernel".into(), "unix socket".into());
+        path_field(&mut o, "path", s.as_os_str());
+        Value::Object(o)
+    }));
+    obj.insert("holders".into(), Value::Array(holders));
+    obj.insert(
+        "lease".into(),
+        match (&e.lease, e.lease_invalid) {
+            (Some(record), _) => lease_json(record),
+            (None, true) => json!({"invalid": true}),
+            (None, false) => Value::Null,
+        },
+    );
+    Value::Object(obj)
+}
+
+/// The human report: per root a header, the families (biggest first), and a
+/// footer with totals; `--entries` adds one line per entry.
+pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
+    let now = report.started_ms;
+    let mut out = String::new();
+    for (n, root) in report.roots.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let fs = &root.filesystem;
+        let _ = writeln!(
+            out,
+            "{}: {}, {} total, {:.0}% used, {} free",
+            sanitize(root.path.as_os_str().as_bytes()),
+            fs.fstype,
+            size(fs.total_bytes),
+            fs.used_percent(),
+            size(fs.free_bytes)
+        );
+        if root.entries.is_empty() {
+            let _ = writeln!(out, "  (empty)");
+            continue;
+        }
+        let patterns: Vec<String> = root
+            .groups
+            .iter()
+            .map(|g| sanitize(g.pattern.as_bytes()).into_owned())
+            .collect();
+        let width = patterns
+            .iter()
+            .map(|p| p.chars().count())
+            .max()
+            .unwrap_or(6)
+            .clamp(6, 48);
+        let _ = writeln!(
+            out,
+            "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>6} {:>7} {:>11}",
+            "FAMILY",
+            "COUNT",
+            "SIZE",
+            "OLDEST",
+            "NEWEST",
+            "LIVE",
+            "IN USE",
+            "ORPHANED",
+            "IDLE",
+            "UNKNOWN",
+            "RECLAIMABLE"
+        );
+        for (g, pattern) in root.groups.iter().zip(&patterns) {
+            let s = &g.states;
+            let _ = writeln!(
+                out,
+                "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>6} {:>7} {:>11}",
+                truncate(pattern, width),
+                g.totals.entries,
+                size(g.totals.disk_bytes),
+                g.oldest_ms.map_or("-".into(), |m| age(now - m)),
+                g.newest_ms.map_or("-".into(), |m| age(now - m)),
+                s.live,
+                s.in_use,
+                s.orphaned,
+                s.idle,
+                s.unknown,
+                size(g.reclaimable_bytes),
+            );
+        }
+        let t = &root.totals;
+        let reclaimable: u64 = root.groups.iter().map(|g| g.reclaimable_bytes).sum();
+        let _ = writeln!(
+            out,
+            "{} entries in {} families: {} ({} apparent) in {} files and {} dirs; {} reclaimable",
+            t.entries,
+            root.groups.len(),
+            size(t.disk_bytes),
+            size(t.apparent_bytes),
+            t.files,
+            t.dirs,
+            size(reclaimable)
+        );
+        if entries {
+            out.push('\n');
+            entry_lines(&mut out, root, now, verbose);
+        }
+    }
+    out
+}
+
+fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
+    let _ = writeln!(out, "{:<9} {:>10} {:>6}  NAME", "STATE", "SIZE", "AGE");
+    for e in &root.entries {
+        let _ = write!(
+            out,
+            "{:<9} {:>10} {:>6}  {}",
+            e.state.as_str(),
+            size(e.disk_bytes),
+            e.newest_mtime_ms.map_or("-".into(), |m| age(now - m)),
+            sanitize(e.name.as_bytes())
+        );
+        let mut notes: Vec<String> = Vec::new();
+        notes.extend(e.holders.iter().map(ToString::to_string));
+        notes.extend(e.kernel.iter().map(ToString::to_string));
+        notes.extend(
+            e.sockets
+                .iter()
+                .map(|s| format!("unix socket {}", sanitize(s.as_os_str().as_bytes()))),
+        );
+        if let Some(lease) = &e.lease {
+            notes.push(format!(
+                "lease: pid {} ({})",
+                lease.pid,
+                sanitize(lease.cmd.first().map_or("?", String::as_str).as_bytes())
+            ));
+        }
+        if verbose {
+            notes.push(e.reason.to_string());
+        }
+        if !notes.is_empty() {
+            let _ = write!(out, "  [{}]", notes.join("; "));
+        }
+        out.push('\n');
+    }
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// Warnings for stderr: uninspectable processes, blind spots, assumptions,
+/// entries that could not be read.
+pub fn warnings(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    if !report.uninspectable.is_empty() {
+        let pids: Vec<String> = report
+            .uninspectable
+            .iter()
+            .map(|u| u.pid.to_string())
+            .collect();
+        out.push(format!(
+            "{} process(es) could not be inspected, so entries they might use are `unknown` (vouch with --ignore-pid {}):",
+            report.uninspectable.len(),
+            pids.join(" --ignore-pid ")
+        ));
+        out.extend(report.uninspectable.iter().map(|u| format!("  {u}")));
+    }
+    for a in &report.assumed {
+        out.push(format!("assumed to use nothing (--ignore-pid): {a}"));
+    }
+    out.extend(
+        report
+            .blind_spots
+            .iter()
+            .map(|b| format!("{b}: entries are `unknown`")),
+    );
+    for root in &report.roots {
+        out.extend(root.warnings.iter().cloned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation() {
+        let cases = [
+            ("short", 10, "short"),
+            ("exactly-10", 10, "exactly-10"),
+            ("much-longer-name", 8, "much-lo…"),
+        ];
+        for (text, width, want) in cases {
+            assert_eq!(truncate(text, width), want);
+        }
+    }
+}

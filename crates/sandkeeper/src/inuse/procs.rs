@@ -1,0 +1,875 @@
+//! The pass over `/proc/[0-9]*`: descriptors, working and root
+//! directories, executables, mappings, threads and mount namespaces.
+//!
+//! Everything is relative to directory descriptors (`/proc`, `/proc/PID`,
+//! `/proc/PID/fd`), with reused buffers, so a descriptor costs one
+//! `getdents64` share and one `statx`, and no allocation.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, CString};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RawDir, StatxFlags, CWD};
+use rustix::io::Errno;
+
+use super::mounts::{self, makedev, parse_dec, parse_dev};
+use super::{sockets, BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
+use crate::error::{IoResultExt, Result};
+
+/// A `(device, inode)` pair.
+type Key = (u64, u64);
+
+/// `PF_KTHREAD` in the flags of `/proc/PID/stat`: a kernel thread.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// Where loop devices are listed.
+const SYS_BLOCK: &str = "/sys/block";
+
+/// Size of the `getdents64` buffer: a few hundred entries per call.
+const DENTS_BUFFER: usize = 32 * 1024;
+
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOFOLLOW);
+
+/// One pass: the caller's mounts, sockets and loop devices, then every
+/// process.
+pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> Result<Found> {
+    let proc = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty())
+        .with_path("cannot open procfs", || proc_root)?;
+    let mut found = Found::default();
+    let seen_ns = Mutex::new(HashSet::new());
+    let mut scanner = Scanner::new(proc.as_fd(), &seen_ns);
+
+    // The caller's own mount namespace.
+    read_self(proc.as_fd(), c"mountinfo", &mut scanner.text)
+        .with_path("cannot read mount table", || {
+            proc_root.join("self/mountinfo")
+        })?;
+    let own_mounts = mounts::parse_mountinfo(&scanner.text);
+    if let Some(gid) = hidden_processes(&own_mounts, proc_root) {
+        let exempt = gid.is_some_and(in_group);
+        if !exempt {
+            found.blind_spot(BlindSpotKind::HiddenProcesses, None);
+        }
+    }
+    let mut stat_own = |path: &[u8], follow: bool| {
+        let path = CString::new(path).ok()?;
+        stat_at(CWD, &path, follow).ok()
+    };
+    mounts::kernel_uses(
+        &own_mounts,
+        MountNamespace::Own,
+        &mut stat_own,
+        &mut found.kernel,
+    );
+    if let Err(e) = mounts::loop_devices(Path::new(SYS_BLOCK), &mut stat_own, &mut found.kernel) {
+        found.blind_spot(BlindSpotKind::LoopDevices, e.raw_os_error());
+    }
+
+    // Bound unix sockets of our network namespace.
+    match read_self(proc.as_fd(), c"net/unix", &mut scanner.text) {
+        Ok(()) => sockets::parse_net_unix(&scanner.text, &mut found.sockets),
+        Err(e) => found.blind_spot(BlindSpotKind::Sockets, Some(e.raw_os_error())),
+    }
+
+    // Every process, shared out among `threads` workers (the calling thread
+    // among them): each process is inspected independently.
+    let self_pid = if include_self {
+        None
+    } else {
+        own_pid(proc.as_fd())
+    };
+    let mut pids = scanner
+        .list_numeric(proc.as_fd())
+        .with_path("cannot list procfs", || proc_root)?;
+    pids.retain(|&pid| Some(pid) != self_pid);
+    let workers = threads.clamp(1, pids.len() / PIDS_PER_WORKER + 1);
+    let next = AtomicUsize::new(0);
+    let work = |scanner: &mut Scanner<'_>, found: &mut Found| {
+        while let Some(&pid) = pids.get(next.fetch_add(1, Ordering::Relaxed)) {
+            scanner.scan(pid, found);
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..workers)
+            .filter_map(|_| {
+                // A thread that cannot be started leaves its share to the
+                // others.
+                std::thread::Builder::new()
+                    .name("sandkeeper-inuse".into())
+                    .spawn_scoped(scope, || {
+                        let mut scanner = Scanner::new(proc.as_fd(), &seen_ns);
+                        let mut found = Found::default();
+                        work(&mut scanner, &mut found);
+                        found
+                    })
+                    .ok()
+            })
+            .collect();
+        work(&mut scanner, &mut found);
+        for helper in helpers {
+            match helper.join() {
+                Ok(part) => found.merge(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+    });
+    Ok(found)
+}
+
+/// Below this many processes per worker, another thread costs more than
+/// it saves.
+const PIDS_PER_WORKER: usize = 32;
+
+/// The number of scanning threads for `threads(0)`: the available
+/// parallelism, at most 4.
+pub(super) fn auto_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// The `gid=` exemption (if any) when the procfs mounted at `proc_root`
+/// hides processes; `None` when it does not hide them.
+fn hidden_processes(own_mounts: &[mounts::MountLine], proc_root: &Path) -> Option<Option<u32>> {
+    use std::os::unix::ffi::OsStrExt;
+    let root = std::fs::canonicalize(proc_root).ok()?;
+    let root = root.as_os_str().as_bytes();
+    own_mounts
+        .iter()
+        .rev() // the last mount at a path is the visible one
+        .find(|m| m.mount_point == root && m.fstype == b"proc")
+        .and_then(|m| mounts::proc_hides_processes(&m.super_options))
+}
+
+/// Whether the caller is in group `gid` (as the kernel's `in_group_p`:
+/// the filesystem group or a supplementary group).
+fn in_group(gid: u32) -> bool {
+    let fsgid = rustix::process::getegid().as_raw();
+    fsgid == gid
+        || rustix::process::getgroups()
+            .map(|groups| groups.iter().any(|g| g.as_raw() == gid))
+            .unwrap_or(false)
+}
+
+/// The caller's pid as the procfs at hand sees it (`readlink self`).
+///
+/// `None` when that procfs does not show the caller (one of another pid
+/// namespace): then nothing is left out, rather than a stranger who
+/// happens to have our pid number there.
+fn own_pid(proc: BorrowedFd<'_>) -> Option<u32> {
+    let target = rustix::fs::readlinkat(proc, c"self", Vec::new()).ok()?;
+    parse_dec(target.as_bytes())
+}
+
+/// Reads `self/<name>` of the procfs at hand into `buf`, or the caller's
+/// own `/proc/self/<name>` when that procfs does not show the caller.
+fn read_self(proc: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> Result<(), Errno> {
+    let mut rel = b"self/".to_vec();
+    rel.extend_from_slice(name.to_bytes());
+    let rel = CString::new(rel).map_err(|_| Errno::INVAL)?;
+    match read_at(proc, &rel, buf) {
+        Err(Errno::NOENT) => {
+            let mut abs = b"/proc/self/".to_vec();
+            abs.extend_from_slice(name.to_bytes());
+            let abs = CString::new(abs).map_err(|_| Errno::INVAL)?;
+            read_at(CWD, &abs, buf)
+        }
+        other => other,
+    }
+}
+
+/// Whether an error means the process (or descriptor) went away.
+fn gone(e: Errno) -> bool {
+    matches!(e, Errno::NOENT | Errno::SRCH)
+}
+
+/// `statx(dir, name, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT)`—the
+/// `(device, inode)` of `name`, following a final symlink (or magic link
+/// such as `/proc/PID/fd/N`) only when `follow` is set.
+///
+/// `AT_STATX_DONT_SYNC` lets network and FUSE filesystems answer from their
+/// caches rather than block on a server; `AT_NO_AUTOMOUNT` keeps automount
+/// points from being triggered.
+///
+/// # References
+///
+/// - [statx(2)](https://man7.org/linux/man-pages/man2/statx.2.html)
+fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<(u64, u64), Errno> {
+    let mut flags = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
+    if !follow {
+        flags |= AtFlags::SYMLINK_NOFOLLOW;
+    }
+    match rustix::fs::statx(dir, name, flags, StatxFlags::INO) {
+        Ok(st) => Ok((makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino)),
+        // Kernels before 4.11 have no statx; fstatat knows no DONT_SYNC.
+        Err(Errno::NOSYS) => {
+            let st = rustix::fs::statat(dir, name, flags - AtFlags::STATX_DONT_SYNC)?;
+            #[allow(clippy::useless_conversion)] // the field types vary by target
+            Ok((u64::from(st.st_dev), u64::from(st.st_ino)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A process being inspected.
+struct Proc {
+    pid: u32,
+    comm: Arc<str>,
+    /// The first thing that could not be read, with why.
+    failure: Option<(InspectStep, Errno)>,
+    /// The process went away during the inspection.
+    gone: bool,
+}
+
+impl Proc {
+    fn fail(&mut self, step: InspectStep, e: Errno) {
+        if gone(e) {
+            self.gone = true;
+        } else if self.failure.is_none() {
+            self.failure = Some((step, e));
+        }
+    }
+
+    fn hold(&self, found: &mut Found, key: (u64, u64), how: HoldKind) {
+        found.holds.push((
+            key,
+            Holder {
+                pid: self.pid,
+                comm: Arc::clone(&self.comm),
+                how,
+            },
+        ));
+    }
+}
+
+/// The reusable state of one scanning thread.
+struct Scanner<'p> {
+    proc: BorrowedFd<'p>,
+    /// `getdents64` buffer (only its capacity is used).
+    dents: Vec<u8>,
+    /// File contents (`stat`, `maps`, `mountinfo`).
+    text: Vec<u8>,
+    /// Mapped inodes of one process.
+    keys: Vec<(u64, u64)>,
+    /// Thread ids of one process.
+    tids: Vec<u32>,
+    /// The caller's mount namespace, and the others already read (shared
+    /// by all threads).
+    own_ns: Option<Key>,
+    seen_ns: &'p Mutex<HashSet<Key>>,
+}
+
+impl<'p> Scanner<'p> {
+    fn new(proc: BorrowedFd<'p>, seen_ns: &'p Mutex<HashSet<Key>>) -> Scanner<'p> {
+        Scanner {
+            proc,
+            dents: Vec::with_capacity(DENTS_BUFFER),
+            text: Vec::with_capacity(64 * 1024),
+            keys: Vec::new(),
+            tids: Vec::new(),
+            own_ns: stat_at(proc, c"self/ns/mnt", true)
+                .or_else(|_| stat_at(CWD, c"/proc/self/ns/mnt", true))
+                .ok(),
+            seen_ns,
+        }
+    }
+
+    /// The numeric entries of a directory (pids of `/proc`, tids of
+    /// `task`), into `self.tids`'s sibling: a fresh vector.
+    fn list_numeric(&mut self, dir: BorrowedFd<'_>) -> Result<Vec<u32>, Errno> {
+        let mut out = Vec::new();
+        list_numeric_into(dir, &mut self.dents, &mut out)?;
+        Ok(out)
+    }
+
+    /// Inspects one process, recording what it holds or why it could not
+    /// be inspected.
+    fn scan(&mut self, pid: u32, found: &mut Found) {
+        let mut name = [0u8; 12];
+        let dir = match rustix::fs::openat(
+            self.proc,
+            decimal(pid, &mut name),
+            DIR_FLAGS,
+            Mode::empty(),
+        ) {
+            Ok(dir) => dir,
+            Err(e) if gone(e) => return,
+            Err(e) => {
+                return found.uninspectable(pid, None, InspectStep::Process, e.raw_os_error())
+            }
+        };
+        let stat = match read_record_at(dir.as_fd(), c"stat", &mut self.text) {
+            Ok(()) => Ok(parse_stat(&self.text).map(|s| {
+                let comm = String::from_utf8_lossy(s.comm).into_owned();
+                (comm, s.state, s.flags, s.threads)
+            })),
+            Err(e) if gone(e) => return,
+            Err(e) => Err(e),
+        };
+        let (comm, state, flags, threads) = match stat {
+            Ok(Some(fields)) => fields,
+            Ok(None) | Err(_) => {
+                // Unreadable or unparsable: name it by `comm` if possible.
+                let errno = stat.err().unwrap_or(Errno::INVAL).raw_os_error();
+                let comm = read_at(dir.as_fd(), c"comm", &mut self.text)
+                    .ok()
+                    .map(|()| parse_comm(&self.text));
+                return found.uninspectable(pid, comm.as_deref(), InspectStep::Status, errno);
+            }
+        };
+        found.processes += 1;
+        let mut p = Proc {
+            pid,
+            comm: Arc::from(comm),
+            failure: None,
+            gone: false,
+        };
+        self.inspect(&mut p, dir.as_fd(), state, flags, threads, found);
+        if let (false, Some((step, e))) = (p.gone, p.failure) {
+            found.uninspectable(pid, Some(&p.comm), step, e.raw_os_error());
+        }
+    }
+
+    fn inspect(
+        &mut self,
+        p: &mut Proc,
+        dir: BorrowedFd<'_>,
+        state: u8,
+        flags: u32,
+        threads: u32,
+        found: &mut Found,
+    ) {
+        if flags & PF_KTHREAD != 0 {
+            // A kernel thread has no descriptors, executable or mappings.
+            self.link(p, dir, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
+            self.link(p, dir, c"root", HoldKind::Root, InspectStep::Root, found);
+            return;
+        }
+        // A zombie has released its files. But if only the main thread has
+        // exited, the others still hold everything: look through one of them.
+        let live_thread: OwnedFd;
+        let (base, base_tid) = if state == b'Z' {
+            if threads <= 1 {
+                return;
+            }
+            match self.any_other_thread(dir, p.pid) {
+                Ok(Some((fd, tid))) => {
+                    live_thread = fd;
+                    (live_thread.as_fd(), tid)
+                }
+                Ok(None) => return,
+                Err(e) => return p.fail(InspectStep::Threads, e),
+            }
+        } else {
+            (dir, p.pid)
+        };
+
+        self.fds(p, base, found);
+        let cwd = self.link(p, base, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
+        let root = self.link(p, base, c"root", HoldKind::Root, InspectStep::Root, found);
+        self.link(p, base, c"exe", HoldKind::Exe, InspectStep::Exe, found);
+        if p.gone {
+            return;
+        }
+        self.maps(p, base, found);
+        if threads > 1 {
+            self.threads(p, dir, base_tid, (cwd, root), found);
+        }
+        self.mount_namespace(p, base, found);
+    }
+
+    /// Stats a magic link (`cwd`, `root`, `exe`) and records it.
+    fn link(
+        &mut self,
+        p: &mut Proc,
+        dir: BorrowedFd<'_>,
+        name: &CStr,
+        how: HoldKind,
+        step: InspectStep,
+        found: &mut Found,
+    ) -> Option<(u64, u64)> {
+        match stat_at(dir, name, true) {
+            Ok(key) => {
+                p.hold(found, key, how);
+                Some(key)
+            }
+            // No such link right now (a zombie, an exiting process).
+            Err(e) if gone(e) => None,
+            Err(e) => {
+                p.fail(step, e);
+                None
+            }
+        }
+    }
+
+    /// Every open descriptor, stat'ed through `/proc/PID/fd/N`.
+    fn fds(&mut self, p: &mut Proc, base: BorrowedFd<'_>, found: &mut Found) {
+        let fd_dir = match rustix::fs::openat(base, c"fd", DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => return p.fail(InspectStep::FdTable, e),
+        };
+        let mut entries = RawDir::new(fd_dir.as_fd(), dents_buffer(&mut self.dents));
+        while let Some(entry) = entries.next() {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return p.fail(InspectStep::FdTable, e),
+            };
+            let name = entry.file_name();
+            let Some(fd) = parse_dec::<u32>(name.to_bytes()) else {
+                continue; // "." and ".."
+            };
+            match stat_at(fd_dir.as_fd(), name, true) {
+                Ok(key) => p.hold(found, key, HoldKind::Fd(fd)),
+                Err(e) if gone(e) => continue, // closed meanwhile
+                Err(e) => {
+                    // Access is decided per process: the other links would
+                    // fail alike.
+                    p.fail(InspectStep::Fd(fd), e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Every mapped file, from `/proc/PID/maps` (which gives device and
+    /// inode, so nothing needs to be stat'ed), each inode once.
+    fn maps(&mut self, p: &mut Proc, base: BorrowedFd<'_>, found: &mut Found) {
+        if let Err(e) = read_at(base, c"maps", &mut self.text) {
+            return p.fail(InspectStep::Maps, e);
+        }
+        self.keys.clear();
+        self.keys
+            .extend(self.text.split(|&b| b == b'\n').filter_map(parse_maps_line));
+        self.keys.sort_unstable();
+        self.keys.dedup();
+        for &key in &self.keys {
+            p.hold(found, key, HoldKind::Mmap);
+        }
+    }
+
+    /// The working and root directories of the other threads, where they
+    /// differ from the process's (after `unshare(CLONE_FS)`).
+    fn threads(
+        &mut self,
+        p: &mut Proc,
+        dir: BorrowedFd<'_>,
+        base_tid: u32,
+        (cwd, root): (Option<Key>, Option<Key>),
+        found: &mut Found,
+    ) {
+        let task = match rustix::fs::openat(dir, c"task", DIR_FLAGS, Mode::empty()) {
+            Ok(task) => task,
+            Err(e) => return p.fail(InspectStep::Threads, e),
+        };
+        let mut tids = std::mem::take(&mut self.tids);
+        tids.clear();
+        if let Err(e) = list_numeric_into(task.as_fd(), &mut self.dents, &mut tids) {
+            p.fail(InspectStep::Threads, e);
+        }
+        for &tid in tids.iter().filter(|&&t| t != base_tid) {
+            let links = [
+                (&b"/cwd\0"[..], cwd, HoldKind::ThreadCwd(tid)),
+                (&b"/root\0"[..], root, HoldKind::ThreadRoot(tid)),
+            ];
+            for (suffix, process_key, how) in links {
+                let mut buf = [0u8; 24];
+                let name = thread_link(tid, suffix, &mut buf);
+                match stat_at(task.as_fd(), name, true) {
+                    Ok(key) if Some(key) != process_key => p.hold(found, key, how),
+                    Ok(_) => {}
+                    Err(e) if gone(e) => {} // the thread exited
+                    Err(e) => p.fail(InspectStep::Threads, e),
+                }
+            }
+        }
+        self.tids = tids;
+    }
+
+    /// Reads the mounts of the process's mount namespace, the first time a
+    /// process of a namespace other than ours is met.
+    fn mount_namespace(&mut self, p: &mut Proc, base: BorrowedFd<'_>, found: &mut Found) {
+        let Some(own) = self.own_ns else {
+            return; // cannot tell namespaces apart: ours is all we know
+        };
+        let ns = match stat_at(base, c"ns/mnt", true) {
+            Ok(ns) => ns,
+            Err(e) => return p.fail(InspectStep::Mounts, e),
+        };
+        if ns == own {
+            return;
+        }
+        // Held while reading, so that each namespace is read once.
+        let mut seen = self.seen_ns.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.contains(&ns) {
+            return;
+        }
+        if let Err(e) = read_at(base, c"mountinfo", &mut self.text) {
+            return p.fail(InspectStep::Mounts, e);
+        }
+        seen.insert(ns);
+        drop(seen);
+        let lines = mounts::parse_mountinfo(&self.text);
+        // Paths of that namespace are relative to the process's root.
+        let mut stat_there = |path: &[u8], follow: bool| {
+            if path.first() != Some(&b'/') {
+                return None;
+            }
+            let mut rel = Vec::with_capacity(path.len() + 5);
+            rel.extend_from_slice(b"root");
+            rel.extend_from_slice(path);
+            let rel = CString::new(rel).ok()?;
+            stat_at(base, &rel, follow).ok()
+        };
+        let namespace = MountNamespace::Of { pid: p.pid };
+        mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut found.kernel);
+    }
+
+    /// Opens `/proc/PID/task/TID` for some thread other than the main one.
+    fn any_other_thread(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        pid: u32,
+    ) -> Result<Option<(OwnedFd, u32)>, Errno> {
+        let task = rustix::fs::openat(dir, c"task", DIR_FLAGS, Mode::empty())?;
+        let mut tids = std::mem::take(&mut self.tids);
+        tids.clear();
+        let listed = list_numeric_into(task.as_fd(), &mut self.dents, &mut tids);
+        let mut result = listed.map(|()| None);
+        for &tid in tids.iter().filter(|&&t| t != pid) {
+            let mut name = [0u8; 12];
+            match rustix::fs::openat(&task, decimal(tid, &mut name), DIR_FLAGS, Mode::empty()) {
+                Ok(fd) => {
+                    result = Ok(Some((fd, tid)));
+                    break;
+                }
+                Err(e) if gone(e) => continue,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.tids = tids;
+        result
+    }
+}
+
+/// The `getdents64` buffer as the uninitialized bytes `RawDir` wants.
+fn dents_buffer(buf: &mut Vec<u8>) -> &mut [MaybeUninit<u8>] {
+    buf.clear();
+    buf.spare_capacity_mut()
+}
+
+/// Appends the numeric entry names of `dir` to `out`.
+fn list_numeric_into(
+    dir: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    out: &mut Vec<u32>,
+) -> Result<(), Errno> {
+    let mut entries = RawDir::new(dir, dents_buffer(buf));
+    while let Some(entry) = entries.next() {
+        if let Some(n) = parse_dec(entry?.file_name().to_bytes()) {
+            out.push(n);
+        }
+    }
+    Ok(())
+}
+
+/// `openat(dir, name)` and read it whole into `buf` (cleared first), with
+/// plain `read` calls: procfs files have no size to ask for.
+fn read_at(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> Result<(), Errno> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    buf.clear();
+    loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(buf.capacity().max(4096));
+        }
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(buf)) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Like [`read_at`], for files that the kernel produces as one
+/// newline-terminated record in one `read` (`/proc/PID/stat`): a short read
+/// ending in a newline is the whole file, which saves the `read` that would
+/// only report the end.
+fn read_record_at(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> Result<(), Errno> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    buf.clear();
+    buf.reserve(4096);
+    loop {
+        let room = buf.capacity() - buf.len();
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(buf)) {
+            Ok(0) => return Ok(()),
+            Ok(n) if n < room && buf.ends_with(b"\n") => return Ok(()),
+            Ok(_) => buf.reserve(buf.capacity()),
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `n` in decimal as a C string, in `buf`.
+fn decimal(n: u32, buf: &mut [u8; 12]) -> &CStr {
+    let mut digits = [0u8; 10];
+    let mut len = 0;
+    let mut n = n;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[i] = digits[len - 1 - i];
+    }
+    buf[len] = 0;
+    // The digits contain no NUL and end with one.
+    CStr::from_bytes_with_nul(&buf[..=len]).unwrap_or(c"")
+}
+
+/// `TID` + `suffix` (which ends in NUL) as a C string, in `buf`.
+fn thread_link<'b>(tid: u32, suffix: &[u8], buf: &'b mut [u8; 24]) -> &'b CStr {
+    let mut num = [0u8; 12];
+    let digits = decimal(tid, &mut num).to_bytes();
+    buf[..digits.len()].copy_from_slice(digits);
+    buf[digits.len()..digits.len() + suffix.len()].copy_from_slice(suffix);
+    CStr::from_bytes_with_nul(&buf[..digits.len() + suffix.len()]).unwrap_or(c"")
+}
+
+/// The fields of `/proc/PID/stat` the scan needs.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct StatLine<'a> {
+    /// Field 2, the command name, without its parentheses.
+    pub(super) comm: &'a [u8],
+    /// Field 3, the state (`R`, `S`, `Z`, …).
+    pub(super) state: u8,
+    /// Field 9, the kernel flags (`PF_*`).
+    pub(super) flags: u32,
+    /// Field 20, the number of threads.
+    pub(super) threads: u32,
+}
+
+/// Parses `/proc/PID/stat`. The command name may contain spaces and
+/// parentheses, so it runs from the first `(` to the *last* `)`.
+pub(super) fn parse_stat(text: &[u8]) -> Option<StatLine<'_>> {
+    let open = text.iter().position(|&b| b == b'(')?;
+    let close = text.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let rest = std::str::from_utf8(&text[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = match fields.next()?.as_bytes() {
+        [state] => *state,
+        _ => return None,
+    };
+    // Fields 4-8 (ppid, pgrp, session, tty_nr, tpgid), then 9 (flags).
+    let flags = fields.nth(5)?.parse().ok()?;
+    // Fields 10-19, then 20 (num_threads).
+    let threads = fields.nth(10)?.parse().ok()?;
+    Some(StatLine {
+        comm: &text[open + 1..close],
+        state,
+        flags,
+        threads,
+    })
+}
+
+/// The command name from `/proc/PID/comm` (one trailing newline removed).
+pub(super) fn parse_comm(text: &[u8]) -> String {
+    String::from_utf8_lossy(text.strip_suffix(b"\n").unwrap_or(text)).into_owned()
+}
+
+/// The `(device, inode)` of a file mapping in one `/proc/PID/maps` line;
+/// `None` for anonymous mappings (inode 0) and malformed lines.
+///
+/// `7f2c4a5e1000-7f2c4a5e3000 r--p 00000000 fd:01 1234567  /usr/lib/x.so`
+pub(super) fn parse_maps_line(line: &[u8]) -> Option<(u64, u64)> {
+    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
+    let range = fields.next()?;
+    let _perms = fields.next()?;
+    let _offset = fields.next()?;
+    let dev = fields.next()?;
+    let ino: u64 = parse_dec(fields.next()?)?;
+    if !range.contains(&b'-') || ino == 0 {
+        return None;
+    }
+    let (major, minor) = parse_dev(dev, 16)?;
+    Some((makedev(major, minor), ino))
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)] // table rows are tuples
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_stat_cases() {
+        let line = |comm: &str, state: &str, flags: u32, threads: u32| {
+            format!(
+                "123 ({comm}) {state} 1 123 123 0 -1 {flags} 90 0 0 0 5 6 0 0 20 0 {threads} 0 98765 5000 100"
+            )
+        };
+        let stat = |comm: &'static str, state: u8, flags: u32, threads: u32| StatLine {
+            comm: comm.as_bytes(),
+            state,
+            flags,
+            threads,
+        };
+        let cases: Vec<(&str, String, Option<StatLine<'static>>)> = vec![
+            (
+                "plain",
+                line("sleep", "S", 4194304, 1),
+                Some(stat("sleep", b'S', 4194304, 1)),
+            ),
+            (
+                "spaces",
+                line("tmux: server", "S", 0, 3),
+                Some(stat("tmux: server", b'S', 0, 3)),
+            ),
+            (
+                "parentheses",
+                line("a) (b", "R", 0, 1),
+                Some(stat("a) (b", b'R', 0, 1)),
+            ),
+            (
+                "kernel thread",
+                line("kworker/0:1", "I", 0x0420_8060, 1),
+                Some(stat("kworker/0:1", b'I', 0x0420_8060, 1)),
+            ),
+            (
+                "zombie leader",
+                line("app", "Z", 0, 4),
+                Some(stat("app", b'Z', 0, 4)),
+            ),
+            (
+                "empty comm",
+                line("", "S", 0, 1),
+                Some(stat("", b'S', 0, 1)),
+            ),
+            ("truncated", "123 (x) S 1 2 3".to_owned(), None),
+            ("no parenthesis", "123 x S 1".to_owned(), None),
+            (
+                "reversed parentheses",
+                "123 )x( S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18".to_owned(),
+                None,
+            ),
+            ("two-letter state", line("x", "SS", 0, 1), None),
+            ("", String::new(), None),
+        ];
+        for (name, text, want) in cases {
+            assert_eq!(parse_stat(text.as_bytes()), want, "{name}");
+        }
+        // A newline in the command name (prctl PR_SET_NAME allows it).
+        let text = b"9 (a\nb) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0";
+        assert_eq!(parse_stat(text).map(|s| s.comm), Some(&b"a\nb"[..]));
+    }
+
+    #[test]
+    fn parse_comm_cases() {
+        let cases: &[(&str, &[u8], &str)] = &[
+            ("plain", b"sleep\n", "sleep"),
+            ("spaces and parens", b"a) (b\n", "a) (b"),
+            ("only one newline removed", b"x\n\n", "x\n"),
+            ("no newline", b"x", "x"),
+            ("invalid utf-8", b"\xff\n", "\u{fffd}"),
+        ];
+        for (name, text, want) in cases {
+            assert_eq!(parse_comm(text), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn parse_maps_cases() {
+        let cases: &[(&str, &[u8], Option<(u64, u64)>)] = &[
+            (
+                "library",
+                b"7f2c4a5e1000-7f2c4a5e3000 r--p 00000000 fd:01 1234567                    /usr/lib/x.so",
+                Some((makedev(0xfd, 1), 1234567)),
+            ),
+            (
+                "deleted file",
+                b"7f2c4a5e1000-7f2c4a5e3000 rw-s 00000000 00:2e 42 /tmp/sb/data (deleted)",
+                Some((makedev(0, 0x2e), 42)),
+            ),
+            (
+                "path with spaces",
+                b"7f2c4a5e1000-7f2c4a5e3000 r--s 00001000 00:2e 43 /tmp/a b/c",
+                Some((makedev(0, 0x2e), 43)),
+            ),
+            (
+                "large device numbers",
+                b"7f2c4a5e1000-7f2c4a5e3000 r--p 00000000 103:1a3 7 /x",
+                Some((makedev(0x103, 0x1a3), 7)),
+            ),
+            ("anonymous", b"7ffd5e4a4000-7ffd5e4c5000 rw-p 00000000 00:00 0 [stack]", None),
+            ("anonymous, no name", b"7f2c4a5e1000-7f2c4a5e3000 rw-p 00000000 00:00 0", None),
+            ("no range", b"r--p 00000000 fd:01 1234567 /x", None),
+            ("bad device", b"1000-2000 r--p 00000000 fd01 12 /x", None),
+            ("bad inode", b"1000-2000 r--p 00000000 fd:01 x12 /x", None),
+            ("empty", b"", None),
+        ];
+        for (name, line, want) in cases {
+            assert_eq!(parse_maps_line(line), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn decimal_and_thread_links() {
+        let mut buf = [0u8; 12];
+        assert_eq!(decimal(0, &mut buf), c"0");
+        assert_eq!(decimal(4_294_967_295, &mut buf), c"4294967295");
+        let mut buf = [0u8; 24];
+        assert_eq!(
+            thread_link(4_294_967_295, b"/root\0", &mut buf),
+            c"4294967295/root"
+        );
+        assert_eq!(thread_link(7, b"/cwd\0", &mut buf), c"7/cwd");
+    }
+
+    #[test]
+    fn stat_at_follows_magic_links_only_when_asked() {
+        let me = rustix::fs::open(
+            format!("/proc/{}", std::process::id()),
+            DIR_FLAGS,
+            Mode::empty(),
+        )
+        .unwrap();
+        let cwd = std::fs::metadata(".").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            stat_at(me.as_fd(), c"cwd", true).unwrap(),
+            (cwd.dev(), cwd.ino())
+        );
+        assert_ne!(
+            stat_at(me.as_fd(), c"cwd", false).unwrap(),
+            (cwd.dev(), cwd.ino())
+        );
+        assert_eq!(
+            stat_at(me.as_fd(), c"no-such-link", true),
+            Err(Errno::NOENT)
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! What a reap may remove: the rules.
+
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// How much free space a reap aims for; it removes oldest entries first and
+/// stops as soon as the filesystem has this much free.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FreeTarget {
+    /// Free space as a percentage of the filesystem's size (0–100).
+    Percent(f64),
+    /// Free space in bytes.
+    Bytes(u64),
+}
+
+impl FreeTarget {
+    /// The free bytes this target asks for on a filesystem of `total` bytes.
+    pub fn bytes(self, total: u64) -> u64 {
+        match self {
+            FreeTarget::Bytes(b) => b,
+            FreeTarget::Percent(p) => ((total as f64) * p / 100.0).ceil() as u64,
+        }
+    }
+}
+
+/// The rules of a reap. Build one with [`Policy::builder`].
+///
+/// Orphaned sandboxes are always candidates; unmanaged (`idle`) entries only
+/// when a `--match` glob selects them. The filters (`older_than`,
+/// `keep_last`, `owner`, `target_free`) apply to every candidate. Nothing
+/// `live`, `in_use` or `unknown` and nothing younger than the grace period
+/// is ever removed.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub(crate) grace: Duration,
+    pub(crate) globs: Vec<String>,
+    pub(crate) matcher: GlobSet,
+    pub(crate) older_than: Option<Duration>,
+    pub(crate) keep_last: Option<usize>,
+    pub(crate) target_free: Option<FreeTarget>,
+    pub(crate) owner: Option<u32>,
+    pub(crate) dry_run: bool,
+    pub(crate) pressure: bool,
+}
+
+impl Policy {
+    /// A builder with the defaults.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// Whether this is a dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// The globs that admit unmanaged entries.
+    pub fn globs(&self) -> &[String] {
+        &self.globs
+    }
+
+    /// The first glob matching `name`, if any.
+    pub(crate) fn matching_glob(&self, name: &std::ffi::OsStr) -> Option<&str> {
+        use std::os::unix::ffi::OsStrExt;
+        let candidate = globset::Candidate::from_bytes(name.as_bytes());
+        self.matcher
+            .matches_candidate(&candidate)
+            .first()
+            .map(|&i| self.globs[i].as_str())
+    }
+}
+
+/// Builds a [`Policy`].
+///
+/// ```
+/// use std::time::Duration;
+/// use sandkeeper::reap::{FreeTarget, Policy};
+///
+/// let policy = Policy::builder()
+///     .matching("app-*")
+///     .older_than(Duration::from_secs(2 * 3600))
+///     .keep_last(3)
+///     .target_free(FreeTarget::Percent(25.0))
+///     .build()?;
+/// assert!(!policy.is_dry_run());
+/// # Ok::<(), sandkeeper::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct PolicyBuilder {
+    grace: Duration,
+    globs: Vec<String>,
+    older_than: Option<Duration>,
+    keep_last: Option<usize>,
+    target_free: Option<FreeTarget>,
+    owner: Option<u32>,
+    dry_run: bool,
+    pressure: bool,
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        PolicyBuilder {
+            grace: Duration::from_secs(60),
+            globs: Vec::new(),
+            older_than: None,
+            keep_last: None,
+            target_free: None,
+            owner: None,
+            dry_run: false,
+            pressure: false,
+        }
+    }
+}
+
+impl PolicyBuilder {
+    /// Nothing younger than this is removed (default 60 s), so a directory
+    /// that was just made and has no lease yet is safe.
+    pub fn grace(&mut self, grace: Duration) -> &mut Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Admits unmanaged entries whose name matches `glob` (repeatable;
+    /// default none). Glob syntax: `*`, `?`, `[...]`, `{a,b}`.
+    pub fn matching(&mut self, glob: impl Into<String>) -> &mut Self {
+        self.globs.push(glob.into());
+        self
+    }
+
+    /// Only entries whose newest mtime inside is older than this (default:
+    /// no limit). An entry dated in the future counts as new.
+    pub fn older_than(&mut self, age: Duration) -> &mut Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// Keeps the `n` newest entries of each family (default: none kept).
+    pub fn keep_last(&mut self, n: usize) -> &mut Self {
+        self.keep_last = Some(n);
+        self
+    }
+
+    /// Removes oldest first, only until the filesystem has this much free
+    /// (default: no target; every candidate goes).
+    pub fn target_free(&mut self, target: FreeTarget) -> &mut Self {
+        self.target_free = Some(target);
+        self
+    }
+
+    /// Only entries owned by this uid (default: any owner).
+    pub fn owner(&mut self, uid: u32) -> &mut Self {
+        self.owner = Some(uid);
+        self
+    }
+
+    /// Decides and reports, removes nothing (default off). Probes are the
+    /// same as a real run's.
+    pub fn dry_run(&mut self, yes: bool) -> &mut Self {
+        self.dry_run = yes;
+        self
+    }
+
+    /// Under disk pressure the age limits relax: `older_than` and
+    /// `keep_last` are ignored (default off; `watch` sets it above the high
+    /// watermark). Grace, liveness, in-use and `matching` never relax.
+    pub fn under_pressure(&mut self, yes: bool) -> &mut Self {
+        self.pressure = yes;
+        self
+    }
+
+    /// Checks and builds the policy.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidInput`] for a glob that does not parse or a
+    /// percentage outside 0–100, naming the value.
+    pub fn build(&self) -> Result<Policy> {
+        let mut set = GlobSetBuilder::new();
+        for glob in &self.globs {
+            let parsed = Glob::new(glob).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("invalid glob {glob:?}: {}", e.kind()),
+                )
+            })?;
+            set.add(parsed);
+        }
+        let matcher = set
+            .build()
+            .map_err(|e| Error::new(ErrorKind::InvalidInput, format!("invalid globs: {e}")))?;
+        if let Some(FreeTarget::Percent(p)) = self.target_free {
+            if !(0.0..=100.0).contains(&p) || p.is_nan() {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("free-space target {p}% is not a percentage from 0 to 100"),
+                ));
+            }
+        }
+        Ok(Policy {
+            grace: self.grace,
+            globs: self.globs.clone(),
+            matcher,
+            older_than: self.older_than,
+            keep_last: self.keep_last,
+            target_free: self.target_free,
+            owner: self.owner,
+            dry_run: self.dry_run,
+            pressure: self.pressure,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(FreeTarget::Percent(25.0).bytes(1000), 250);
+        assert_eq!(FreeTarget::Percent(0.1).bytes(1000), 1);
+        assert_eq!(FreeTarget::Bytes(7).bytes(1000), 7);
+    }
+
+    #[test]
+    fn bad_input_is_rejected_with_the_value() {
+        let err = Policy::builder().matching("app-[").build().unwrap_err();
+        assert!(err.to_string().contains("app-["), "{err}");
+        let err = Policy::builder()
+            .target_free(FreeTarget::Percent(120.0))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("120"), "{err}");
+    }
+
+    #[test]
+    fn globs_match_names() {
+        let policy = Policy::builder()
+            .matching("app-*")
+            .matching("rust_out.*")
+            .build()
+            .unwrap();
+        let cases = [
+            ("app-235-1", Some("app-*")),
+            ("rust_out.x1", Some("rust_out.*")),
+            ("vm-1", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(policy.matching_glob(name.as_ref()), want, "{name}");
+        }
+    }
+}

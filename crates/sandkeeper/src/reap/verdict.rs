@@ -1,0 +1,208 @@
+//! Deciding, per entry, whether a reap removes it, and why (or why not).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use super::policy::Policy;
+use crate::scan::{Entry, EntryState, RootReport};
+
+/// What a reap does with an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Remove it.
+    Reap(ReapReason),
+    /// Leave it.
+    Keep(KeepReason),
+}
+
+impl Verdict {
+    /// Whether the entry is to be removed.
+    pub fn is_reap(&self) -> bool {
+        matches!(self, Verdict::Reap(_))
+    }
+}
+
+/// Why an entry is removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReapReason {
+    /// A managed sandbox whose owner is gone.
+    Orphaned,
+    /// An unmanaged entry selected by a `--match` glob.
+    Matched(String),
+}
+
+/// Why an entry is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeepReason {
+    /// Its lease is held.
+    Live,
+    /// A process or the kernel uses something inside.
+    InUse,
+    /// Its state could not be told.
+    Unknown,
+    /// Younger than the grace period.
+    InGrace {
+        /// Its age.
+        age: Duration,
+    },
+    /// Kept on purpose (`SANDKEEPER_KEEP`) until this time (ms).
+    KeptUntil(u64),
+    /// Unmanaged, and no `--match` glob selects it.
+    NotSelected,
+    /// Not older than `--older-than`.
+    TooNew {
+        /// Its age.
+        age: Duration,
+    },
+    /// Among the `--keep-last` newest of its family.
+    AmongNewest,
+    /// Owned by another user than `--owner`.
+    OtherOwner(u32),
+    /// `--target-free` was met before its turn.
+    TargetMet,
+    /// Between the scan and the removal it became live, in use, or was
+    /// replaced (a race with its owner or another reaper).
+    Changed(String),
+}
+
+impl fmt::Display for ReapReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReapReason::Orphaned => f.write_str("orphaned sandbox"),
+            ReapReason::Matched(glob) => write!(f, "matches {glob:?}"),
+        }
+    }
+}
+
+impl KeepReason {
+    /// A short stable name, for counts and JSON.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            KeepReason::Live => "live",
+            KeepReason::InUse => "in_use",
+            KeepReason::Unknown => "unknown",
+            KeepReason::InGrace { .. } => "grace",
+            KeepReason::KeptUntil(_) => "kept",
+            KeepReason::NotSelected => "not_selected",
+            KeepReason::TooNew { .. } => "too_new",
+            KeepReason::AmongNewest => "keep_last",
+            KeepReason::OtherOwner(_) => "owner",
+            KeepReason::TargetMet => "target_met",
+            KeepReason::Changed(_) => "changed",
+        }
+    }
+}
+
+impl fmt::Display for KeepReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeepReason::Live => f.write_str("live: its lease is held"),
+            KeepReason::InUse => f.write_str("in use"),
+            KeepReason::Unknown => f.write_str("unknown state: never removed"),
+            KeepReason::InGrace { age } => {
+                write!(f, "younger than the grace period ({}s old)", age.as_secs())
+            }
+            KeepReason::KeptUntil(ms) => {
+                write!(f, "kept on purpose until {ms} (ms since the epoch)")
+            }
+            KeepReason::NotSelected => f.write_str("unmanaged and no --match rule selects it"),
+            KeepReason::TooNew { age } => {
+                write!(f, "not older than --older-than ({}s old)", age.as_secs())
+            }
+            KeepReason::AmongNewest => f.write_str("among the --keep-last newest of its family"),
+            KeepReason::OtherOwner(uid) => write!(f, "owned by uid {uid}, not --owner"),
+            KeepReason::TargetMet => f.write_str("the --target-free goal was met"),
+            KeepReason::Changed(what) => write!(f, "changed since the scan: {what}"),
+        }
+    }
+}
+
+/// The age of an entry at `now_ms`: a future-dated entry (a clock that
+/// jumped back, a bad mtime) counts as brand new, never as old.
+pub(crate) fn age_of(entry: &Entry, now_ms: i64) -> Duration {
+    let newest = entry.newest_mtime_ms.unwrap_or(now_ms);
+    Duration::from_millis(now_ms.saturating_sub(newest).max(0) as u64)
+}
+
+/// Decides every entry of `report` under `policy` at `now_ms`, without
+/// the free-space target (which is applied while removing).
+pub(crate) fn decide(report: &RootReport, policy: &Policy, now_ms: i64) -> Vec<Verdict> {
+    let newest_of_family = keep_last_set(report, policy);
+    report
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            decide_one(
+                e,
+                policy,
+                now_ms,
+                newest_of_family.get(&i).copied().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, among_newest: bool) -> Verdict {
+    let keep = Verdict::Keep;
+    let reason = match entry.state {
+        EntryState::Live => return keep(KeepReason::Live),
+        EntryState::InUse => return keep(KeepReason::InUse),
+        EntryState::Unknown => return keep(KeepReason::Unknown),
+        EntryState::Orphaned => ReapReason::Orphaned,
+        EntryState::Idle => match policy.matching_glob(&entry.name) {
+            Some(glob) => ReapReason::Matched(glob.to_owned()),
+            None => return keep(KeepReason::NotSelected),
+        },
+    };
+    let age = age_of(entry, now_ms);
+    if age < policy.grace {
+        return keep(KeepReason::InGrace { age });
+    }
+    if let Some(until) = entry.lease.as_ref().and_then(|l| l.keep_until_ms) {
+        if (now_ms.max(0) as u64) < until {
+            return keep(KeepReason::KeptUntil(until));
+        }
+    }
+    if let Some(uid) = policy.owner {
+        if entry.uid != uid {
+            return keep(KeepReason::OtherOwner(entry.uid));
+        }
+    }
+    if !policy.pressure {
+        if let Some(limit) = policy.older_than {
+            if age <= limit {
+                return keep(KeepReason::TooNew { age });
+            }
+        }
+        if among_newest {
+            return keep(KeepReason::AmongNewest);
+        }
+    }
+    Verdict::Reap(reason)
+}
+
+/// Entry indexes that are among the `keep_last` newest of their family
+/// (all states count: a family's newest runs are its newest runs).
+fn keep_last_set(report: &RootReport, policy: &Policy) -> HashMap<usize, bool> {
+    let mut set = HashMap::new();
+    let Some(n) = policy.keep_last else {
+        return set;
+    };
+    for group in &report.groups {
+        let mut members = group.members.clone();
+        members.sort_by(|&a, &b| {
+            let (ea, eb) = (&report.entries[a], &report.entries[b]);
+            eb.newest_mtime_ms
+                .cmp(&ea.newest_mtime_ms)
+                .then_with(|| ea.name.cmp(&eb.name))
+        });
+        for &i in members.iter().take(n) {
+            set.insert(i, true);
+        }
+    }
+    set
+}

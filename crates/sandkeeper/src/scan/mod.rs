@@ -1,0 +1,396 @@
+//! The audit: root → entries → sizes, holders, leases, states, families.
+//!
+//! One pass over `/proc` ([`crate::inuse`]) collects what every
+//! process and the kernel hold; one walk per entry ([`crate::walk`],
+//! both cores) sizes it like `du -x` and checks every inode it visits
+//! against that index; each directory's lease is probed
+//! ([`crate::lease`]); names are grouped into families
+//! ([`crate::pattern`]). Nothing is modified: a probe that finds a
+//! free lease releases it at once.
+//!
+//! ```
+//! use sandkeeper::scan::Scanner;
+//! # let root = sandkeeper::Sandbox::new()?;
+//! # std::fs::create_dir(root.path().join("app-235-101"))?;
+//! let report = Scanner::new().scan(&[root.path()])?;
+//! let family = &report.roots[0].groups[0];
+//! println!("{}: {} entries, {} bytes", family.pattern, family.totals.entries, family.totals.disk_bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Platform behavior
+//!
+//! Linux only: in-use detection needs `/proc`.
+
+mod filesystem;
+mod report;
+mod state;
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+pub use filesystem::{free_bytes, Filesystem};
+pub use report::{Entry, Group, Report, RootReport, StateCounts, Totals};
+pub use state::{EntryState, StateReason};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::inuse::{InUse, InUseOptions};
+use crate::lease::{self, Probe, RecordState};
+use crate::walk::{self, FileKind, WalkState};
+use state::Facts;
+
+/// A progress callback: `(entries started, entries in all)`.
+pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
+
+/// Scans roots. Options are set with the builder methods; [`scan`](Self::scan)
+/// does the work.
+#[derive(Clone, Default)]
+pub struct Scanner {
+    ignore_pids: Vec<u32>,
+    threads: usize,
+    progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for Scanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scanner")
+            .field("ignore_pids", &self.ignore_pids)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Scanner {
+    /// A scanner with the defaults: no vouched-for processes, one walking
+    /// thread per core, no progress callback.
+    pub fn new() -> Scanner {
+        Scanner::default()
+    }
+
+    /// Vouches for a process that cannot be inspected: it is assumed to
+    /// use nothing under the roots (default: none). The report lists it
+    /// under [`Report::assumed`].
+    pub fn ignore_pid(&mut self, pid: u32) -> &mut Scanner {
+        self.ignore_pids.push(pid);
+        self
+    }
+
+    /// Walking threads (default 0: one per core).
+    pub fn threads(&mut self, threads: usize) -> &mut Scanner {
+        self.threads = threads;
+        self
+    }
+
+    /// Calls `progress(started, total)` as entries are walked.
+    pub fn progress(&mut self, progress: Progress) -> &mut Scanner {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// One pass over `/proc` with this scanner's options.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc` cannot be read at all.
+    pub fn in_use(&self) -> Result<InUse> {
+        let mut opts = InUseOptions::new();
+        opts.ignore_pids(self.ignore_pids.iter().copied());
+        InUse::collect(&opts)
+    }
+
+    /// Scans `roots`: each top-level entry's size, holders, lease and
+    /// state, grouped into families.
+    ///
+    /// All roots are checked before any work, so a bad root fails fast.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::UnusableRoot`] when a root does not exist, is not a
+    /// directory, or cannot be read; an error when `/proc` cannot be read.
+    /// Entries that vanish or cannot be read are warnings, not errors.
+    pub fn scan<P: AsRef<Path>>(&self, roots: &[P]) -> Result<Report> {
+        let started_ms = lease::now_ms() as i64;
+        let opened: Vec<(PathBuf, OwnedFd)> = roots
+            .iter()
+            .map(|r| open_root(r.as_ref()))
+            .collect::<Result<_>>()?;
+        let inuse = self.in_use()?;
+        let roots = opened
+            .into_iter()
+            .map(|(path, fd)| self.scan_open_root(path, fd.as_fd(), &inuse))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Report {
+            roots,
+            uninspectable: inuse.uninspectable().to_vec(),
+            assumed: inuse.assumed().to_vec(),
+            blind_spots: inuse.blind_spots().to_vec(),
+            started_ms,
+        })
+    }
+
+    /// Scans one root against an in-use index the caller collected (so a
+    /// reaper can re-check with a fresh one).
+    ///
+    /// # Errors
+    ///
+    /// As [`scan`](Self::scan).
+    pub fn scan_root(&self, root: &Path, inuse: &InUse) -> Result<RootReport> {
+        let (path, fd) = open_root(root)?;
+        self.scan_open_root(path, fd.as_fd(), inuse)
+    }
+
+    fn scan_open_root(
+        &self,
+        path: PathBuf,
+        dir: BorrowedFd<'_>,
+        inuse: &InUse,
+    ) -> Result<RootReport> {
+        let filesystem = Filesystem::of(dir)
+            .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
+        let names = list_names(dir, &path)?;
+        let mut warnings = Vec::new();
+        let mut entries = self.examine(&path, dir, &names, inuse, &mut warnings);
+        entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let (totals, groups) = report::summarize(&mut entries);
+        Ok(RootReport {
+            path,
+            filesystem,
+            totals,
+            groups,
+            entries,
+            warnings,
+        })
+    }
+
+    /// Walks and classifies the entries `names` of `dir`.
+    fn examine(
+        &self,
+        root: &Path,
+        dir: BorrowedFd<'_>,
+        names: &[OsString],
+        inuse: &InUse,
+        warnings: &mut Vec<String>,
+    ) -> Vec<Entry> {
+        let hits: Mutex<Vec<(usize, crate::inuse::Holder)>> = Mutex::new(Vec::new());
+        let kernel_hits: Mutex<Vec<(usize, crate::inuse::KernelUse)>> = Mutex::new(Vec::new());
+        let started = AtomicUsize::new(0);
+        let total = names.len();
+        let progress = self.progress.clone();
+        let visit = |i: usize, v: &walk::Visit<'_>| {
+            if v.depth() == 0 {
+                let n = started.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(p) = &progress {
+                    p(n, total);
+                }
+            }
+            let (dev, ino) = (v.dev(), v.ino());
+            let holders = inuse.holders(dev, ino);
+            if !holders.is_empty() {
+                let mut hits = hits.lock().unwrap_or_else(|e| e.into_inner());
+                hits.extend(holders.iter().map(|h| (i, h.clone())));
+            }
+            for k in inuse.kernel_users_of(dev, ino) {
+                kernel_hits
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((i, k.clone()));
+            }
+            WalkState::Continue
+        };
+        let usages = walk::usage_many(dir, names, self.threads, &visit);
+        let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut kernel_hits = kernel_hits.into_inner().unwrap_or_else(|e| e.into_inner());
+        hits.sort_by_key(|(i, h)| (*i, h.pid));
+        kernel_hits.sort_by_key(|(i, _)| *i);
+
+        let blind = inuse.uninspectable().len() + inuse.blind_spots().len();
+        let mut entries = Vec::with_capacity(names.len());
+        for (i, (name, usage)) in names.iter().zip(usages).enumerate() {
+            let path = root.join(name);
+            let usage = match usage {
+                Ok(u) => u,
+                Err(e)
+                    if e.io_error()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    continue; // removed while we looked: nothing to report
+                }
+                Err(e) => {
+                    warnings.push(format!("cannot measure {}: {e}", path.display()));
+                    walk::Usage {
+                        error_count: 1,
+                        ..walk::Usage::default()
+                    }
+                }
+            };
+            let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue; // vanished
+            };
+            let kind = file_kind(st.st_mode);
+            let mut facts = Facts {
+                uninspectable: blind,
+                unreadable: usage.error_count as usize,
+                ..Facts::default()
+            };
+            let (mut lease, mut lease_invalid) = (None, false);
+            // A sandbox still being created (or whose creator died in its
+            // first microseconds) belongs to the protocol: once its lock is
+            // free it is an orphan, not an unmanaged leftover.
+            facts.has_lease = lease::is_internal_name(name);
+            if kind == FileKind::Dir {
+                match lease::probe_at(dir, root, name) {
+                    Ok(Probe::Live { holders, record }) => {
+                        facts.lock_held = Some(holders);
+                        facts.has_lease = true;
+                        lease = record;
+                    }
+                    Ok(Probe::Free(claim)) => {
+                        match claim.record() {
+                            RecordState::Missing => {}
+                            RecordState::Valid(r) => lease = Some(r.clone()),
+                            RecordState::Invalid(_) => lease_invalid = true,
+                        }
+                        facts.has_lease |= lease.is_some() || lease_invalid;
+                        drop(claim); // a scan only looks
+                    }
+                    Ok(Probe::Unopenable { record, owner, .. }) => {
+                        facts.unopenable = Some(match owner {
+                            lease::OwnerStatus::Alive => Some(true),
+                            lease::OwnerStatus::Dead => Some(false),
+                            lease::OwnerStatus::Unknown => None,
+                        });
+                        facts.has_lease |= record.is_some();
+                        lease = record;
+                    }
+                    Err(e) => {
+                        if e.io_error()
+                            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+                        {
+                            continue;
+                        }
+                        warnings.push(format!("cannot probe {}: {e}", path.display()));
+                        facts.unopenable = Some(None);
+                    }
+                }
+            }
+            let holders: Vec<_> = take_for(&mut hits, i);
+            let mut kernel: Vec<_> = take_for(&mut kernel_hits, i);
+            for k in inuse.kernel_users_under(&path) {
+                if !kernel.contains(k) {
+                    kernel.push(k.clone());
+                }
+            }
+            let sockets: Vec<PathBuf> = inuse
+                .socket_paths_under(&path)
+                .into_iter()
+                .map(Path::to_owned)
+                .collect();
+            facts.held = !holders.is_empty() || !kernel.is_empty() || !sockets.is_empty();
+            let (state, reason) = state::classify(&facts);
+            entries.push(Entry {
+                name: name.clone(),
+                pattern: String::new(),
+                kind,
+                state,
+                reason,
+                disk_bytes: usage.disk_bytes,
+                apparent_bytes: usage.apparent_bytes,
+                files: usage.files,
+                dirs: usage.dirs,
+                newest_mtime_ms: usage.newest_mtime_ms,
+                uid: st.st_uid,
+                identity: (st.st_dev, st.st_ino),
+                holders,
+                kernel,
+                sockets,
+                lease,
+                lease_invalid,
+                unreadable: usage.error_count,
+                mount_points: usage.mount_points,
+            });
+        }
+        entries
+    }
+}
+
+/// Removes and returns the items for entry `i` from a list sorted by
+/// entry index.
+fn take_for<T>(list: &mut Vec<(usize, T)>, i: usize) -> Vec<T> {
+    let start = list.partition_point(|(j, _)| *j < i);
+    let end = list.partition_point(|(j, _)| *j <= i);
+    list.drain(start..end).map(|(_, t)| t).collect()
+}
+
+fn file_kind(mode: u32) -> FileKind {
+    use rustix::fs::FileType as T;
+    match T::from_raw_mode(mode) {
+        T::RegularFile => FileKind::File,
+        T::Directory => FileKind::Dir,
+        T::Symlink => FileKind::Symlink,
+        T::Fifo => FileKind::Fifo,
+        T::Socket => FileKind::Socket,
+        T::CharacterDevice => FileKind::CharDevice,
+        T::BlockDevice => FileKind::BlockDevice,
+        _ => FileKind::Unknown,
+    }
+}
+
+/// The reaper's quarantine (see [`remove`](crate::remove)): already on its
+/// way out, so not an entry.
+const QUARANTINE_DIR: &str = ".sandkeeper-trash";
+
+/// Opens a root for scanning, with the errors a user can act on.
+pub(crate) fn open_root(root: &Path) -> Result<(PathBuf, OwnedFd)> {
+    let canonical = std::fs::canonicalize(root)
+        .map_err(|e| root_error(root, Errno::from_io_error(&e).unwrap_or(Errno::INVAL)))?;
+    let fd = rustix::fs::open(
+        &canonical,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| root_error(root, e))?;
+    Ok((canonical, fd))
+}
+
+fn root_error(root: &Path, errno: Errno) -> Error {
+    let what = match errno {
+        Errno::NOENT => "root does not exist",
+        Errno::NOTDIR => "root is not a directory",
+        Errno::ACCESS | Errno::PERM => "root cannot be read",
+        _ => "cannot open root",
+    };
+    Error::new(ErrorKind::UnusableRoot, what)
+        .at(root)
+        .with_source(errno.into())
+}
+
+/// The names in `dir`, without `.`, `..` and the quarantine directory
+/// (whose contents are already on their way out).
+pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsString>> {
+    let fd = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
+    let mut names = Vec::new();
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
+    while let Some(entry) = iter.next() {
+        let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." || name == QUARANTINE_DIR {
+            continue;
+        }
+        names.push(name.to_owned());
+    }
+    Ok(names)
+}

@@ -1,0 +1,237 @@
+//! What a scan found: entries, their families, and totals.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use super::filesystem::Filesystem;
+use super::state::{EntryState, StateReason};
+use crate::inuse::{BlindSpot, Holder, KernelUse, Uninspectable};
+use crate::lease::LeaseRecord;
+use crate::pattern;
+use crate::walk::FileKind;
+
+/// The result of scanning one or more roots.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Report {
+    /// One report per root, in the order given.
+    pub roots: Vec<RootReport>,
+    /// Processes that could not be inspected: entries they might use are
+    /// `unknown`.
+    pub uninspectable: Vec<Uninspectable>,
+    /// Processes that could not be inspected but were vouched for
+    /// (`ignore_pid`): assumed to use nothing.
+    pub assumed: Vec<Uninspectable>,
+    /// Other things the in-use check could not see (hidden processes,
+    /// unreadable socket table, …).
+    pub blind_spots: Vec<BlindSpot>,
+    /// When the scan started, ms since the Unix epoch.
+    pub started_ms: i64,
+}
+
+/// What one root holds.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RootReport {
+    /// The root, canonicalized.
+    pub path: PathBuf,
+    /// The filesystem it lives on.
+    pub filesystem: Filesystem,
+    /// Sums over all entries.
+    pub totals: Totals,
+    /// Name families, biggest (disk usage) first.
+    pub groups: Vec<Group>,
+    /// Every top-level entry, sorted by name.
+    pub entries: Vec<Entry>,
+    /// Entries that vanished or could not be read during the scan.
+    pub warnings: Vec<String>,
+}
+
+/// Sums over a set of entries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Totals {
+    /// Number of top-level entries.
+    pub entries: u64,
+    /// Disk usage in bytes (`st_blocks`, hard links once).
+    pub disk_bytes: u64,
+    /// Apparent size in bytes (`st_size`).
+    pub apparent_bytes: u64,
+    /// Non-directories inside (files, links, sockets, …).
+    pub files: u64,
+    /// Directories inside, the entries themselves included.
+    pub dirs: u64,
+}
+
+/// Entry counts by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateCounts {
+    /// `live` entries.
+    pub live: u64,
+    /// `in_use` entries.
+    pub in_use: u64,
+    /// `orphaned` entries.
+    pub orphaned: u64,
+    /// `idle` entries.
+    pub idle: u64,
+    /// `unknown` entries.
+    pub unknown: u64,
+}
+
+impl StateCounts {
+    fn add(&mut self, state: EntryState) {
+        let slot = match state {
+            EntryState::Live => &mut self.live,
+            EntryState::InUse => &mut self.in_use,
+            EntryState::Orphaned => &mut self.orphaned,
+            EntryState::Idle => &mut self.idle,
+            EntryState::Unknown => &mut self.unknown,
+        };
+        *slot += 1;
+    }
+
+    /// The count for `state`.
+    pub fn get(&self, state: EntryState) -> u64 {
+        match state {
+            EntryState::Live => self.live,
+            EntryState::InUse => self.in_use,
+            EntryState::Orphaned => self.orphaned,
+            EntryState::Idle => self.idle,
+            EntryState::Unknown => self.unknown,
+        }
+    }
+}
+
+/// A family of entries whose names differ only in what varies (pids,
+/// counters, random suffixes): `app-235-*`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Group {
+    /// The family's pattern (see [`pattern`](crate::pattern)).
+    pub pattern: String,
+    /// Sums over the members.
+    pub totals: Totals,
+    /// Oldest newest-mtime among the members (ms since the epoch).
+    pub oldest_ms: Option<i64>,
+    /// Newest mtime among the members (ms since the epoch).
+    pub newest_ms: Option<i64>,
+    /// Members by state.
+    pub states: StateCounts,
+    /// Disk usage of the members a reap could remove (`orphaned`, and
+    /// `idle` when a rule selects them).
+    pub reclaimable_bytes: u64,
+    /// Indexes of the members in [`RootReport::entries`].
+    pub members: Vec<usize>,
+}
+
+/// One top-level entry of a root.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Entry {
+    /// The name (bytes, lossless).
+    pub name: OsString,
+    /// The pattern of its family.
+    pub pattern: String,
+    /// What it is (directory, file, …).
+    pub kind: FileKind,
+    /// Its state.
+    pub state: EntryState,
+    /// Why it is in that state.
+    pub reason: StateReason,
+    /// Disk usage in bytes.
+    pub disk_bytes: u64,
+    /// Apparent size in bytes.
+    pub apparent_bytes: u64,
+    /// Non-directories inside.
+    pub files: u64,
+    /// Directories inside, itself included.
+    pub dirs: u64,
+    /// Newest mtime anywhere inside, itself included (ms since the epoch).
+    pub newest_mtime_ms: Option<i64>,
+    /// Owner of the entry itself.
+    pub uid: u32,
+    /// Device and inode of the entry itself.
+    pub identity: (u64, u64),
+    /// Processes that use something inside.
+    pub holders: Vec<Holder>,
+    /// Kernel objects that use something inside.
+    pub kernel: Vec<KernelUse>,
+    /// Bound unix sockets inside.
+    pub sockets: Vec<PathBuf>,
+    /// Its lease record, when it has a valid one.
+    pub lease: Option<LeaseRecord>,
+    /// Whether a lease file is present but invalid.
+    pub lease_invalid: bool,
+    /// Places inside that could not be read.
+    pub unreadable: u64,
+    /// Mount points inside that were not descended.
+    pub mount_points: Vec<PathBuf>,
+}
+
+impl Entry {
+    /// Whether it has a lease (valid or not): a managed sandbox.
+    pub fn is_managed(&self) -> bool {
+        self.lease.is_some() || self.lease_invalid
+    }
+}
+
+impl Totals {
+    fn add(&mut self, entry: &Entry) {
+        self.entries += 1;
+        self.disk_bytes += entry.disk_bytes;
+        self.apparent_bytes += entry.apparent_bytes;
+        self.files += entry.files;
+        self.dirs += entry.dirs;
+    }
+}
+
+/// Sums all entries, groups them into families (biggest first, then by
+/// pattern), and writes each entry's pattern.
+pub(crate) fn summarize(entries: &mut [Entry]) -> (Totals, Vec<Group>) {
+    let mut totals = Totals::default();
+    for entry in entries.iter() {
+        totals.add(entry);
+    }
+    let names: Vec<&OsString> = entries.iter().map(|e| &e.name).collect();
+    let families = pattern::group(&names);
+    let mut groups: Vec<Group> = families
+        .into_iter()
+        .map(|family| {
+            let mut group = Group {
+                pattern: family.pattern,
+                totals: Totals::default(),
+                oldest_ms: None,
+                newest_ms: None,
+                states: StateCounts::default(),
+                reclaimable_bytes: 0,
+                members: family.members,
+            };
+            for &i in &group.members {
+                let entry = &entries[i];
+                group.totals.add(entry);
+                group.states.add(entry.state);
+                if entry.state.is_reclaimable() {
+                    group.reclaimable_bytes += entry.disk_bytes;
+                }
+                if let Some(m) = entry.newest_mtime_ms {
+                    group.oldest_ms = Some(group.oldest_ms.map_or(m, |o| o.min(m)));
+                    group.newest_ms = Some(group.newest_ms.map_or(m, |n| n.max(m)));
+                }
+            }
+            group
+        })
+        .collect();
+    for group in &groups {
+        for &i in &group.members {
+            entries[i].pattern.clone_from(&group.pattern);
+        }
+    }
+    groups.sort_by(|a, b| {
+        b.totals
+            .disk_bytes
+            .cmp(&a.totals.disk_bytes)
+            .then_with(|| a.pattern.cmp(&b.pattern))
+    });
+    (totals, groups)
+}

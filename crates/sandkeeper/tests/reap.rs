@@ -1,0 +1,480 @@
+//! The reaper beside live work: chaos with real processes, free-space
+//! targets, held directories, a full filesystem, dry runs. Every test runs
+//! inside a private PID namespace, where every process can be inspected.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{in_namespace, run_in_pid_namespace, spawn_ready, Helper};
+use sandkeeper::lease::{Lease, LeaseRecord};
+use sandkeeper::reap::{FreeTarget, KeepReason, Policy, ReapReport, Reaper};
+use sandkeeper::sandbox;
+use sandkeeper::scan::{EntryState, Scanner};
+
+#[test]
+#[ignore = "helper process entry point, run by other tests"]
+fn child_main() {
+    common::child_main()
+}
+
+/// A tmpfs mounted by the test, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        fs::create_dir_all(at).unwrap();
+        let status = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0755"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount tmpfs at {}", at.display());
+        Tmpfs(at.to_owned())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+/// An orphaned managed sandbox: leased, then its owner (this lease) gone.
+fn orphan(root: &Path, name: &str, bytes: usize, age: Duration) -> PathBuf {
+    let lease = Lease::create(
+        root,
+        name.as_ref(),
+        &LeaseRecord::for_current_process("orphan"),
+        0o700,
+    )
+    .unwrap();
+    let path = lease.path().to_owned();
+    drop(lease);
+    if bytes > 0 {
+        fs::write(path.join("data"), vec![1u8; bytes]).unwrap();
+    }
+    age_tree(&path, age);
+    path
+}
+
+/// Sets the mtime of `dir` and everything in it `age` into the past.
+fn age_tree(dir: &Path, age: Duration) {
+    let when = SystemTime::now() - age;
+    let times = fs::FileTimes::new().set_modified(when).set_accessed(when);
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            fs::File::options()
+                .write(true)
+                .open(entry.path())
+                .unwrap()
+                .set_times(times)
+                .unwrap();
+        }
+    }
+    fs::File::open(dir).unwrap().set_times(times).unwrap();
+}
+
+fn reap(root: &Path, build: impl FnOnce(&mut sandkeeper::reap::PolicyBuilder)) -> ReapReport {
+    let mut b = Policy::builder();
+    b.grace(Duration::ZERO);
+    build(&mut b);
+    Reaper::new(b.build().unwrap()).reap(&[root]).unwrap()
+}
+
+fn removed_names(report: &ReapReport) -> BTreeSet<String> {
+    report.roots[0]
+        .removed
+        .iter()
+        .map(|r| r.path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A digest of every file under `dir`: name → contents.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), fs::read(e.path()).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn chaos_creators_killers_and_two_reapers() {
+    run_in_pid_namespace("chaos_creators_killers_and_two_reapers", "inner_chaos");
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_chaos() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let outside = sandbox!().unwrap();
+    for i in 0..20 {
+        fs::write(
+            outside.path().join(format!("keep-{i}")),
+            format!("outside {i}"),
+        )
+        .unwrap();
+    }
+    let before = snapshot(outside.path());
+    let mut rng = fastrand::Rng::with_seed(0x5eed_cafe);
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Two reapers loop over the root at the same time.
+    let reapers: Vec<_> = (0..2)
+        .map(|_| {
+            let (root, stop) = (root.path().to_owned(), stop.clone());
+            std::thread::spawn(move || {
+                let policy = Policy::builder()
+                    .matching("app-*")
+                    .grace(Duration::from_secs(2))
+                    .build()
+                    .unwrap();
+                let reaper = Reaper::new(policy);
+                let mut errors = Vec::new();
+                let mut removed = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let report = reaper.reap(&[&root]).unwrap();
+                    removed += report.roots[0].removed.len();
+                    errors.extend(
+                        report.roots[0]
+                            .errors
+                            .iter()
+                            .map(|e| format!("{}: {}", e.path.display(), e.error)),
+                    );
+                }
+                (removed, errors)
+            })
+        })
+        .collect();
+    // Creators, some killed at random points of their work.
+    let mut finished = 0;
+    let mut killed = 0;
+    let mut generation = 0u64;
+    while Instant::now() < deadline {
+        let creators: Vec<Helper> = (0..4)
+            .map(|_| {
+                generation += 1;
+                Helper::start(
+                    "chaos",
+                    &[
+                        ("SK_ROOT", root.path().to_str().unwrap()),
+                        ("SK_SEED", &generation.to_string()),
+                        ("SK_ROUNDS", "12"),
+                    ],
+                )
+            })
+            .collect();
+        for c in &creators {
+            c.ready_path();
+        }
+        std::thread::sleep(Duration::from_millis(rng.u64(50..400)));
+        for mut c in creators {
+            if rng.bool() {
+                c.kill();
+                killed += 1;
+            } else {
+                let (ok, stderr) = c.wait();
+                assert!(
+                    ok,
+                    "a creator found its live directory damaged or failed:\n{stderr}"
+                );
+                finished += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut removed_by_loops = 0;
+    for r in reapers {
+        let (removed, errors) = r.join().unwrap();
+        assert!(errors.is_empty(), "no errors for races: {errors:?}");
+        removed_by_loops += removed;
+    }
+    // A final reap, once the grace period has passed, takes every orphan.
+    std::thread::sleep(Duration::from_millis(2100));
+    let last = Reaper::new(
+        Policy::builder()
+            .matching("app-*")
+            .grace(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    )
+    .reap(&[root.path()])
+    .unwrap();
+    assert!(
+        last.roots[0].errors.is_empty(),
+        "{:?}",
+        last.roots[0].errors
+    );
+    let after = Scanner::new().scan(&[root.path()]).unwrap();
+    let leftovers: Vec<String> = after.roots[0]
+        .entries
+        .iter()
+        .filter(|e| e.name != sandkeeper::lease::LEASE_FILE)
+        .map(|e| format!("{} {}", e.name.to_string_lossy(), e.state))
+        .collect();
+    assert!(leftovers.is_empty(), "every orphan is gone: {leftovers:?}");
+    assert_eq!(
+        snapshot(outside.path()),
+        before,
+        "nothing outside the root changed"
+    );
+    assert!(
+        killed > 0 && finished > 0,
+        "killed {killed}, finished {finished}"
+    );
+    assert!(
+        removed_by_loops + last.roots[0].removed.len() > 0,
+        "the reapers had work"
+    );
+    println!(
+        "chaos: {finished} finished, {killed} killed, {removed_by_loops} removed while racing"
+    );
+}
+
+#[test]
+fn target_free_stops_as_soon_as_met() {
+    run_in_pid_namespace("target_free_stops_as_soon_as_met", "inner_target_free");
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_target_free() {
+    if !in_namespace() {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let mount = base.path().join("tmpfs");
+    let _tmpfs = Tmpfs::mount(&mount, "8m");
+    for i in 0..6 {
+        // orphan-0 is the oldest.
+        orphan(
+            &mount,
+            &format!("orphan-{i}"),
+            1 << 20,
+            Duration::from_secs(3600 * (10 - i)),
+        );
+    }
+    // 6 MiB of 8 used: about 2 MiB free. 45% (3.6 MiB) needs exactly two
+    // removals; the third would be one too many.
+    let report = reap(&mount, |b| {
+        b.target_free(FreeTarget::Percent(45.0));
+    });
+    let root = &report.roots[0];
+    assert_eq!(
+        removed_names(&report),
+        ["orphan-0", "orphan-1"].map(String::from).into(),
+        "oldest first, only as many as needed"
+    );
+    assert!(
+        root.skipped
+            .iter()
+            .filter(|s| s.reason == KeepReason::TargetMet)
+            .count()
+            >= 4
+    );
+    let free = rustix::fs::statvfs(&mount).unwrap();
+    assert!(
+        free.f_bavail * free.f_frsize >= (8 << 20) * 45 / 100,
+        "the target is met"
+    );
+}
+
+#[test]
+fn held_directories_are_never_removed() {
+    run_in_pid_namespace("held_directories_are_never_removed", "inner_held");
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_held() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let p = |n: &str| root.path().join(n);
+    for name in ["app-fd", "app-cwd", "app-mmap", "app-free"] {
+        fs::create_dir(p(name)).unwrap();
+        fs::write(p(name).join("file"), vec![3u8; 4096]).unwrap();
+    }
+    let _fd = spawn_ready(
+        Command::new("sh")
+            .arg("-c")
+            .arg("exec 3<\"$1/file\"; echo ready; exec sleep 600")
+            .arg("sh")
+            .arg(p("app-fd")),
+    );
+    let _cwd = spawn_ready(
+        Command::new("sh")
+            .arg("-c")
+            .arg("echo ready; exec sleep 600")
+            .current_dir(p("app-cwd")),
+    );
+    let _mmap = spawn_ready(Command::new("python3").arg("-c").arg(
+        "import mmap,sys,time\nf=open(sys.argv[1],'rb')\nm=mmap.mmap(f.fileno(),0,prot=mmap.PROT_READ)\nf.close()\nprint('ready',flush=True)\ntime.sleep(600)",
+    ).arg(p("app-mmap").join("file")));
+    for name in ["app-fd", "app-cwd", "app-mmap", "app-free"] {
+        age_tree(&p(name), Duration::from_secs(30 * 86_400));
+    }
+    let report = reap(root.path(), |b| {
+        b.matching("app-*").older_than(Duration::from_secs(3600));
+    });
+    assert_eq!(
+        removed_names(&report),
+        ["app-free".to_owned()].into(),
+        "only the free one goes"
+    );
+    for name in ["app-fd", "app-cwd", "app-mmap"] {
+        assert!(p(name).join("file").exists(), "{name} survived");
+        let skip = report.roots[0]
+            .skipped
+            .iter()
+            .find(|s| s.path == p(name))
+            .unwrap();
+        assert_eq!(skip.reason, KeepReason::InUse, "{name}");
+    }
+}
+
+#[test]
+fn reap_works_on_a_full_filesystem() {
+    run_in_pid_namespace("reap_works_on_a_full_filesystem", "inner_full");
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_full() {
+    if !in_namespace() {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let mount = base.path().join("full");
+    let _tmpfs = Tmpfs::mount(&mount, "4m");
+    let a = orphan(&mount, "orphan-a", 0, Duration::ZERO);
+    let b = orphan(&mount, "orphan-b", 0, Duration::ZERO);
+    // Fill every block, then every inode.
+    for dir in [&a, &b] {
+        let mut i = 0;
+        while fs::write(dir.join(format!("fill-{i}")), vec![0u8; 256 * 1024]).is_ok() {
+            i += 1;
+        }
+    }
+    let mut small = 0;
+    while fs::write(a.join(format!("tiny-{small}")), b"x").is_ok() && small < 100_000 {
+        small += 1;
+    }
+    let st = rustix::fs::statvfs(&mount).unwrap();
+    assert_eq!(st.f_bavail, 0, "the filesystem is full");
+    let report = reap(&mount, |_| {});
+    assert!(
+        report.roots[0].errors.is_empty(),
+        "{:?}",
+        report.roots[0].errors
+    );
+    assert_eq!(
+        removed_names(&report),
+        ["orphan-a", "orphan-b"].map(String::from).into()
+    );
+    assert!(!a.exists() && !b.exists());
+}
+
+#[test]
+fn dry_run_lists_exactly_what_a_real_run_removes() {
+    run_in_pid_namespace(
+        "dry_run_lists_exactly_what_a_real_run_removes",
+        "inner_dry_run",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_dry_run() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let day = Duration::from_secs(86_400);
+    for i in 0..4 {
+        orphan(root.path(), &format!("orphan-{i}"), 1000, day * i);
+    }
+    for i in 0..6 {
+        let dir = root.path().join(format!("app-235-{}", 100 + i));
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("f"), b"x").unwrap();
+        age_tree(&dir, day * (i + 1));
+    }
+    fs::create_dir(root.path().join("unmatched")).unwrap();
+    let live = sandkeeper::Sandbox::builder()
+        .root(root.path())
+        .tag("live")
+        .create()
+        .unwrap();
+    let rules = |b: &mut sandkeeper::reap::PolicyBuilder| {
+        b.matching("app-*")
+            .keep_last(2)
+            .older_than(Duration::from_secs(3600));
+    };
+    let dry = reap(root.path(), |b| {
+        rules(b);
+        b.dry_run(true);
+    });
+    assert!(dry.dry_run);
+    let would = removed_names(&dry);
+    assert!(
+        root.path().join("orphan-3").exists(),
+        "a dry run removes nothing"
+    );
+    let real = reap(root.path(), rules);
+    assert_eq!(removed_names(&real), would);
+    // --keep-last applies to every family: the two newest orphans and the
+    // two newest app-235-* stay (orphan-0 is also too new for --older-than).
+    let want: BTreeSet<String> = [
+        "orphan-2",
+        "orphan-3",
+        "app-235-102",
+        "app-235-103",
+        "app-235-104",
+        "app-235-105",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(would, want);
+    assert!(live.path().exists());
+    let after = Scanner::new().scan(&[root.path()]).unwrap();
+    let states: BTreeMap<String, EntryState> = after.roots[0]
+        .entries
+        .iter()
+        .map(|e| (e.name.to_string_lossy().into_owned(), e.state))
+        .collect();
+    assert_eq!(states["unmatched"], EntryState::Idle);
+    assert_eq!(
+        states[&live
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()],
+        EntryState::Live
+    );
+}
