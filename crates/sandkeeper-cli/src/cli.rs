@@ -52,6 +52,12 @@ pub enum Command {
     /// would do to it.
     #[command(after_help = exit_codes::HELP)]
     Explain(ExplainArgs),
+
+    /// Run a command with its own TMPDIR, and remove it afterwards, whatever
+    /// the command and its children did. Exits with the command's status
+    /// (128+N when it died of signal N; 127 when it does not exist).
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
 }
 
 /// Options that pick what a reap may remove (shared by reap and explain).
@@ -170,4 +176,62 @@ pub struct ScanArgs {
 /// The long help, for a bare `sandkeeper`.
 pub fn help_text() -> String {
     Cli::command().render_long_help().to_string()
+}
+
+/// Exit statuses of `run`.
+const RUN_HELP: &str = "Exit status: the command's (128+N if it died of signal N); 127 command not found; 126 not executable; 2 bad usage or the run directory could not be made (the command did not run).";
+
+/// When `run` keeps the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeepWhen {
+    /// Always remove it.
+    Never,
+    /// Keep it when the command fails (non-zero exit or a signal).
+    OnFailure,
+    /// Always keep it.
+    Always,
+}
+
+/// `sandkeeper run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Where to make the run's directory (default: the system temp directory).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// When to keep the directory; a kept one is named on stderr and reapers
+    /// take it after --keep-for.
+    #[arg(long, value_enum, default_value = "never")]
+    pub keep: KeepWhen,
+
+    /// How long a kept directory is protected from reapers.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = config::duration)]
+    pub keep_for: Duration,
+
+    /// Between SIGTERM and SIGKILL for descendants left when the command exits.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = config::duration)]
+    pub kill_grace: Duration,
+
+    /// Write what the command left behind as JSON (schema sandkeeper.run/v1).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
+
+    /// Give the command a private tmpfs as TMPDIR, in its own mount namespace:
+    /// the kernel frees it when the run's last process exits, and it cannot
+    /// fill the host's temp filesystem. Fails if the kernel does not allow it.
+    #[arg(long, conflicts_with = "keep")]
+    pub isolate: bool,
+
+    /// Size cap of the --isolate tmpfs: a size (10M, 2G) or a percentage of RAM.
+    #[arg(long, value_name = "SIZE", default_value = "50%", requires = "isolate", value_parser = config::tmpfs_size)]
+    pub size: String,
+
+    /// The command and its arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<std::ffi::OsString>,
 }

@@ -38,6 +38,23 @@ pub fn free_target(text: &str) -> Result<FreeTarget, String> {
     })
 }
 
+/// A tmpfs size: bytes with a unit (`10M`, `2G`) or a percentage of RAM
+/// (`50%`); returned in the form the tmpfs `size=` option takes.
+pub fn tmpfs_size(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if let Some(p) = t.strip_suffix('%') {
+        return match p.parse::<u32>() {
+            Ok(n) if (1..=100).contains(&n) => Ok(format!("{n}%")),
+            _ => Err(format!("invalid size {text:?}; use a whole percentage from 1% to 100% of RAM, or a size such as 10M")),
+        };
+    }
+    match size(t) {
+        Ok(0) => Err(format!("size {text:?} is zero; a tmpfs needs room")),
+        Ok(bytes) => Ok(bytes.to_string()),
+        Err(e) => Err(e),
+    }
+}
+
 /// A user name or numeric uid.
 pub fn user(text: &str) -> Result<u32, String> {
     if let Ok(uid) = text.parse::<u32>() {
@@ -89,6 +106,21 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(free_target(text).ok(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn tmpfs_sizes() {
+        let cases: [(&str, Option<&str>); 6] = [
+            ("10M", Some("10000000")),
+            ("10MiB", Some("10485760")),
+            ("50%", Some("50%")),
+            ("0%", None),
+            ("0", None),
+            ("huge", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(tmpfs_size(text).ok().as_deref(), want, "{text}");
         }
     }
 

@@ -27,6 +27,18 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// A failed system call outside the library: status 1.
+    pub fn io(what: &str, err: &std::io::Error) -> CliError {
+        CliError {
+            message: format!("{what}: {err}"),
+            causes: Vec::new(),
+            hint: None,
+            status: exit_codes::PARTIAL,
+        }
+    }
+}
+
 impl From<sandkeeper::Error> for CliError {
     fn from(err: sandkeeper::Error) -> CliError {
         use sandkeeper::ErrorKind as K;

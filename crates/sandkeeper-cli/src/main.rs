@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Some(Command::Reap(args)) => commands::reap::run(&args, &printer),
         Some(Command::Ls(args)) => commands::ls::run(&args, &printer),
         Some(Command::Explain(args)) => commands::explain::run(&args, &printer),
+        Some(Command::Run(args)) => commands::run::run(&args, &printer),
     };
     let status: ExitStatus = result.unwrap_or_else(|err| {
         printer.error(&err);

@@ -39,6 +39,14 @@ impl Printer {
         let _ = writeln!(io::stdout().lock(), "{}", text.trim_end());
     }
 
+    /// `sandkeeper: …` on stderr, unless `--quiet`: a note for the user
+    /// that is not data (what `run` left behind).
+    pub fn note(&self, text: &str) {
+        if !self.quiet {
+            let _ = writeln!(io::stderr().lock(), "sandkeeper: {text}");
+        }
+    }
+
     /// `warning: …` on stderr, unless `--quiet`.
     pub fn warning(&self, text: &str) {
         if !self.quiet {

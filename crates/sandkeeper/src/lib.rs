@@ -67,6 +67,7 @@ pub mod reap;
 pub mod remove;
 mod sandbox;
 pub mod scan;
+pub mod supervise;
 mod sys;
 pub mod walk;
 

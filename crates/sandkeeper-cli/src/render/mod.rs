@@ -7,6 +7,7 @@
 pub mod explain;
 pub mod ls;
 pub mod reap;
+pub mod run;
 pub mod scan;
 
 use std::ffi::OsStr;

@@ -2,6 +2,7 @@
 //! agreement with `du`.
 
 mod reap;
+mod run;
 mod scan;
 
 use std::path::Path;
@@ -49,4 +50,56 @@ fn unknown_arguments_are_usage_errors() {
     let out = sandkeeper(&["scan", "--bogus"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+}
+
+/// Whether privileged tests can run: skips (printing why) only when not
+/// root and `CI` is unset.
+pub fn require_root(test: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test} needs root, and CI is set"
+    );
+    eprintln!("skipping {test}: needs root (run as root or in CI)");
+    false
+}
+
+/// Runs the ignored test `inner` of this binary in a new PID namespace,
+/// where every process can be inspected (on some machines even root cannot
+/// inspect PID 1). Returns false if skipped.
+pub fn run_in_pid_namespace(outer: &str, inner: &str) -> bool {
+    if !require_root(outer) {
+        return false;
+    }
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            inner,
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SK_IN_NAMESPACE", "1")
+        .output()
+        .expect("run unshare (util-linux)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{inner} failed in the namespace:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 passed"),
+        "{inner} did not run:\n{stdout}"
+    );
+    true
+}
+
+/// Whether this process is the inner half of `run_in_pid_namespace`.
+pub fn in_namespace() -> bool {
+    std::env::var_os("SK_IN_NAMESPACE").is_some()
 }

@@ -48,6 +48,7 @@ struct Options {
     mode: u32,
     when_held: WhenHeld,
     keep: KeepPolicy,
+    keep_env: bool,
     keep_for: Duration,
     kill_grace: Duration,
     site: Option<String>,
@@ -72,6 +73,7 @@ impl Builder {
                 mode: 0o700,
                 when_held: WhenHeld::NextSlot,
                 keep: KeepPolicy::Never,
+                keep_env: true,
                 keep_for: Duration::from_secs(24 * 3600),
                 kill_grace: Duration::from_secs(5),
                 site: None,
@@ -161,6 +163,14 @@ impl Builder {
         self
     }
 
+    /// Whether `SANDKEEPER_KEEP` overrides [`keep_policy`](Builder::keep_policy)
+    /// (default true). A program that decides itself when to keep (such as
+    /// `sandkeeper run --keep`) turns it off.
+    pub fn keep_env(&mut self, yes: bool) -> &mut Builder {
+        self.opts.keep_env = yes;
+        self
+    }
+
     /// How long a kept sandbox is protected from reapers (default 24 h).
     pub fn keep_for(&mut self, duration: Duration) -> &mut Builder {
         self.opts.keep_for = duration;
@@ -197,7 +207,10 @@ impl Builder {
     /// - [`ErrorKind::Io`] for other failures, with the path.
     pub fn create(&self) -> Result<Sandbox> {
         let o = &self.opts;
-        let keep = KeepPolicy::from_env()?.unwrap_or(o.keep);
+        let keep = match o.keep_env {
+            true => KeepPolicy::from_env()?.unwrap_or(o.keep),
+            false => o.keep,
+        };
         let tag = o.tag.as_deref().unwrap_or("sandbox");
         validate_tag(tag)?;
         let base = absolute(match &o.root {

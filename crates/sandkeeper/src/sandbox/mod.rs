@@ -203,6 +203,56 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Runs the teardown actions, then keeps the directory *managed*: its
+    /// record gets `keep_until_ms = now + keep_for` and the lease is
+    /// released, so reapers leave it alone until then and take it after.
+    /// Returns its path. (Compare [`keep`](Self::keep), which stops managing
+    /// it for good.)
+    ///
+    /// ```
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// let path = sandbox.persist_for(std::time::Duration::from_secs(3600))?;
+    /// assert!(path.is_dir());
+    /// # sandkeeper::remove::remove_path(&path, &Default::default())?;
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the record cannot be rewritten; the directory is kept anyway.
+    pub fn persist_for(self, keep_for: Duration) -> Result<PathBuf> {
+        let inner = &self.inner;
+        if let Some((lease, actions)) = inner.take_for_finish() {
+            teardown::run_stack(actions, inner.kill_grace);
+            mark_kept(lease, keep_for)?;
+        }
+        Ok(inner.path.clone())
+    }
+
+    /// Lets processes this one starts inherit the locked lease descriptor
+    /// (it is close-on-exec otherwise), so the sandbox stays live as long as
+    /// any of them runs, even if this process dies first.
+    ///
+    /// ```
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// sandbox.share_lease_with_children()?;
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the sandbox is already finished, or `fcntl` fails.
+    pub fn share_lease_with_children(&self) -> Result<()> {
+        let state = self.inner.lock();
+        let lease = state.lease.as_ref().ok_or_else(|| {
+            Error::new(ErrorKind::InvalidInput, "the sandbox is already finished").at(self.path())
+        })?;
+        lease.inherit_into_children()?;
+        Ok(())
+    }
+}
+
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while the lock was held cannot leave State inconsistent:
@@ -273,11 +323,8 @@ impl Inner {
     /// Marks the record with `keep_until_ms` and says where the directory
     /// is. The one place the library prints: a kept sandbox nobody hears of
     /// is a leak, and the caller (a test that just panicked) cannot print it.
-    fn keep_for_debugging(&self, mut lease: Lease) {
-        let until = lease::now_ms().saturating_add(self.keep_for.as_millis() as u64);
-        let mut record = lease.record().clone();
-        record.keep_until_ms = Some(until);
-        let _ = lease.update_record(record);
+    fn keep_for_debugging(&self, lease: Lease) {
+        let _ = mark_kept(lease, self.keep_for);
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
@@ -289,6 +336,15 @@ impl Inner {
             );
         }
     }
+}
+
+/// Writes `keep_until_ms = now + keep_for` into the record, then releases
+/// the lease (by dropping it).
+fn mark_kept(mut lease: Lease, keep_for: Duration) -> Result<()> {
+    let until = lease::now_ms().saturating_add(keep_for.as_millis() as u64);
+    let mut record = lease.record().clone();
+    record.keep_until_ms = Some(until);
+    lease.update_record(record)
 }
 
 impl Drop for Sandbox {

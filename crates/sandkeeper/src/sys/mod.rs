@@ -8,3 +8,5 @@ mod unix;
 
 #[cfg(unix)]
 pub(crate) use unix::register_exit_hook;
+#[cfg(target_os = "linux")]
+pub(crate) use unix::unshare_mounts;

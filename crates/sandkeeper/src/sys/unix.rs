@@ -19,3 +19,24 @@ pub(crate) fn register_exit_hook(hook: extern "C" fn()) -> bool {
     // itself must not unwind across the C boundary: callers catch panics.
     unsafe { libc::atexit(hook) == 0 }
 }
+
+/// `unshare(CLONE_NEWNS)`, with `CLONE_NEWUSER` when `user` is set—gives
+/// the calling thread (and the processes it starts) a private mount
+/// namespace.
+///
+/// # References
+///
+/// - [unshare(2)](https://man7.org/linux/man-pages/man2/unshare.2.html)
+#[cfg(target_os = "linux")]
+pub(crate) fn unshare_mounts(user: bool) -> std::io::Result<()> {
+    use rustix::thread::UnshareFlags;
+    let mut flags = UnshareFlags::NEWNS;
+    if user {
+        flags |= UnshareFlags::NEWUSER;
+    }
+    // SAFETY: rustix marks unshare unsafe because of CLONE_FILES (threads
+    // could then see different descriptor tables); we never pass it. A new
+    // mount or user namespace changes no memory or descriptor the program
+    // relies on.
+    unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(Into::into)
+}

@@ -1,0 +1,194 @@
+//! `sandkeeper run -- CMD`: a private TMPDIR that is gone afterwards.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use rustix::process::Signal;
+use sandkeeper::supervise::{self, Exit, Signaller};
+use sandkeeper::Sandbox;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::cli::{KeepWhen, RunArgs};
+use crate::error::CliError;
+use crate::exit_codes::{self, ExitStatus};
+use crate::printer::Printer;
+use crate::render::run::{leftovers, RunReport};
+
+/// The variables temp-directory lookups read, in every common language.
+const TMP_VARS: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    let program = &args.command[0];
+    let name = std::path::Path::new(program)
+        .file_name()
+        .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned());
+    let root = args.root.clone().unwrap_or_else(std::env::temp_dir);
+    let sandbox = Sandbox::builder()
+        .root(&root)
+        .tag(format!("run-{}", tag_safe(&name)))
+        .keep_env(false)
+        .kill_grace(args.kill_grace)
+        .create()?;
+    if args.isolate {
+        // Before any thread exists: the namespace is per thread.
+        if let Err(e) = supervise::isolate_tmpfs(sandbox.path(), &args.size) {
+            drop(sandbox);
+            return Err(e.into());
+        }
+    }
+    sandbox.share_lease_with_children()?;
+
+    let mut command = Command::new(program);
+    command.args(&args.command[1..]);
+    for var in TMP_VARS {
+        command.env(var, sandbox.path());
+    }
+    // Forward signals from before the command starts, so none is lost.
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+        .map_err(|e| CliError::io("cannot handle signals", &e))?;
+    let handle = signals.handle();
+    let mut child = match supervise::spawn(&mut command) {
+        Ok(child) => child,
+        Err(e) => {
+            handle.close();
+            let status = match e.io_error().map(std::io::Error::kind) {
+                Some(std::io::ErrorKind::NotFound) => 127,
+                Some(std::io::ErrorKind::PermissionDenied) => 126,
+                _ => 2,
+            };
+            release(args, &sandbox);
+            drop(sandbox);
+            let mut err = CliError::from(e);
+            if status == 127 {
+                err.message = format!("command not found: {}", name);
+            }
+            err.status = ExitStatus(status);
+            return Err(err);
+        }
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let forwarder = {
+        let signaller = child.signaller();
+        let interrupted = Arc::clone(&interrupted);
+        std::thread::spawn(move || forward(&mut signals, &signaller, &interrupted))
+    };
+    let exit = child.wait();
+    let stopped = child.stop_descendants(args.kill_grace);
+    handle.close();
+    let _ = forwarder.join();
+    let exit = exit?;
+
+    // Children are gone; now the directory.
+    let left = leftovers(sandbox.path());
+    let keep = stopped.survivors > 0
+        || match args.keep {
+            KeepWhen::Never => false,
+            KeepWhen::OnFailure => !exit.success(),
+            KeepWhen::Always => true,
+        };
+    let dir = sandbox.path().to_owned();
+    release(args, &sandbox);
+    let kept = if keep {
+        Some(sandbox.persist_for(args.keep_for)?)
+    } else {
+        sandbox.close()?;
+        None
+    };
+    let report = RunReport {
+        command: &args.command,
+        dir: &dir,
+        exit,
+        left: &left,
+        kept: kept.is_some(),
+        keep_for: args.keep_for,
+        stopped,
+    };
+    if let Some(path) = &args.report_json {
+        std::fs::write(path, report.json()).map_err(|e| {
+            CliError::io(&format!("cannot write the report {}", path.display()), &e)
+        })?;
+    }
+    if let Some(line) = report.line(&name) {
+        printer.note(&line);
+    }
+    if stopped.survivors > 0 {
+        printer.warning(&format!(
+            "{} descendant(s) could not be stopped even with SIGKILL; the directory is kept",
+            stopped.survivors
+        ));
+    }
+    Ok(ExitStatus(exit_status(exit)))
+}
+
+/// Unmounts the --isolate tmpfs (after its contents were summarized).
+fn release(args: &RunArgs, sandbox: &Sandbox) {
+    if args.isolate {
+        let _ = supervise::release_tmpfs(sandbox.path());
+    }
+}
+
+/// Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command's process
+/// group; a second SIGINT sends SIGKILL.
+fn forward(signals: &mut Signals, child: &Signaller, interrupted: &AtomicBool) {
+    for signal in signals.forever() {
+        let to = match signal {
+            SIGINT if interrupted.swap(true, Ordering::Relaxed) => Signal::KILL,
+            SIGINT => Signal::INT,
+            SIGTERM => Signal::TERM,
+            SIGHUP => Signal::HUP,
+            _ => Signal::QUIT,
+        };
+        child.signal(to);
+    }
+}
+
+/// The command's status as ours: its code, or 128 + the signal.
+fn exit_status(exit: Exit) -> u8 {
+    u8::try_from(exit.shell_status()).unwrap_or(exit_codes::PARTIAL.0)
+}
+
+/// A command name as part of a sandbox tag.
+fn tag_safe(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if clean.is_empty() || clean.starts_with('.') {
+        format!("cmd{clean}")
+    } else {
+        clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_from_command_names() {
+        let cases = [
+            ("cargo", "cargo"),
+            ("my prog", "my_prog"),
+            (".hidden", "cmd.hidden"),
+            ("", "cmd"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(tag_safe(name), want);
+        }
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(exit_status(Exit::Code(3)), 3);
+        assert_eq!(exit_status(Exit::Signal(11)), 139);
+    }
+}

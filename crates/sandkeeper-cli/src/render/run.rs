@@ -1,0 +1,139 @@
+//! What `run` reports: what the command left in its TMPDIR.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+use sandkeeper::supervise::{Exit, Stopped};
+use sandkeeper::walk::{self, WalkState};
+use serde_json::{json, Map, Value};
+
+use super::path_field;
+use crate::humanize::{sanitize, size};
+
+/// What was left in the run's directory, by family.
+#[derive(Debug, Default)]
+pub struct Leftovers {
+    pub entries: u64,
+    pub disk_bytes: u64,
+    /// `(pattern, count, disk bytes)`, biggest first.
+    pub families: Vec<(String, u64, u64)>,
+}
+
+/// Measures what is in `dir` (but the lease record).
+pub fn leftovers(dir: &Path) -> Leftovers {
+    let (Ok(list), Ok(fd)) = (std::fs::read_dir(dir), std::fs::File::open(dir)) else {
+        return Leftovers::default();
+    };
+    let names: Vec<OsString> = list
+        .filter_map(|e| Some(e.ok()?.file_name()))
+        .filter(|n| n.as_os_str() != OsStr::new(sandkeeper::lease::LEASE_FILE))
+        .collect();
+    let dir = fd.as_fd();
+    let usages = walk::usage_many(dir, &names, 0, &|_, _| WalkState::Continue);
+    let sizes: Vec<u64> = usages
+        .iter()
+        .map(|u| u.as_ref().map_or(0, |u| u.disk_bytes))
+        .collect();
+    let mut families: Vec<(String, u64, u64)> = sandkeeper::pattern::group(&names)
+        .into_iter()
+        .map(|f| {
+            let bytes = f.members.iter().map(|&i| sizes[i]).sum();
+            (f.pattern, f.members.len() as u64, bytes)
+        })
+        .collect();
+    families.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    Leftovers {
+        entries: names.len() as u64,
+        disk_bytes: sizes.iter().sum(),
+        families,
+    }
+}
+
+/// Everything `run` says at the end.
+pub struct RunReport<'a> {
+    pub command: &'a [OsString],
+    pub dir: &'a Path,
+    pub exit: Exit,
+    pub left: &'a Leftovers,
+    pub kept: bool,
+    pub keep_for: Duration,
+    pub stopped: Stopped,
+}
+
+impl RunReport<'_> {
+    /// The stderr line, when the command left something (or it was kept):
+    /// `cargo left 3 entries (2.1 GiB: app-235-* 2.0 GiB, .tmp* 40 MiB) in TMPDIR; removed`.
+    pub fn line(&self, name: &str) -> Option<String> {
+        if self.left.entries == 0 && !self.kept {
+            return None;
+        }
+        let fate = if self.kept {
+            format!(
+                "kept at {} for {}",
+                sanitize(self.dir.as_os_str().as_bytes()),
+                humantime::format_duration(self.keep_for)
+            )
+        } else {
+            "removed".to_owned()
+        };
+        if self.left.entries == 0 {
+            return Some(format!(
+                "{} left nothing in TMPDIR; {fate}",
+                sanitize(name.as_bytes())
+            ));
+        }
+        let families: Vec<String> = self
+            .left
+            .families
+            .iter()
+            .take(3)
+            .map(|(p, _, b)| format!("{} {}", sanitize(p.as_bytes()), size(*b)))
+            .collect();
+        Some(format!(
+            "{} left {} entr{} ({}: {}) in TMPDIR; {fate}",
+            sanitize(name.as_bytes()),
+            self.left.entries,
+            if self.left.entries == 1 { "y" } else { "ies" },
+            size(self.left.disk_bytes),
+            families.join(", ")
+        ))
+    }
+
+    /// The `--report-json` document (schema `sandkeeper.run/v1`).
+    pub fn json(&self) -> String {
+        let mut o = Map::new();
+        o.insert("schema".into(), "sandkeeper.run/v1".into());
+        o.insert(
+            "command".into(),
+            self.command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        path_field(&mut o, "dir", self.dir.as_os_str());
+        let (code, signal) = match self.exit {
+            Exit::Code(c) => (Some(c), None),
+            Exit::Signal(s) => (None, Some(s)),
+        };
+        o.insert("exit_code".into(), json!(code));
+        o.insert("signal".into(), json!(signal));
+        o.insert(
+            "left".into(),
+            json!({
+                "entries": self.left.entries,
+                "disk_bytes": self.left.disk_bytes,
+                "families": self.left.families.iter().map(|(p, n, b)| json!({"pattern": p, "count": n, "disk_bytes": b})).collect::<Vec<_>>(),
+            }),
+        );
+        o.insert("kept".into(), self.kept.into());
+        o.insert("descendants_stopped".into(), self.stopped.signalled.into());
+        o.insert("descendants_killed".into(), self.stopped.killed.into());
+        let mut text = serde_json::to_string_pretty(&Value::Object(o)).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
