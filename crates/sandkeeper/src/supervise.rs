@@ -225,6 +225,47 @@ impl Supervised {
     }
 }
 
+/// The terminal handed to a supervised command (see
+/// [`Supervised::hand_terminal`]); [`restore`](Terminal::restore) takes it
+/// back.
+#[derive(Debug)]
+pub struct Terminal {
+    ours: Pid,
+}
+
+impl Supervised {
+    /// When standard input is a terminal whose foreground process group is
+    /// ours, makes the command's group the foreground one, so it can read
+    /// the terminal and gets Ctrl-C directly (a command in a background
+    /// group that reads the terminal would be stopped). Returns `None` when
+    /// there is no such terminal.
+    pub fn hand_terminal(&self) -> Option<Terminal> {
+        let stdin = std::io::stdin();
+        if !std::io::IsTerminal::is_terminal(&stdin) {
+            return None;
+        }
+        let ours = rustix::process::getpgrp();
+        if rustix::termios::tcgetpgrp(&stdin).ok()? != ours {
+            return None;
+        }
+        rustix::termios::tcsetpgrp(&stdin, self.pid).ok()?;
+        // It may have tried the terminal before it was its own, and been
+        // stopped for it.
+        let _ = rustix::process::kill_process_group(self.pid, Signal::CONT);
+        Some(Terminal { ours })
+    }
+}
+
+impl Terminal {
+    /// Makes this process's group the terminal's foreground group again.
+    pub fn restore(self) {
+        let stdin = std::io::stdin();
+        crate::sys::with_sigttou_ignored(|| {
+            let _ = rustix::termios::tcsetpgrp(&stdin, self.ours);
+        });
+    }
+}
+
 fn exit_of(status: WaitStatus) -> Option<Exit> {
     if let Some(code) = status.exit_status() {
         Some(Exit::Code(code))

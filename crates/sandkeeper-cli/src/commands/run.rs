@@ -68,6 +68,7 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             return Err(err);
         }
     };
+    let terminal = child.hand_terminal();
     let interrupted = Arc::new(AtomicBool::new(false));
     let forwarder = {
         let signaller = child.signaller();
@@ -75,6 +76,9 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         std::thread::spawn(move || forward(&mut signals, &signaller, &interrupted))
     };
     let exit = child.wait();
+    if let Some(terminal) = terminal {
+        terminal.restore();
+    }
     let stopped = child.stop_descendants(args.kill_grace);
     handle.close();
     let _ = forwarder.join();

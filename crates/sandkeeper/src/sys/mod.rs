@@ -6,7 +6,7 @@
 #[cfg(unix)]
 mod unix;
 
-#[cfg(unix)]
-pub(crate) use unix::register_exit_hook;
 #[cfg(target_os = "linux")]
 pub(crate) use unix::unshare_mounts;
+#[cfg(unix)]
+pub(crate) use unix::{register_exit_hook, with_sigttou_ignored};

@@ -40,3 +40,24 @@ pub(crate) fn unshare_mounts(user: bool) -> std::io::Result<()> {
     // relies on.
     unsafe { rustix::thread::unshare_unsafe(flags) }.map_err(Into::into)
 }
+
+/// Runs `f` with SIGTTOU ignored (`signal(SIGTTOU, SIG_IGN)`, restored
+/// after)—so a process in a background process group can take its
+/// terminal back with `tcsetpgrp` instead of being stopped.
+///
+/// # References
+///
+/// - [tcsetpgrp(3)](https://man7.org/linux/man-pages/man3/tcsetpgrp.3.html)
+/// - [signal(2)](https://man7.org/linux/man-pages/man2/signal.2.html)
+pub(crate) fn with_sigttou_ignored<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: installing SIG_IGN involves no handler code; the previous
+    // disposition is restored below. No other code of this crate changes
+    // SIGTTOU's disposition.
+    let previous = unsafe { libc::signal(libc::SIGTTOU, libc::SIG_IGN) };
+    let result = f();
+    if previous != libc::SIG_ERR {
+        // SAFETY: restores exactly the disposition that was in place.
+        unsafe { libc::signal(libc::SIGTTOU, previous) };
+    }
+    result
+}
