@@ -557,6 +557,18 @@ fn read_record_beneath(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Optio
 /// Reads a small regular file, refusing symlinks, FIFOs, devices and
 /// sockets. `Ok(None)` when it does not exist.
 fn read_record_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Vec<u8>>> {
+    // Look before opening: a FIFO, socket or device node is never opened.
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "lease record is not a regular file",
+            ))
+        }
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
     // O_NONBLOCK: should a FIFO have been swapped in after the check, the
     // open still returns at once instead of waiting for a writer.
     let fd = match rustix::fs::openat(
