@@ -58,6 +58,13 @@ pub enum Command {
     /// (128+N when it died of signal N; 127 when it does not exist).
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
+
+    /// The host backstop: reap by a config file's rules every interval, and
+    /// at once, oldest first, when a root crosses its high watermark; log
+    /// each removal; write Prometheus metrics. SIGHUP reloads the config,
+    /// SIGTERM stops after the current removal.
+    #[command(after_help = exit_codes::HELP)]
+    Watch(WatchArgs),
 }
 
 /// Options that pick what a reap may remove (shared by reap and explain).
@@ -111,6 +118,13 @@ pub struct ReapArgs {
     /// Print one JSON document (schema sandkeeper.reap/v1, see docs/reap-json.md).
     #[arg(long)]
     pub json: bool,
+
+    /// Take the roots and rules from this config file (see docs/config.md),
+    /// watermarks included. Without ROOT and rule flags, the default config
+    /// file is used if it exists (/etc/sandkeeper/config.toml, then
+    /// $XDG_CONFIG_HOME/sandkeeper/config.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `sandkeeper ls`.
@@ -234,4 +248,35 @@ pub struct RunArgs {
         value_name = "CMD"
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `sandkeeper watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The config file (see docs/config.md). Default: /etc/sandkeeper/config.toml
+    /// if it exists, then $XDG_CONFIG_HOME/sandkeeper/config.toml; without
+    /// one, orphaned sandboxes in the system temp directory, no watermarks.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Run one cycle (scan and reap every root) and exit.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Check the config file, print what it says, and exit.
+    #[arg(long, conflicts_with = "once")]
+    pub check: bool,
+
+    /// After each cycle, write Prometheus metrics here, atomically, for
+    /// node_exporter's textfile collector (see docs/metrics.md).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+
+    /// Decide and log what would be removed; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Vouch for a process that cannot be inspected (repeatable).
+    #[arg(long = "ignore-pid", value_name = "PID")]
+    pub ignore_pids: Vec<u32>,
 }

@@ -3,9 +3,11 @@
 mod cli;
 mod commands;
 mod config;
+mod config_file;
 mod error;
 mod exit_codes;
 mod humanize;
+mod metrics;
 mod printer;
 mod render;
 
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
         Some(Command::Ls(args)) => commands::ls::run(&args, &printer),
         Some(Command::Explain(args)) => commands::explain::run(&args, &printer),
         Some(Command::Run(args)) => commands::run::run(&args, &printer),
+        Some(Command::Watch(args)) => commands::watch::run(&args, &printer),
     };
     let status: ExitStatus = result.unwrap_or_else(|err| {
         printer.error(&err);

@@ -25,6 +25,10 @@ impl Printer {
         self.verbose
     }
 
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// Writes data (a table, a JSON document) to stdout.
     pub fn data(&self, text: &str) -> Result<(), BrokenPipe> {
         let mut out = io::stdout().lock();

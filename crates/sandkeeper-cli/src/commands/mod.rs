@@ -6,6 +6,7 @@ pub mod ls;
 pub mod reap;
 pub mod run;
 pub mod scan;
+pub mod watch;
 
 use std::path::PathBuf;
 

@@ -10,12 +10,17 @@ use crate::printer::Printer;
 use crate::render;
 
 pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots = default_roots(&args.roots, true);
-    let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
-    for &pid in &args.rules.ignore_pids {
-        reaper.scanner().ignore_pid(pid);
-    }
-    let report = reaper.reap(&roots)?;
+    let report = match super::watch::config_for_reap(args)? {
+        Some(config) => super::watch::reap_configured(&config, args, printer)?,
+        None => {
+            let roots = default_roots(&args.roots, true);
+            let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
+            for &pid in &args.rules.ignore_pids {
+                reaper.scanner().ignore_pid(pid);
+            }
+            reaper.reap(&roots)?
+        }
+    };
     let text = if args.json {
         render::reap::json(&report)
     } else {

@@ -1,9 +1,11 @@
 //! The `sandkeeper` binary, end to end: exit statuses, output formats, and
 //! agreement with `du`.
 
+mod config;
 mod reap;
 mod run;
 mod scan;
+mod watch;
 
 use std::path::Path;
 use std::process::{Command, Output};

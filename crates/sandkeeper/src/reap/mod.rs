@@ -13,6 +13,7 @@
 //!    in use (things change between the scan and the removal);
 //! 4. with a free-space target, stops if the target is already met
 //!    (re-measured after each removal: unlinked-but-open files free nothing);
+//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised;
 //! 5. removes it through [`remove`]: renamed into the root's
 //!    quarantine first, then deleted, never leaving its tree.
 //!
@@ -33,7 +34,7 @@ mod verdict;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
-pub use policy::{FreeTarget, Policy, PolicyBuilder};
+pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -189,7 +190,7 @@ impl Reaper {
 
     fn reap_root(&self, report: &RootReport, now_ms: i64) -> Result<RootReap> {
         let (path, dir) = scan::open_root(&report.path)?;
-        let quarantine_finished = if self.policy.dry_run {
+        let quarantine_finished = if self.policy.dry_run || self.policy.stop_requested() {
             0
         } else {
             remove::finish_quarantine(dir.as_fd(), &RemoveOptions::new())
@@ -222,7 +223,12 @@ impl Reaper {
             .policy
             .target_free
             .map(|t| t.bytes(report.filesystem.total_bytes));
-        let mut free = report.filesystem.free_bytes;
+        // Measured afresh: an earlier root on the same filesystem, or
+        // another reaper, may have freed space since the scan.
+        let mut free = match target {
+            Some(_) => scan::free_bytes(dir.as_fd()).unwrap_or(report.filesystem.free_bytes),
+            None => report.filesystem.free_bytes,
+        };
         let mut target_met = target.is_some_and(|t| free >= t);
         for batch in candidates.chunks(BATCH) {
             if self.policy.dry_run {
@@ -273,6 +279,12 @@ impl Reaper {
                     .push(skipped(path, entry, KeepReason::TargetMet));
                 continue;
             }
+            if self.policy.stop_requested() {
+                result
+                    .skipped
+                    .push(skipped(path, entry, KeepReason::Stopped));
+                continue;
+            }
             match claim(dir, path, entry) {
                 Ok(claim) => locked.push((*i, reason, claim)),
                 Err(Gone) => {}
@@ -293,6 +305,12 @@ impl Reaper {
                 result
                     .skipped
                     .push(skipped(path, entry, KeepReason::TargetMet));
+                continue;
+            }
+            if self.policy.stop_requested() {
+                result
+                    .skipped
+                    .push(skipped(path, entry, KeepReason::Stopped));
                 continue;
             }
             if let Some(what) = still_unused(dir, path, entry, &inuse) {

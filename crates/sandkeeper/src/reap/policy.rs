@@ -1,5 +1,7 @@
 //! What a reap may remove: the rules.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -26,17 +28,66 @@ impl FreeTarget {
     }
 }
 
+/// The filters of one [`rule`](PolicyBuilder::rule): which of the
+/// entries its glob selects may go. Each is unset by default (no limit).
+///
+/// ```
+/// use std::time::Duration;
+/// use sandkeeper::reap::Filters;
+///
+/// let mut filters = Filters::new();
+/// filters.older_than(Duration::from_secs(7200)).keep_last(3);
+/// # let _ = filters;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filters {
+    pub(crate) older_than: Option<Duration>,
+    pub(crate) keep_last: Option<usize>,
+    pub(crate) owner: Option<u32>,
+}
+
+impl Filters {
+    /// No filters: everything the glob selects may go (past the grace).
+    pub fn new() -> Filters {
+        Filters::default()
+    }
+
+    /// Only entries whose newest mtime inside is older than this (default:
+    /// no limit); relaxed under pressure.
+    pub fn older_than(&mut self, age: Duration) -> &mut Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// Keeps the `n` newest entries of each family (default: none kept);
+    /// relaxed under pressure.
+    pub fn keep_last(&mut self, n: usize) -> &mut Self {
+        self.keep_last = Some(n);
+        self
+    }
+
+    /// Only entries owned by this uid (default: any owner); never relaxed.
+    pub fn owner(&mut self, uid: u32) -> &mut Self {
+        self.owner = Some(uid);
+        self
+    }
+}
+
 /// The rules of a reap. Build one with [`Policy::builder`].
 ///
 /// Orphaned sandboxes are always candidates; unmanaged (`idle`) entries only
 /// when a `--match` glob selects them. The filters (`older_than`,
-/// `keep_last`, `owner`, `target_free`) apply to every candidate. Nothing
-/// `live`, `in_use` or `unknown` and nothing younger than the grace period
-/// is ever removed.
+/// `keep_last`, `owner`, `target_free`) apply to every candidate, except
+/// that an entry selected by a [`rule`](PolicyBuilder::rule) gets that
+/// rule's own `older_than`, `keep_last` and `owner`. Nothing `live`,
+/// `in_use` or `unknown` and nothing younger than the grace period is ever
+/// removed.
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub(crate) grace: Duration,
     pub(crate) globs: Vec<String>,
+    /// Per glob: its rule's own filters, or `None` for the policy's.
+    pub(crate) rule_filters: Vec<Option<Filters>>,
     pub(crate) matcher: GlobSet,
     pub(crate) older_than: Option<Duration>,
     pub(crate) keep_last: Option<usize>,
@@ -44,6 +95,7 @@ pub struct Policy {
     pub(crate) owner: Option<u32>,
     pub(crate) dry_run: bool,
     pub(crate) pressure: bool,
+    pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 
 impl Policy {
@@ -63,13 +115,50 @@ impl Policy {
     }
 
     /// The first glob matching `name`, if any.
+    #[cfg(test)]
     pub(crate) fn matching_glob(&self, name: &std::ffi::OsStr) -> Option<&str> {
+        self.matching_rule(name).map(|(glob, _)| glob)
+    }
+
+    /// The first glob matching `name`, if any, with the filters that apply
+    /// to what it selects (its rule's own, or the policy's).
+    pub(crate) fn matching_rule(&self, name: &std::ffi::OsStr) -> Option<(&str, Filters)> {
         use std::os::unix::ffi::OsStrExt;
         let candidate = globset::Candidate::from_bytes(name.as_bytes());
         self.matcher
             .matches_candidate(&candidate)
             .first()
-            .map(|&i| self.globs[i].as_str())
+            .map(|&i| {
+                let filters = self.rule_filters[i].unwrap_or_else(|| self.filters());
+                (self.globs[i].as_str(), filters)
+            })
+    }
+
+    /// The policy-wide filters (orphans, and globs given with
+    /// [`matching`](PolicyBuilder::matching)).
+    pub(crate) fn filters(&self) -> Filters {
+        Filters {
+            older_than: self.older_than,
+            keep_last: self.keep_last,
+            owner: self.owner,
+        }
+    }
+
+    /// Whether any filter set keeps the newest N of a family.
+    pub(crate) fn uses_keep_last(&self) -> bool {
+        self.keep_last.is_some()
+            || self
+                .rule_filters
+                .iter()
+                .flatten()
+                .any(|f| f.keep_last.is_some())
+    }
+
+    /// Whether the [`stop_flag`](PolicyBuilder::stop_flag) is raised.
+    pub fn stop_requested(&self) -> bool {
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
     }
 }
 
@@ -92,12 +181,14 @@ impl Policy {
 pub struct PolicyBuilder {
     grace: Duration,
     globs: Vec<String>,
+    rule_filters: Vec<Option<Filters>>,
     older_than: Option<Duration>,
     keep_last: Option<usize>,
     target_free: Option<FreeTarget>,
     owner: Option<u32>,
     dry_run: bool,
     pressure: bool,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for PolicyBuilder {
@@ -105,12 +196,14 @@ impl Default for PolicyBuilder {
         PolicyBuilder {
             grace: Duration::from_secs(60),
             globs: Vec::new(),
+            rule_filters: Vec::new(),
             older_than: None,
             keep_last: None,
             target_free: None,
             owner: None,
             dry_run: false,
             pressure: false,
+            stop: None,
         }
     }
 }
@@ -127,6 +220,18 @@ impl PolicyBuilder {
     /// default none). Glob syntax: `*`, `?`, `[...]`, `{a,b}`.
     pub fn matching(&mut self, glob: impl Into<String>) -> &mut Self {
         self.globs.push(glob.into());
+        self.rule_filters.push(None);
+        self
+    }
+
+    /// Admits unmanaged entries whose name matches `glob`, judged by
+    /// `filters` instead of the policy-wide `older_than`, `keep_last` and
+    /// `owner` (which still apply to orphans). Where several globs match a
+    /// name, the first one given decides. Grace, liveness, in-use and the
+    /// free-space target apply as to every candidate.
+    pub fn rule(&mut self, glob: impl Into<String>, filters: &Filters) -> &mut Self {
+        self.globs.push(glob.into());
+        self.rule_filters.push(Some(*filters));
         self
     }
 
@@ -171,6 +276,15 @@ impl PolicyBuilder {
         self
     }
 
+    /// A flag another thread (or a signal handler) raises to stop a reap
+    /// early (default: none). It is checked before each removal, so the
+    /// removal under way finishes; the entries not reached are reported
+    /// as kept ([`KeepReason::Stopped`](super::KeepReason::Stopped)).
+    pub fn stop_flag(&mut self, stop: Arc<AtomicBool>) -> &mut Self {
+        self.stop = Some(stop);
+        self
+    }
+
     /// Checks and builds the policy.
     ///
     /// # Errors
@@ -202,6 +316,7 @@ impl PolicyBuilder {
         Ok(Policy {
             grace: self.grace,
             globs: self.globs.clone(),
+            rule_filters: self.rule_filters.clone(),
             matcher,
             older_than: self.older_than,
             keep_last: self.keep_last,
@@ -209,6 +324,7 @@ impl PolicyBuilder {
             owner: self.owner,
             dry_run: self.dry_run,
             pressure: self.pressure,
+            stop: self.stop.clone(),
         })
     }
 }
@@ -233,6 +349,45 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(err.to_string().contains("120"), "{err}");
+    }
+
+    #[test]
+    fn rules_bring_their_own_filters() {
+        let mut app = Filters::new();
+        app.older_than(Duration::from_secs(7200)).keep_last(3);
+        let mut tmp = Filters::new();
+        tmp.owner(1000);
+        let policy = Policy::builder()
+            .older_than(Duration::from_secs(60))
+            .rule("app-*", &app)
+            .matching("build-*")
+            .rule("tmp*", &tmp)
+            .rule("app-1*", &tmp)
+            .build()
+            .unwrap();
+        let cases = [
+            ("app-235-1", Some(("app-*", app))),
+            ("app-1", Some(("app-*", app))),
+            ("build-7", Some(("build-*", policy.filters()))),
+            ("tmp.x", Some(("tmp*", tmp))),
+            ("vm-1", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(policy.matching_rule(name.as_ref()), want, "{name}");
+        }
+        assert_eq!(policy.filters().older_than, Some(Duration::from_secs(60)));
+        assert!(policy.uses_keep_last(), "a rule's keep_last counts");
+        assert!(!Policy::builder().build().unwrap().uses_keep_last());
+    }
+
+    #[test]
+    fn the_stop_flag_is_shared() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let policy = Policy::builder().stop_flag(stop.clone()).build().unwrap();
+        assert!(!policy.stop_requested());
+        stop.store(true, Ordering::Relaxed);
+        assert!(policy.stop_requested());
+        assert!(!Policy::builder().build().unwrap().stop_requested());
     }
 
     #[test]

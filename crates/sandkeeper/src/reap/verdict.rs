@@ -1,10 +1,9 @@
 //! Deciding, per entry, whether a reap removes it, and why (or why not).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::policy::Policy;
+use super::policy::{Filters, Policy};
 use crate::scan::{Entry, EntryState, RootReport};
 
 /// What a reap does with an entry.
@@ -66,6 +65,9 @@ pub enum KeepReason {
     /// Between the scan and the removal it became live, in use, or was
     /// replaced (a race with its owner or another reaper).
     Changed(String),
+    /// The reap was asked to stop ([`stop_flag`](super::PolicyBuilder::stop_flag))
+    /// before its turn.
+    Stopped,
 }
 
 impl fmt::Display for ReapReason {
@@ -92,6 +94,7 @@ impl KeepReason {
             KeepReason::OtherOwner(_) => "owner",
             KeepReason::TargetMet => "target_met",
             KeepReason::Changed(_) => "changed",
+            KeepReason::Stopped => "stopped",
         }
     }
 }
@@ -116,6 +119,7 @@ impl fmt::Display for KeepReason {
             KeepReason::OtherOwner(uid) => write!(f, "owned by uid {uid}, not --owner"),
             KeepReason::TargetMet => f.write_str("the --target-free goal was met"),
             KeepReason::Changed(what) => write!(f, "changed since the scan: {what}"),
+            KeepReason::Stopped => f.write_str("the reap was stopped before its turn"),
         }
     }
 }
@@ -130,31 +134,30 @@ pub(crate) fn age_of(entry: &Entry, now_ms: i64) -> Duration {
 /// Decides every entry of `report` under `policy` at `now_ms`, without
 /// the free-space target (which is applied while removing).
 pub(crate) fn decide(report: &RootReport, policy: &Policy, now_ms: i64) -> Vec<Verdict> {
-    let newest_of_family = keep_last_set(report, policy);
+    let ranks = if policy.uses_keep_last() {
+        family_ranks(report)
+    } else {
+        Vec::new()
+    };
     report
         .entries
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            decide_one(
-                e,
-                policy,
-                now_ms,
-                newest_of_family.get(&i).copied().unwrap_or(false),
-            )
-        })
+        .map(|(i, e)| decide_one(e, policy, now_ms, ranks.get(i).copied()))
         .collect()
 }
 
-fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, among_newest: bool) -> Verdict {
+/// `rank`: the entry's place among its family, newest first (0 = the
+/// newest), when some rule keeps the newest N.
+fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) -> Verdict {
     let keep = Verdict::Keep;
-    let reason = match entry.state {
+    let (reason, filters): (ReapReason, Filters) = match entry.state {
         EntryState::Live => return keep(KeepReason::Live),
         EntryState::InUse => return keep(KeepReason::InUse),
         EntryState::Unknown => return keep(KeepReason::Unknown),
-        EntryState::Orphaned => ReapReason::Orphaned,
-        EntryState::Idle => match policy.matching_glob(&entry.name) {
-            Some(glob) => ReapReason::Matched(glob.to_owned()),
+        EntryState::Orphaned => (ReapReason::Orphaned, policy.filters()),
+        EntryState::Idle => match policy.matching_rule(&entry.name) {
+            Some((glob, filters)) => (ReapReason::Matched(glob.to_owned()), filters),
             None => return keep(KeepReason::NotSelected),
         },
     };
@@ -167,31 +170,30 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, among_newest: bool) -
             return keep(KeepReason::KeptUntil(until));
         }
     }
-    if let Some(uid) = policy.owner {
+    if let Some(uid) = filters.owner {
         if entry.uid != uid {
             return keep(KeepReason::OtherOwner(entry.uid));
         }
     }
     if !policy.pressure {
-        if let Some(limit) = policy.older_than {
+        if let Some(limit) = filters.older_than {
             if age <= limit {
                 return keep(KeepReason::TooNew { age });
             }
         }
-        if among_newest {
-            return keep(KeepReason::AmongNewest);
+        if let (Some(n), Some(rank)) = (filters.keep_last, rank) {
+            if rank < n {
+                return keep(KeepReason::AmongNewest);
+            }
         }
     }
     Verdict::Reap(reason)
 }
 
-/// Entry indexes that are among the `keep_last` newest of their family
-/// (all states count: a family's newest runs are its newest runs).
-fn keep_last_set(report: &RootReport, policy: &Policy) -> HashMap<usize, bool> {
-    let mut set = HashMap::new();
-    let Some(n) = policy.keep_last else {
-        return set;
-    };
+/// Each entry's place in its family, newest first (all states count: a
+/// family's newest runs are its newest runs), indexed like the entries.
+fn family_ranks(report: &RootReport) -> Vec<usize> {
+    let mut ranks = vec![usize::MAX; report.entries.len()];
     for group in &report.groups {
         let mut members = group.members.clone();
         members.sort_by(|&a, &b| {
@@ -200,9 +202,9 @@ fn keep_last_set(report: &RootReport, policy: &Policy) -> HashMap<usize, bool> {
                 .cmp(&ea.newest_mtime_ms)
                 .then_with(|| ea.name.cmp(&eb.name))
         });
-        for &i in members.iter().take(n) {
-            set.insert(i, true);
+        for (rank, &i) in members.iter().enumerate() {
+            ranks[i] = rank;
         }
     }
-    set
+    ranks
 }

@@ -1,0 +1,644 @@
+//! `sandkeeper watch`: the host backstop.
+//!
+//! Every `interval` a full cycle scans and reaps each configured root by
+//! its rules; in between, every `poll`, a `statvfs` per root with
+//! watermarks starts a reap under pressure at once when the root is above
+//! its high watermark: oldest first, age limits relaxed, down to the low
+//! watermark (see [`cycle`]). One log line per action goes to stderr
+//! ([`log`]); SIGHUP reloads the config, SIGTERM stops after the current
+//! removal ([`signals`]); `--metrics-file` gets the Prometheus text after
+//! each cycle ([`crate::metrics`]).
+//!
+//! `reap --config` (and `reap` when a default config file exists) runs
+//! one cycle's reap through [`reap_configured`].
+
+pub mod cycle;
+pub mod log;
+pub mod signals;
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use sandkeeper::reap::{KeepReason, ReapReport};
+use sandkeeper::scan::Scanner;
+
+use crate::cli::{ReapArgs, WatchArgs};
+use crate::config_file::{self, Config, RootConfig};
+use crate::error::CliError;
+use crate::exit_codes::{self, ExitStatus};
+use crate::humanize::{sanitize, size};
+use crate::metrics::{self, Metrics};
+use crate::printer::Printer;
+use crate::render;
+use cycle::{Level, Mode, Options, Outcome};
+use log::Log;
+use signals::Signals;
+
+pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    let config = load(args.config.as_deref())?;
+    if args.check {
+        let text = describe(&config).join("\n") + "\n";
+        let _ = printer.data(&text);
+        return Ok(exit_codes::SUCCESS);
+    }
+    let signals =
+        Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
+    let mut watcher = Watcher {
+        opts: Options {
+            dry_run: args.dry_run,
+            ignore_pids: args.ignore_pids.clone(),
+            stop: Some(signals.stop_flag()),
+        },
+        explicit: args.config.clone(),
+        metrics_file: args.metrics_file.clone(),
+        log: Log::new(printer),
+        metrics: Metrics::new(),
+        roots: HashMap::new(),
+        config,
+        signals,
+    };
+    for line in describe(&watcher.config) {
+        watcher.log.notice(&line);
+    }
+    if watcher.config.source.is_some() {
+        watcher.metrics.set_config_ok(true);
+    }
+    if args.once {
+        let errors = watcher.cycle();
+        return Ok(watcher.exit_status(errors));
+    }
+    Ok(watcher.run_loop())
+}
+
+/// The config to use: `--config FILE`, else the default file if one
+/// exists, else the built-in defaults.
+///
+/// # Errors
+///
+/// A bad or unreadable file: exit status 2, with the file and line.
+pub fn load(explicit: Option<&Path>) -> Result<Config, CliError> {
+    match config_file::locate(explicit) {
+        Some(path) => config_file::load(&path).map_err(config_error),
+        None => Ok(Config::defaults()),
+    }
+}
+
+fn config_error(err: config_file::ConfigError) -> CliError {
+    let mut e = CliError::usage(err.to_string());
+    e.hint = Some("fix the file; docs/config.md lists every key. Nothing was changed.".into());
+    e
+}
+
+/// What `watch` will do, one line per item, for the start of the log and
+/// `--check`.
+fn describe(config: &Config) -> Vec<String> {
+    let mut lines = Vec::new();
+    match &config.source {
+        Some(path) => lines.push(format!("config {}", sanitize(path.as_os_str().as_bytes()))),
+        None => {
+            let looked: Vec<String> = config_file::default_candidates()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            lines.push(format!(
+                "no config file ({}); using the defaults: orphaned sandboxes in the temp directory, no watermarks",
+                looked.join(", ")
+            ));
+        }
+    }
+    lines.push(format!(
+        "full cycle every {}, watermark poll every {}",
+        humantime::format_duration(config.interval),
+        humantime::format_duration(config.poll)
+    ));
+    for root in &config.roots {
+        let mut parts = vec![format!("grace {}", humantime::format_duration(root.grace))];
+        if let Some(age) = root.orphan_age {
+            parts.push(format!(
+                "orphans older than {}",
+                humantime::format_duration(age)
+            ));
+        }
+        if let Some(w) = &root.watermarks {
+            parts.push(format!("high watermark {}, low {}", w.high, w.low));
+        }
+        for rule in &root.rules {
+            let mut r = format!("rule {:?}", rule.glob);
+            if let Some(age) = rule.older_than {
+                r += &format!(" older than {}", humantime::format_duration(age));
+            }
+            if let Some(n) = rule.keep_last {
+                r += &format!(" keeping the last {n}");
+            }
+            if let Some(uid) = rule.owner {
+                r += &format!(" of {}", crate::config::user_name(uid));
+            }
+            parts.push(r);
+        }
+        if root.user_dirs {
+            parts.push("and its sandkeeper-<uid> directories".into());
+        }
+        lines.push(format!(
+            "root {}: {}",
+            sanitize(root.path.as_os_str().as_bytes()),
+            parts.join("; ")
+        ));
+    }
+    lines
+}
+
+/// Per configured root, between cycles.
+#[derive(Debug, Default)]
+struct RootState {
+    /// No poll-started pressure reap before this (after one that could
+    /// not get under the high watermark).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// Free bytes when the last pressure reap gave up: a poll that finds
+    /// much less (new leftovers) retries at once.
+    gave_up_at_free: Option<u64>,
+    /// A digest of the scan warnings last logged, to log changes only.
+    warnings: u64,
+}
+
+struct Watcher {
+    config: Config,
+    explicit: Option<PathBuf>,
+    metrics_file: Option<PathBuf>,
+    opts: Options,
+    log: Log,
+    metrics: Metrics,
+    signals: Signals,
+    roots: HashMap<PathBuf, RootState>,
+}
+
+impl Watcher {
+    fn run_loop(&mut self) -> ExitStatus {
+        let mut last_cycle: Option<Instant> = None;
+        let mut next_cycle = Instant::now();
+        let mut next_poll = next_cycle + self.config.poll;
+        loop {
+            if self.signals.stopping() {
+                break;
+            }
+            if self.signals.take_hangup() {
+                self.reload();
+                // A new interval counts from the last cycle; poll at once.
+                if let Some(last) = last_cycle {
+                    next_cycle = last + self.config.interval;
+                }
+                next_poll = Instant::now();
+            }
+            let now = Instant::now();
+            if now >= next_cycle {
+                last_cycle = Some(now);
+                self.cycle();
+                next_cycle = now + self.config.interval;
+                next_poll = Instant::now() + self.config.poll;
+                continue;
+            }
+            if now >= next_poll {
+                self.poll();
+                next_poll = Instant::now() + self.config.poll;
+                continue;
+            }
+            self.signals.wait(next_cycle.min(next_poll) - now);
+        }
+        let signal = if self.signals.interrupted() {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        self.log.notice(&format!("stopped ({signal})"));
+        self.exit_status(0)
+    }
+
+    fn exit_status(&self, errors: usize) -> ExitStatus {
+        if self.signals.interrupted() {
+            exit_codes::INTERRUPTED
+        } else if errors > 0 {
+            exit_codes::PARTIAL
+        } else {
+            exit_codes::SUCCESS
+        }
+    }
+
+    /// A full cycle over every root; the number of errors.
+    fn cycle(&mut self) -> usize {
+        let started = Instant::now();
+        self.metrics.begin_cycle();
+        let mut errors = 0;
+        let roots = self.config.roots.clone();
+        for root in &roots {
+            if self.signals.stopping() {
+                return errors;
+            }
+            errors += self.reap(root, Mode::Cycle);
+        }
+        if self.signals.stopping() {
+            return errors;
+        }
+        self.metrics
+            .finish_cycle(started.elapsed(), SystemTime::now());
+        self.write_metrics();
+        errors
+    }
+
+    /// Polls the roots with watermarks; reaps those above the high one.
+    fn poll(&mut self) {
+        let roots = self.config.roots.clone();
+        let mut reaped = false;
+        for root in roots.iter().filter(|r| r.watermarks.is_some()) {
+            if self.signals.stopping() {
+                break;
+            }
+            let Ok(level) = cycle::measure(&root.path) else {
+                continue; // the cycle reports a root it cannot measure
+            };
+            let above = root
+                .watermarks
+                .is_some_and(|w| w.above_high(level.total, level.free));
+            let state = self.roots.entry(root.path.clone()).or_default();
+            if !above {
+                *state = RootState {
+                    warnings: state.warnings,
+                    ..RootState::default()
+                };
+                continue;
+            }
+            // After a reap that could not get under the mark, wait (longer
+            // each time), unless much more is used now than then.
+            let grown = state.gave_up_at_free.is_some_and(|free| {
+                free.saturating_sub(level.free) >= (level.total / 100).max(1 << 20)
+            });
+            if state.retry_at.is_some_and(|t| Instant::now() < t) && !grown {
+                continue;
+            }
+            self.reap(root, Mode::PressureOnly);
+            reaped = true;
+        }
+        if reaped {
+            self.write_metrics();
+        }
+    }
+
+    /// Reaps one configured root, logs and counts; the number of errors.
+    fn reap(&mut self, root: &RootConfig, mode: Mode) -> usize {
+        let outcome = cycle::reap(root, &self.opts, mode);
+        let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
+        if let (Some(target), Some(before)) = (outcome.pressure_target, outcome.before) {
+            self.metrics.count_pressure_reap(&root.path);
+            self.log.notice(&format!(
+                "{name}: above the high watermark ({} used, {} free); removing oldest first until {} free",
+                percent(&before),
+                size(before.free),
+                size(target)
+            ));
+        }
+        for (path, err) in &outcome.failures {
+            self.log.error(&format!(
+                "{}: cannot reap: {}",
+                sanitize(path.as_os_str().as_bytes()),
+                err.message
+            ));
+        }
+        let under_pressure = outcome.pressure_target.is_some();
+        for report in &outcome.reports {
+            self.log_report(report, under_pressure);
+            self.log_warnings(&root.path, report);
+            self.metrics
+                .set_uninspectable(report.scan.uninspectable.len());
+        }
+        let removed = outcome.removed();
+        let freed = outcome.freed_bytes();
+        let errors = outcome.error_count();
+        let target = outcome.pressure_target;
+        // The reports go before the metrics' rescan: one scan in memory.
+        self.observe(root, outcome);
+        let after = cycle::measure(&root.path).ok();
+        if let (Some(target), Some(after)) = (target, after) {
+            self.after_pressure(root, (removed, freed), target, after);
+        } else if removed > 0 || (mode == Mode::Cycle && self.log.enabled(log::Level::Debug)) {
+            let verb = if self.opts.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            };
+            self.log.info(&format!(
+                "{name}: cycle: {verb} {removed} entr{} ({}){}",
+                if removed == 1 { "y" } else { "ies" },
+                size(freed),
+                after.map_or(String::new(), |a| format!("; {} free", size(a.free)))
+            ));
+        }
+        errors
+    }
+
+    /// After a reap under pressure: done, or still above (then back off).
+    /// `done`: the entries removed and the bytes freed.
+    fn after_pressure(&mut self, root: &RootConfig, done: (usize, u64), target: u64, after: Level) {
+        let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
+        let (removed, freed) = done;
+        let summary = format!(
+            "removed {removed} entr{} ({}); {} used, {} free",
+            if removed == 1 { "y" } else { "ies" },
+            size(freed),
+            percent(&after),
+            size(after.free),
+        );
+        let still_above = root
+            .watermarks
+            .is_some_and(|w| w.above_high(after.total, after.free));
+        let state = self.roots.entry(root.path.clone()).or_default();
+        if self.signals.stopping() {
+            self.log
+                .notice(&format!("{name}: stopped under pressure: {summary}"));
+        } else if after.free >= target {
+            self.log
+                .notice(&format!("{name}: below the low watermark: {summary}"));
+            state.backoff = Duration::ZERO;
+            state.retry_at = None;
+            state.gave_up_at_free = None;
+        } else if still_above {
+            state.backoff = (state.backoff * 2)
+                .max(self.config.poll)
+                .min(self.config.interval);
+            state.retry_at = Some(Instant::now() + state.backoff);
+            state.gave_up_at_free = Some(after.free);
+            self.log.warning(&format!(
+                "{name}: still above the high watermark: {summary}; nothing else may go (live, in use, unknown, in grace, kept, or no rule matches); retrying in {}",
+                humantime::format_duration(state.backoff)
+            ));
+        } else {
+            self.log.notice(&format!(
+                "{name}: below the high watermark but not the low one: {summary}; nothing else may go"
+            ));
+        }
+    }
+
+    /// One line per removal and per failure.
+    fn log_report(&self, report: &ReapReport, under_pressure: bool) {
+        let verb = if report.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        for root in &report.roots {
+            let name = sanitize(root.path.as_os_str().as_bytes());
+            if root.quarantine_finished > 0 {
+                self.log.info(&format!(
+                    "{name}: finished {} item(s) a killed reaper left in quarantine",
+                    root.quarantine_finished
+                ));
+            }
+            for r in &root.removed {
+                self.log.info(&format!(
+                    "{name}: {verb} {} ({}, {}{})",
+                    sanitize(r.path.as_os_str().as_bytes()),
+                    size(r.disk_bytes),
+                    r.reason,
+                    if under_pressure {
+                        ", under pressure"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            for e in &root.errors {
+                self.log.warning(&format!(
+                    "{name}: could not remove {}: {}",
+                    sanitize(e.path.as_os_str().as_bytes()),
+                    sanitize(e.error.as_bytes())
+                ));
+            }
+            for s in &root.skipped {
+                if let KeepReason::Changed(_) = s.reason {
+                    self.log.debug(&format!(
+                        "{name}: kept {} ({})",
+                        sanitize(s.path.as_os_str().as_bytes()),
+                        s.reason
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The scan's warnings (uninspectable processes, unreadable entries),
+    /// logged when they change.
+    fn log_warnings(&mut self, root: &Path, report: &ReapReport) {
+        use std::hash::{Hash, Hasher};
+        let warnings = render::scan::warnings(&report.scan);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        warnings.hash(&mut hasher);
+        let digest = hasher.finish();
+        let state = self.roots.entry(root.to_owned()).or_default();
+        if state.warnings == digest {
+            return;
+        }
+        state.warnings = digest;
+        for w in warnings {
+            self.log.warning(&sanitize(w.as_bytes()));
+        }
+    }
+
+    /// Updates the gauges from the reports; a (sub)root where something
+    /// was removed is scanned again, so the gauges show what is there now.
+    fn observe(&mut self, root: &RootConfig, outcome: Outcome) {
+        if self.metrics_file.is_none() || self.signals.stopping() {
+            return;
+        }
+        let canonical = std::fs::canonicalize(&root.path).unwrap_or_else(|_| root.path.clone());
+        let marks = |path: &Path| {
+            (path == canonical)
+                .then_some(root.watermarks.as_ref())
+                .flatten()
+        };
+        let mut rescan = Vec::new();
+        for report in &outcome.reports {
+            for (reap, scanned) in report.roots.iter().zip(&report.scan.roots) {
+                if !report.dry_run {
+                    self.metrics.count_reap(reap);
+                }
+                if reap.removed.is_empty() || report.dry_run {
+                    self.metrics.observe_scan(scanned, marks(&scanned.path));
+                } else {
+                    rescan.push(scanned.path.clone());
+                }
+            }
+        }
+        drop(outcome);
+        let mut scanner = Scanner::new();
+        for &pid in &self.opts.ignore_pids {
+            scanner.ignore_pid(pid);
+        }
+        for path in rescan {
+            match scanner.scan(&[&path]) {
+                Ok(fresh) => {
+                    for r in &fresh.roots {
+                        self.metrics.observe_scan(r, marks(&path));
+                    }
+                }
+                Err(e) => self.log.error(&format!(
+                    "{}: cannot scan for the metrics: {e}",
+                    sanitize(path.as_os_str().as_bytes())
+                )),
+            }
+        }
+    }
+
+    fn write_metrics(&self) {
+        let Some(path) = &self.metrics_file else {
+            return;
+        };
+        if let Err(e) = metrics::write_atomic(path, &self.metrics.render()) {
+            self.log.error(&format!(
+                "cannot write the metrics file {}: {e}",
+                sanitize(path.as_os_str().as_bytes())
+            ));
+        }
+    }
+
+    /// SIGHUP: load the config again; a bad one keeps the old.
+    fn reload(&mut self) {
+        let Some(path) = config_file::locate(self.explicit.as_deref()) else {
+            self.log
+                .notice("SIGHUP: no config file found; keeping the built-in defaults");
+            return;
+        };
+        match config_file::load(&path) {
+            Ok(config) => {
+                self.roots
+                    .retain(|p, _| config.roots.iter().any(|r| &r.path == p));
+                self.config = config;
+                self.metrics.set_config_ok(true);
+                self.log.notice(&format!(
+                    "SIGHUP: reloaded {}",
+                    sanitize(path.as_os_str().as_bytes())
+                ));
+                for line in describe(&self.config) {
+                    self.log.notice(&line);
+                }
+            }
+            Err(e) => {
+                self.metrics.set_config_ok(false);
+                self.log.error(&format!(
+                    "SIGHUP: bad config, keeping the previous one: {}",
+                    sanitize(e.to_string().as_bytes())
+                ));
+            }
+        }
+        self.write_metrics();
+    }
+}
+
+fn percent(level: &Level) -> String {
+    format!("{:.1}%", level.used_percent())
+}
+
+/// `reap` with a config file: each root as one cycle of `watch` would
+/// reap it (under pressure when above its high watermark), merged into
+/// one report.
+///
+/// # Errors
+///
+/// A configured root that does not exist (checked before anything is
+/// removed): exit status 2.
+pub fn reap_configured(
+    config: &Config,
+    args: &ReapArgs,
+    printer: &Printer,
+) -> Result<ReapReport, CliError> {
+    let source = config
+        .source
+        .as_ref()
+        .map_or_else(|| "the defaults".to_owned(), |p| p.display().to_string());
+    for root in &config.roots {
+        if let Err(e) = std::fs::canonicalize(&root.path) {
+            let mut err = CliError::usage(format!(
+                "root {} (from {source}) cannot be used: {e}",
+                sanitize(root.path.as_os_str().as_bytes())
+            ));
+            err.hint = Some("create it, or remove it from the config file".into());
+            return Err(err);
+        }
+    }
+    let opts = Options {
+        dry_run: args.dry_run,
+        ignore_pids: args.rules.ignore_pids.clone(),
+        stop: None,
+    };
+    let mut merged: Option<ReapReport> = None;
+    for root in &config.roots {
+        let outcome = cycle::reap(root, &opts, Mode::Cycle);
+        if let (Some(target), Some(before)) = (outcome.pressure_target, outcome.before) {
+            printer.note(&format!(
+                "{}: above the high watermark ({} used); removing oldest first until {} free",
+                sanitize(root.path.as_os_str().as_bytes()),
+                percent(&before),
+                size(target)
+            ));
+        }
+        if let Some((_, err)) = outcome.failures.into_iter().next() {
+            return Err(err);
+        }
+        for report in outcome.reports {
+            match &mut merged {
+                None => merged = Some(report),
+                Some(m) => {
+                    m.roots.extend(report.roots);
+                    m.scan.roots.extend(report.scan.roots);
+                    for u in report.scan.uninspectable {
+                        if !m.scan.uninspectable.iter().any(|x| x.pid == u.pid) {
+                            m.scan.uninspectable.push(u);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    merged.ok_or_else(|| CliError::usage("the config names no root"))
+}
+
+/// The config `reap` uses: `--config FILE`; or, when no root or rule is
+/// given on the command line, a default config file if one exists.
+///
+/// # Errors
+///
+/// `--config` together with roots or rules; a bad config file.
+pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
+    let r = &args.rules;
+    let mut given = Vec::new();
+    if !args.roots.is_empty() {
+        given.push("ROOT");
+    }
+    for (yes, flag) in [
+        (!r.globs.is_empty(), "--match"),
+        (r.older_than.is_some(), "--older-than"),
+        (r.keep_last.is_some(), "--keep-last"),
+        (r.target_free.is_some(), "--target-free"),
+        (r.owner.is_some(), "--owner"),
+        (r.grace != config_file::DEFAULT_GRACE, "--grace"),
+    ] {
+        if yes {
+            given.push(flag);
+        }
+    }
+    match (&args.config, given.is_empty()) {
+        (Some(_), false) => {
+            let mut err = CliError::usage(format!(
+                "--config cannot be combined with {}: the config file gives the roots and rules",
+                given.join(", ")
+            ));
+            err.hint = Some("drop --config to reap by the command line's rules".into());
+            Err(err)
+        }
+        (Some(path), true) => load(Some(path)).map(Some),
+        (None, false) => Ok(None),
+        (None, true) => match config_file::locate(None) {
+            Some(path) => config_file::load(&path).map(Some).map_err(config_error),
+            None => Ok(None),
+        },
+    }
+}

@@ -1,0 +1,270 @@
+//! One reap of one configured root, as `watch` and `reap --config` do it:
+//! measure the filesystem; above the high watermark, reap under pressure
+//! down to the low one; else reap by the rules.
+//!
+//! A root's rules become one library [`Policy`]: orphaned sandboxes are
+//! judged by the root's `grace` and `orphan_age`, and each rule's glob by
+//! that rule's own `older_than`, `keep_last` and `owner`
+//! ([`PolicyBuilder::rule`](sandkeeper::reap::PolicyBuilder::rule)). So
+//! one scan decides for every rule, and under pressure the whole root is
+//! taken oldest first, whatever rule admitted an entry.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use sandkeeper::reap::{Filters, FreeTarget, Policy, ReapReport, Reaper};
+
+use crate::config_file::RootConfig;
+use crate::error::CliError;
+
+/// How roots are reaped.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Decide and report; remove nothing.
+    pub dry_run: bool,
+    /// Processes vouched for (`--ignore-pid`).
+    pub ignore_pids: Vec<u32>,
+    /// Raised to stop before the next removal.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// When a reap runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A full cycle: by the rules, under pressure if above the high
+    /// watermark.
+    Cycle,
+    /// Only if above the high watermark (a poll found it so); otherwise
+    /// nothing.
+    PressureOnly,
+}
+
+/// A filesystem's size and free bytes (`statvfs`; free as `df`'s Avail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Level {
+    pub total: u64,
+    pub free: u64,
+}
+
+impl Level {
+    /// Used space in percent, reserved blocks counted as used (as `df`).
+    pub fn used_percent(&self) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        100.0 * self.total.saturating_sub(self.free) as f64 / self.total as f64
+    }
+}
+
+/// `statvfs(path)`: the cheap poll.
+///
+/// # Errors
+///
+/// When the path cannot be measured (it does not exist, …).
+pub fn measure(path: &Path) -> io::Result<Level> {
+    let st = rustix::fs::statvfs(path)?;
+    Ok(Level {
+        total: st.f_blocks.saturating_mul(st.f_frsize),
+        free: st.f_bavail.saturating_mul(st.f_frsize),
+    })
+}
+
+/// What one reap of a configured root did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The filesystem before the reap.
+    pub before: Option<Level>,
+    /// The free bytes aimed for, when the reap ran under pressure.
+    pub pressure_target: Option<u64>,
+    /// The root's reap, then one per per-user sandbox directory.
+    pub reports: Vec<ReapReport>,
+    /// (Sub)roots that could not be reaped at all.
+    pub failures: Vec<(PathBuf, CliError)>,
+}
+
+impl Outcome {
+    /// Entries removed over all reports.
+    pub fn removed(&self) -> usize {
+        self.reports
+            .iter()
+            .flat_map(|r| &r.roots)
+            .map(|r| r.removed.len())
+            .sum()
+    }
+
+    /// Bytes freed over all reports.
+    pub fn freed_bytes(&self) -> u64 {
+        self.reports.iter().map(ReapReport::freed_bytes).sum()
+    }
+
+    /// Entries that could not be removed, and roots that could not be
+    /// reaped.
+    pub fn error_count(&self) -> usize {
+        self.failures.len()
+            + self
+                .reports
+                .iter()
+                .flat_map(|r| &r.roots)
+                .map(|r| r.errors.len())
+                .sum::<usize>()
+    }
+}
+
+/// The policy of `root`, under pressure when `target_free` is given.
+///
+/// # Errors
+///
+/// When the library rejects a rule (the config checks globs first, so
+/// only in theory).
+pub fn policy(
+    root: &RootConfig,
+    target_free: Option<u64>,
+    opts: &Options,
+) -> Result<Policy, sandkeeper::Error> {
+    let mut b = Policy::builder();
+    b.grace(root.grace).dry_run(opts.dry_run);
+    if let Some(age) = root.orphan_age {
+        b.older_than(age);
+    }
+    for rule in &root.rules {
+        let mut filters = Filters::new();
+        if let Some(age) = rule.older_than {
+            filters.older_than(age);
+        }
+        if let Some(n) = rule.keep_last {
+            filters.keep_last(n);
+        }
+        if let Some(uid) = rule.owner {
+            filters.owner(uid);
+        }
+        b.rule(rule.glob.clone(), &filters);
+    }
+    if let Some(bytes) = target_free {
+        b.under_pressure(true).target_free(FreeTarget::Bytes(bytes));
+    }
+    if let Some(stop) = &opts.stop {
+        b.stop_flag(Arc::clone(stop));
+    }
+    b.build()
+}
+
+/// Reaps `root` (and, with `user_dirs`, its `sandkeeper-<uid>`
+/// directories, after it).
+pub fn reap(root: &RootConfig, opts: &Options, mode: Mode) -> Outcome {
+    let mut out = Outcome::default();
+    let before = match measure(&root.path) {
+        Ok(level) => level,
+        Err(e) => {
+            let err = CliError::io(
+                &format!("cannot measure the root {}", root.path.display()),
+                &e,
+            );
+            out.failures.push((root.path.clone(), err));
+            return out;
+        }
+    };
+    out.before = Some(before);
+    let pressure = root
+        .watermarks
+        .filter(|w| w.above_high(before.total, before.free))
+        .map(|w| w.target_free_bytes(before.total));
+    if mode == Mode::PressureOnly && pressure.is_none() {
+        return out;
+    }
+    out.pressure_target = pressure;
+    let policy = match policy(root, pressure, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push((root.path.clone(), e.into()));
+            return out;
+        }
+    };
+    let mut reaper = Reaper::new(policy);
+    for &pid in &opts.ignore_pids {
+        reaper.scanner().ignore_pid(pid);
+    }
+    let mut paths = vec![root.path.clone()];
+    if root.user_dirs {
+        paths.extend(user_dirs(&root.path));
+    }
+    for path in paths {
+        if reaper.policy().stop_requested() {
+            break;
+        }
+        match reaper.reap(&[&path]) {
+            Ok(report) => out.reports.push(report),
+            Err(e) => {
+                let gone = e.kind() == sandkeeper::ErrorKind::UnusableRoot && path != root.path;
+                if !gone {
+                    out.failures.push((path, e.into()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The per-user sandbox directories `sandkeeper-<uid>` in `root`: real
+/// directories (not symlinks) owned by that uid, sorted.
+pub fn user_dirs(root: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let Some(uid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("sandkeeper-"))
+                .filter(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|u| u.parse::<u32>().ok())
+            else {
+                return false;
+            };
+            // DirEntry::metadata does not follow symlinks.
+            e.metadata()
+                .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid)
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels() {
+        let cases = [
+            (0, 0, 0.0),
+            (100, 25, 75.0),
+            (100, 0, 100.0),
+            (100, 100, 0.0),
+        ];
+        for (total, free, want) in cases {
+            assert_eq!(Level { total, free }.used_percent(), want);
+        }
+    }
+
+    #[test]
+    fn user_dirs_are_real_directories_of_their_uid() {
+        let root = sandkeeper::Sandbox::new().unwrap();
+        let uid = rustix::process::geteuid().as_raw();
+        let p = |n: &str| root.path().join(n);
+        std::fs::create_dir(p(&format!("sandkeeper-{uid}"))).unwrap();
+        std::fs::create_dir(p(&format!("sandkeeper-{}", uid + 1))).unwrap();
+        std::fs::create_dir(p("sandkeeper-x1")).unwrap();
+        std::fs::create_dir(p("sandkeeper-")).unwrap();
+        std::os::unix::fs::symlink(root.path(), p("sandkeeper-99999")).unwrap();
+        assert_eq!(
+            user_dirs(root.path()),
+            vec![p(&format!("sandkeeper-{uid}"))]
+        );
+    }
+}

@@ -1,0 +1,713 @@
+//! The configuration file (TOML) that `reap` and `watch` share: parsed,
+//! then checked, into plain structs. Every error names the file, the line
+//! and what is wrong; nothing runs on a bad file. See `docs/config.md`.
+//!
+//! ```toml
+//! interval = "5m"
+//! poll = "5s"
+//!
+//! [[root]]
+//! path = "/tmp"
+//! grace = "60s"
+//! high_watermark = "90%"
+//! low_watermark = "75%"
+//!
+//! [[root.rule]]
+//! match = "app-*"
+//! older_than = "2h"
+//! keep_last = 3
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::config;
+
+/// The system-wide config file, used when it exists.
+pub const SYSTEM_PATH: &str = "/etc/sandkeeper/config.toml";
+
+/// The default full-cycle interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+/// The default watermark poll.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
+/// The default grace period.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+
+/// A checked configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from; `None` for the built-in defaults.
+    pub source: Option<PathBuf>,
+    /// Between two full scan-and-reap cycles.
+    pub interval: Duration,
+    /// Between two watermark polls (`statvfs`).
+    pub poll: Duration,
+    /// The roots, in file order; never empty, never overlapping.
+    pub roots: Vec<RootConfig>,
+}
+
+/// One `[[root]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RootConfig {
+    /// The directory whose top-level entries are reaped (absolute).
+    pub path: PathBuf,
+    /// Nothing younger than this is removed, under pressure too.
+    pub grace: Duration,
+    /// Orphaned sandboxes go only once older than this (relaxed under
+    /// pressure); `None`: once past the grace.
+    pub orphan_age: Option<Duration>,
+    /// Whether the per-user sandbox directories `sandkeeper-<uid>` inside
+    /// the root are reaped too, with the same rules.
+    pub user_dirs: bool,
+    /// When to reap under pressure, and down to where.
+    pub watermarks: Option<Watermarks>,
+    /// Which unmanaged families may go.
+    pub rules: Vec<Rule>,
+}
+
+/// A `[[root.rule]]`: unmanaged entries whose name matches `glob`, with
+/// their own filters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub glob: String,
+    pub older_than: Option<Duration>,
+    pub keep_last: Option<usize>,
+    pub owner: Option<u32>,
+}
+
+/// The high and low watermarks of a root.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Watermarks {
+    /// Above this, reap under pressure.
+    pub high: Watermark,
+    /// ... until under this.
+    pub low: Watermark,
+}
+
+/// A level of a filesystem's use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Watermark {
+    /// `"90%"`: this percentage of the filesystem used.
+    UsedPercent(f64),
+    /// `"2GiB free"`: this many bytes left free.
+    FreeBytes(u64),
+}
+
+impl Watermark {
+    /// The free bytes that correspond to this level on a filesystem of
+    /// `total` bytes: the filesystem is above the mark when it has less.
+    pub fn free_bytes(self, total: u64) -> u64 {
+        match self {
+            Watermark::FreeBytes(b) => b,
+            Watermark::UsedPercent(p) => ((total as f64) * (100.0 - p) / 100.0).ceil() as u64,
+        }
+    }
+}
+
+impl fmt::Display for Watermark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Watermark::UsedPercent(p) => write!(f, "{p}% used"),
+            Watermark::FreeBytes(b) => write!(f, "{} free", crate::humanize::size(*b)),
+        }
+    }
+}
+
+impl Watermarks {
+    /// Whether a filesystem of `total` bytes with `free` bytes free is
+    /// above the high watermark.
+    pub fn above_high(&self, total: u64, free: u64) -> bool {
+        free < self.high.free_bytes(total)
+    }
+
+    /// The free bytes a pressure reap aims for: the low watermark, and
+    /// never less than the high one (which a file mixing percentages and
+    /// sizes could ask for on a small filesystem).
+    pub fn target_free_bytes(&self, total: u64) -> u64 {
+        self.low.free_bytes(total).max(self.high.free_bytes(total))
+    }
+}
+
+/// A bad config file: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based; `None` when the problem is the file as a whole.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = crate::humanize::sanitize(self.file.as_os_str().as_encoded_bytes());
+        match self.line {
+            Some(line) => write!(f, "{file}:{line}: {}", self.message),
+            None => write!(f, "{file}: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// The built-in defaults, for a host without a config file: the
+    /// system temp directory (and its per-user sandbox directories),
+    /// orphaned sandboxes only, no watermarks.
+    pub fn defaults() -> Config {
+        Config {
+            source: None,
+            interval: DEFAULT_INTERVAL,
+            poll: DEFAULT_POLL,
+            roots: vec![RootConfig {
+                path: std::env::temp_dir(),
+                grace: DEFAULT_GRACE,
+                orphan_age: None,
+                user_dirs: true,
+                watermarks: None,
+                rules: Vec::new(),
+            }],
+        }
+    }
+}
+
+/// The config file to use: `explicit` if given; else the system file if
+/// it exists; else `$XDG_CONFIG_HOME/sandkeeper/config.toml` (or
+/// `~/.config/…`) if it exists; else none.
+pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = explicit {
+        return Some(path.to_owned());
+    }
+    default_candidates().into_iter().find(|p| p.exists())
+}
+
+/// Where a config file is looked for when none is given, in order.
+pub fn default_candidates() -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from(SYSTEM_PATH)];
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(dir) = xdg {
+        out.push(dir.join("sandkeeper").join("config.toml"));
+    }
+    out
+}
+
+/// Reads and checks `file`.
+///
+/// # Errors
+///
+/// When it cannot be read, does not parse, or does not check out.
+pub fn load(file: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        line: None,
+        message: format!("cannot read the config file: {e}"),
+    })?;
+    parse(&text, file)
+}
+
+/// Parses and checks the text of `file`.
+///
+/// # Errors
+///
+/// As [`load`].
+pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+    let at = |span: Option<Range<usize>>, message: String| ConfigError {
+        file: file.to_owned(),
+        line: span.map(|s| line_of(text, s.start)),
+        message,
+    };
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| at(e.span(), e.message().trim().to_owned()))?;
+    let duration = |value: &Spanned<toml::Value>, key: &str| -> Result<Duration, ConfigError> {
+        let text = string(value, key, "a duration such as \"90s\", \"5m\" or \"2h\"")
+            .map_err(|m| at(Some(value.span()), m))?;
+        config::duration(text).map_err(|e| at(Some(value.span()), format!("{key}: {e}")))
+    };
+    let positive = |value: &Spanned<toml::Value>, key: &str| -> Result<Duration, ConfigError> {
+        let d = duration(value, key)?;
+        if d.is_zero() {
+            return Err(at(
+                Some(value.span()),
+                format!("{key} must be more than zero"),
+            ));
+        }
+        Ok(d)
+    };
+    let interval = match &raw.interval {
+        Some(v) => positive(v, "interval")?,
+        None => DEFAULT_INTERVAL,
+    };
+    let poll = match &raw.poll {
+        Some(v) => positive(v, "poll")?,
+        None => DEFAULT_POLL,
+    };
+    if raw.root.is_empty() {
+        return Err(at(
+            None,
+            "no [[root]] table: name at least one directory to keep, such as\n\n[[root]]\npath = \"/tmp\"".to_owned(),
+        ));
+    }
+    let mut roots: Vec<RootConfig> = Vec::with_capacity(raw.root.len());
+    let mut root_spans: Vec<Range<usize>> = Vec::new();
+    for r in &raw.root {
+        let path = string(&r.path, "path", "a directory such as \"/tmp\"")
+            .and_then(check_root_path)
+            .map_err(|m| at(Some(r.path.span()), m))?;
+        for (other, span) in roots.iter().zip(&root_spans) {
+            if let Some(how) = overlap(&path, &other.path) {
+                return Err(at(
+                    Some(r.path.span()),
+                    format!(
+                        "root {} {how} root {} (line {}): an entry may belong to one root only",
+                        path.display(),
+                        other.path.display(),
+                        line_of(text, span.start)
+                    ),
+                ));
+            }
+        }
+        let grace = match &r.grace {
+            Some(v) => duration(v, "grace")?,
+            None => DEFAULT_GRACE,
+        };
+        let orphan_age = r
+            .orphan_age
+            .as_ref()
+            .map(|v| duration(v, "orphan_age"))
+            .transpose()?;
+        let watermarks = match (&r.high_watermark, &r.low_watermark) {
+            (None, None) => None,
+            (Some(high), None) => {
+                return Err(at(
+                    Some(high.span()),
+                    "high_watermark needs a low_watermark: how far to reap down once above it"
+                        .to_owned(),
+                ))
+            }
+            (None, Some(low)) => {
+                return Err(at(
+                    Some(low.span()),
+                    "low_watermark needs a high_watermark: the level that starts a reap".to_owned(),
+                ))
+            }
+            (Some(high), Some(low)) => {
+                let parse = |v: &Spanned<toml::Value>, key: &str| {
+                    string(v, key, "\"90%\" (used) or \"2GiB free\"")
+                        .and_then(watermark)
+                        .map_err(|m| at(Some(v.span()), m))
+                };
+                let h = parse(high, "high_watermark")?;
+                let l = parse(low, "low_watermark")?;
+                check_order(h, l, &path).map_err(|m| at(Some(low.span()), m))?;
+                Some(Watermarks { high: h, low: l })
+            }
+        };
+        let mut rules = Vec::with_capacity(r.rule.len());
+        for rule in &r.rule {
+            rules.push(check_rule(rule, &at, &duration)?);
+        }
+        root_spans.push(r.path.span());
+        roots.push(RootConfig {
+            path,
+            grace,
+            orphan_age,
+            user_dirs: r.user_dirs.unwrap_or(true),
+            watermarks,
+            rules,
+        });
+    }
+    Ok(Config {
+        source: Some(file.to_owned()),
+        interval,
+        poll,
+        roots,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    interval: Option<Spanned<toml::Value>>,
+    poll: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    root: Vec<RawRoot>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoot {
+    path: Spanned<toml::Value>,
+    grace: Option<Spanned<toml::Value>>,
+    orphan_age: Option<Spanned<toml::Value>>,
+    user_dirs: Option<bool>,
+    high_watermark: Option<Spanned<toml::Value>>,
+    low_watermark: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    rule: Vec<RawRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    #[serde(rename = "match")]
+    glob: Spanned<toml::Value>,
+    older_than: Option<Spanned<toml::Value>>,
+    keep_last: Option<Spanned<toml::Value>>,
+    owner: Option<Spanned<toml::Value>>,
+}
+
+/// The string a key holds, or an error naming the key and what it wants.
+fn string<'a>(value: &'a Spanned<toml::Value>, key: &str, want: &str) -> Result<&'a str, String> {
+    match value.get_ref() {
+        toml::Value::String(s) => Ok(s),
+        other => Err(format!(
+            "{key}: expected {want} (in quotes), found {} {other}",
+            other.type_str()
+        )),
+    }
+}
+
+fn check_rule(
+    rule: &RawRule,
+    at: &impl Fn(Option<Range<usize>>, String) -> ConfigError,
+    duration: &impl Fn(&Spanned<toml::Value>, &str) -> Result<Duration, ConfigError>,
+) -> Result<Rule, ConfigError> {
+    let glob = string(&rule.glob, "match", "a glob such as \"app-*\"")
+        .map_err(|m| at(Some(rule.glob.span()), m))?
+        .to_owned();
+    if glob.is_empty() {
+        return Err(at(
+            Some(rule.glob.span()),
+            "match: the glob is empty".to_owned(),
+        ));
+    }
+    sandkeeper::reap::Policy::builder()
+        .matching(glob.clone())
+        .build()
+        .map_err(|e| at(Some(rule.glob.span()), format!("match: {e}")))?;
+    let older_than = rule
+        .older_than
+        .as_ref()
+        .map(|v| duration(v, "older_than"))
+        .transpose()?;
+    let keep_last = match &rule.keep_last {
+        Some(n) => Some(
+            match n.get_ref() {
+                toml::Value::Integer(i) => usize::try_from(*i)
+                    .map_err(|_| format!("keep_last: {i} is not a count; use 0 or more")),
+                other => Err(format!(
+                    "keep_last: expected a count such as 3, found {} {other}",
+                    other.type_str()
+                )),
+            }
+            .map_err(|m| at(Some(n.span()), m))?,
+        ),
+        None => None,
+    };
+    let owner = match &rule.owner {
+        None => None,
+        Some(v) => Some(
+            match v.get_ref() {
+                toml::Value::String(name) => config::user(name),
+                toml::Value::Integer(uid) => {
+                    u32::try_from(*uid).map_err(|_| format!("{uid} is not a uid"))
+                }
+                other => Err(format!(
+                    "expected a user name or a uid, found {}",
+                    other.type_str()
+                )),
+            }
+            .map_err(|m| at(Some(v.span()), format!("owner: {m}")))?,
+        ),
+    };
+    Ok(Rule {
+        glob,
+        older_than,
+        keep_last,
+        owner,
+    })
+}
+
+/// `"90%"` (used) or `"2GiB free"`.
+fn watermark(text: &str) -> Result<Watermark, String> {
+    let t = text.trim();
+    let hint = "use a percentage used, such as \"90%\", or a size left free, such as \"2GiB free\"";
+    if let Some(size) = t.strip_suffix("free") {
+        let size = size.trim();
+        if size.ends_with('%') {
+            return Err(format!(
+                "invalid watermark {text:?}: a percentage means used space; {hint}"
+            ));
+        }
+        return config::size(size)
+            .map(Watermark::FreeBytes)
+            .map_err(|_| format!("invalid watermark {text:?}; {hint}"));
+    }
+    if let Some(number) = t.strip_suffix('%') {
+        let p: f64 = number
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid watermark {text:?}; {hint}"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("watermark {text:?} is outside 0% to 100%"));
+        }
+        return Ok(Watermark::UsedPercent(p));
+    }
+    Err(format!(
+        "invalid watermark {text:?}: say whether it is used space (\"90%\") or free space (\"2GiB free\"); {hint}"
+    ))
+}
+
+/// The low watermark must be below the high one. Percentages and sizes
+/// are compared on the root's filesystem when it can be measured now (and
+/// clamped at run time otherwise).
+fn check_order(high: Watermark, low: Watermark, root: &Path) -> Result<(), String> {
+    let fits = match (high, low) {
+        (Watermark::UsedPercent(h), Watermark::UsedPercent(l)) => l < h,
+        (Watermark::FreeBytes(h), Watermark::FreeBytes(l)) => l > h,
+        _ => match rustix::fs::statvfs(root) {
+            Ok(st) => {
+                let total = st.f_blocks.saturating_mul(st.f_frsize);
+                low.free_bytes(total) > high.free_bytes(total)
+            }
+            Err(_) => true,
+        },
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "low_watermark ({low}) must be below high_watermark ({high}): a reap above the high mark goes down to the low one"
+        ))
+    }
+}
+
+/// An absolute, normalized root path that is not `/`.
+fn check_root_path(text: &str) -> Result<PathBuf, String> {
+    let p = Path::new(text);
+    if !p.is_absolute() {
+        return Err(format!(
+            "root path {text:?} is not absolute; give the full path, such as \"/tmp\""
+        ));
+    }
+    let mut normal = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::Normal(name) => normal.push(name),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(format!(
+                    "root path {text:?} contains \"..\"; give the directory itself"
+                ))
+            }
+        }
+    }
+    let resolved = std::fs::canonicalize(&normal).unwrap_or_else(|_| normal.clone());
+    if normal == Path::new("/") || resolved == Path::new("/") {
+        return Err(format!(
+            "refusing the root {text:?}: it is the filesystem root `/`; give the directory that holds the leftovers, such as \"/tmp\""
+        ));
+    }
+    Ok(normal)
+}
+
+/// How `a` overlaps `b`, if it does: the same, inside, or containing.
+/// Compared as written and, where they exist, with symlinks resolved.
+fn overlap(a: &Path, b: &Path) -> Option<&'static str> {
+    let pairs = [
+        (a.to_owned(), b.to_owned()),
+        (
+            std::fs::canonicalize(a).unwrap_or_else(|_| a.to_owned()),
+            std::fs::canonicalize(b).unwrap_or_else(|_| b.to_owned()),
+        ),
+    ];
+    for (a, b) in &pairs {
+        if a == b {
+            return Some("is the same directory as");
+        }
+        if a.starts_with(b) {
+            return Some("is inside");
+        }
+        if b.starts_with(a) {
+            return Some("contains");
+        }
+    }
+    None
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<Config, ConfigError> {
+        parse(text, Path::new("/etc/sandkeeper/config.toml"))
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        let text = r#"
+interval = "5m"          # full scan + reap cycle
+poll = "5s"              # statvfs watermark poll
+
+[[root]]
+path = "/tmp"
+grace = "60s"
+high_watermark = "90%"   # used; or e.g. "2GiB free"
+low_watermark = "75%"
+
+[[root.rule]]            # unmanaged families this root may reap
+match = "app-*"
+older_than = "2h"
+keep_last = 3
+"#;
+        let config = parse_str(text).unwrap();
+        assert_eq!(config.interval, Duration::from_secs(300));
+        assert_eq!(config.poll, Duration::from_secs(5));
+        let root = &config.roots[0];
+        assert_eq!(root.path, Path::new("/tmp"));
+        assert_eq!(root.grace, Duration::from_secs(60));
+        assert!(root.user_dirs);
+        assert_eq!(
+            root.watermarks,
+            Some(Watermarks {
+                high: Watermark::UsedPercent(90.0),
+                low: Watermark::UsedPercent(75.0)
+            })
+        );
+        assert_eq!(
+            root.rules,
+            vec![Rule {
+                glob: "app-*".into(),
+                older_than: Some(Duration::from_secs(7200)),
+                keep_last: Some(3),
+                owner: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn defaults_and_owners() {
+        let text = "[[root]]\npath = \"/var/tmp/ci/\"\norphan_age = \"1d\"\nuser_dirs = false\nhigh_watermark = \"1GiB free\"\nlow_watermark = \"4GiB free\"\n[[root.rule]]\nmatch = \"a*\"\nowner = \"root\"\n[[root.rule]]\nmatch = \"b*\"\nowner = 1000\n";
+        let config = parse_str(text).unwrap();
+        assert_eq!(config.interval, DEFAULT_INTERVAL);
+        let root = &config.roots[0];
+        assert_eq!(root.path, Path::new("/var/tmp/ci"));
+        assert_eq!(root.orphan_age, Some(Duration::from_secs(86_400)));
+        assert!(!root.user_dirs);
+        assert_eq!(root.rules[0].owner, Some(0));
+        assert_eq!(root.rules[1].owner, Some(1000));
+        assert_eq!(root.rules[1].keep_last, None);
+    }
+
+    /// Each bad file: the line and words of its error.
+    #[test]
+    fn bad_files_name_the_line_and_the_reason() {
+        let cases: &[(&str, &str, Option<usize>, &str)] = &[
+            ("unknown top-level key", "interval = \"5m\"\nintervall = \"1m\"\n", Some(2), "unknown field `intervall`"),
+            ("unknown root key", "[[root]]\npath = \"/tmp\"\ngrase = \"1m\"\n", Some(3), "unknown field `grase`"),
+            ("unknown rule key", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nolder = \"1h\"\n", Some(5), "unknown field `older`"),
+            ("bad duration", "[[root]]\npath = \"/tmp\"\ngrace = \"soon\"\n", Some(3), "grace: invalid duration \"soon\""),
+            ("zero interval", "interval = \"0s\"\n[[root]]\npath = \"/tmp\"\n", Some(1), "interval must be more than zero"),
+            ("duration as a number", "[[root]]\npath = \"/tmp\"\ngrace = 60\n", Some(3), "grace: expected a duration such as \"90s\", \"5m\" or \"2h\" (in quotes), found integer 60"),
+            ("keep_last as a float", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nkeep_last = 1.5\n", Some(5), "keep_last: expected a count such as 3, found float 1.5"),
+            ("path as an array", "[[root]]\npath = [\"/tmp\"]\n", Some(2), "path: expected a directory such as \"/tmp\" (in quotes), found array"),
+            ("root /", "[[root]]\npath = \"/\"\n", Some(2), "filesystem root"),
+            ("root /./", "[[root]]\npath = \"/./\"\n", Some(2), "filesystem root"),
+            ("relative root", "[[root]]\npath = \"tmp\"\n", Some(2), "not absolute"),
+            ("dot-dot root", "[[root]]\npath = \"/tmp/../etc\"\n", Some(2), "contains \"..\""),
+            ("overlapping roots", "[[root]]\npath = \"/tmp\"\n\n[[root]]\npath = \"/tmp/ci\"\n", Some(5), "root /tmp/ci is inside root /tmp (line 2)"),
+            ("the same root twice", "[[root]]\npath = \"/tmp\"\n[[root]]\npath = \"/tmp/\"\n", Some(4), "is the same directory as root /tmp"),
+            ("a root containing another", "[[root]]\npath = \"/tmp/ci\"\n[[root]]\npath = \"/tmp\"\n", Some(4), "contains root /tmp/ci"),
+            ("missing path", "[[root]]\ngrace = \"1m\"\n", Some(1), "missing field `path`"),
+            ("no roots", "interval = \"5m\"\n", None, "no [[root]] table"),
+            ("high without low", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"90%\"\n", Some(3), "needs a low_watermark"),
+            ("low above high", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"80%\"\nlow_watermark = \"85%\"\n", Some(4), "must be below high_watermark"),
+            ("free sizes the wrong way round", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"4GiB free\"\nlow_watermark = \"1GiB free\"\n", Some(4), "must be below"),
+            ("a bare size", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"2GiB\"\nlow_watermark = \"75%\"\n", Some(3), "say whether it is used space"),
+            ("percent free", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"10% free\"\nlow_watermark = \"75%\"\n", Some(3), "a percentage means used space"),
+            ("percent over 100", "[[root]]\npath = \"/tmp\"\nhigh_watermark = \"190%\"\nlow_watermark = \"75%\"\n", Some(3), "outside 0% to 100%"),
+            ("bad glob", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"app-[\"\n", Some(4), "invalid glob \"app-[\""),
+            ("missing match", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nolder_than = \"1h\"\n", Some(3), "missing field `match`"),
+            ("negative keep_last", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nkeep_last = -1\n", Some(5), "keep_last: -1 is not a count"),
+            ("unknown owner", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nowner = \"no-such-user-xyz\"\n", Some(5), "owner: unknown user \"no-such-user-xyz\""),
+            ("owner of the wrong type", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nowner = true\n", Some(5), "expected a user name or a uid"),
+            ("syntax error", "[[root]]\npath = \"/tmp\n", Some(2), ""),
+            ("rule outside a root", "[[rule]]\nmatch = \"a*\"\n", Some(1), "unknown field `rule`"),
+        ];
+        for (name, text, line, words) in cases {
+            let err = parse_str(text).expect_err(name);
+            assert_eq!(err.line, *line, "{name}: {err}");
+            assert!(err.message.contains(words), "{name}: {err}");
+            let shown = err.to_string();
+            let want = match line {
+                Some(l) => format!("/etc/sandkeeper/config.toml:{l}: "),
+                None => "/etc/sandkeeper/config.toml: ".to_owned(),
+            };
+            assert!(shown.starts_with(&want), "{name}: {shown}");
+        }
+    }
+
+    #[test]
+    fn watermarks() {
+        let cases: &[(&str, Option<Watermark>)] = &[
+            ("90%", Some(Watermark::UsedPercent(90.0))),
+            (" 99.5 % ", Some(Watermark::UsedPercent(99.5))),
+            ("2GiB free", Some(Watermark::FreeBytes(2 << 30))),
+            ("500M  free", Some(Watermark::FreeBytes(500_000_000))),
+            ("0%", Some(Watermark::UsedPercent(0.0))),
+            ("2GiB", None),
+            ("free", None),
+            ("lots%", None),
+            ("-1%", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(watermark(text).ok(), *want, "{text}");
+        }
+        let marks = Watermarks {
+            high: Watermark::UsedPercent(90.0),
+            low: Watermark::UsedPercent(75.0),
+        };
+        assert!(!marks.above_high(1000, 100));
+        assert!(marks.above_high(1000, 99));
+        assert_eq!(marks.target_free_bytes(1000), 250);
+        let mixed = Watermarks {
+            high: Watermark::FreeBytes(300),
+            low: Watermark::UsedPercent(75.0),
+        };
+        assert_eq!(
+            mixed.target_free_bytes(1000),
+            300,
+            "never below the high mark"
+        );
+    }
+
+    #[test]
+    fn lines() {
+        let cases = [
+            ("", 0, 1),
+            ("a\nb\nc", 2, 2),
+            ("a\nb\nc", 4, 3),
+            ("a\n", 99, 2),
+        ];
+        for (text, offset, want) in cases {
+            assert_eq!(line_of(text, offset), want, "{text:?} {offset}");
+        }
+    }
+}
