@@ -4,8 +4,12 @@
 # fresh copy of the same generated tree on a tmpfs, several times, in
 # rotating order. Prints each tool's median and the ratios.
 #
+# sandkeeper runs with its defaults (all cores, no byte counting), and for
+# reference with `--bytes` (one statx per file to count the space freed)
+# and on one thread.
+#
 # usage: sudo bench/remove/run.sh [RUNS] [DIRS] [FILES]
-#   RUNS   runs per tool (default 7)
+#   RUNS   runs per tool (default 9)
 #   DIRS   top-level directories of the tree (default 5000)
 #   FILES  files in the tree (default 60000)
 #
@@ -14,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-runs=${1:-7}
+runs=${1:-9}
 dirs=${2:-5000}
 files=${3:-60000}
 
@@ -61,7 +65,7 @@ timed() {
 }
 
 declare -A times
-tools=(rm rmz sandkeeper sandkeeper-1thread)
+tools=(rm rmz sandkeeper sandkeeper-bytes sandkeeper-1thread)
 for ((i = 0; i < runs; i++)); do
     # Rotate the order so no tool always runs right after the copy of another.
     for ((j = 0; j < ${#tools[@]}; j++)); do
@@ -70,6 +74,7 @@ for ((i = 0; i < runs; i++)); do
             rm) us=$(timed rm -rf) ;;
             rmz) us=$(timed "$rmz") ;;
             sandkeeper) us=$(timed "$sk" 2>/dev/null) ;;
+            sandkeeper-bytes) us=$(timed "$sk" --bytes 2>/dev/null) ;;
             sandkeeper-1thread) us=$(timed "$sk" --threads 1 2>/dev/null) ;;
         esac
         times[$tool]="${times[$tool]:-} $us"
@@ -77,18 +82,23 @@ for ((i = 0; i < runs; i++)); do
 done
 
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-declare -A med
+minimum() { tr ' ' '\n' | grep . | sort -n | head -1; }
+declare -A med low
 for tool in "${tools[@]}"; do
     med[$tool]=$(echo "${times[$tool]}" | median)
+    low[$tool]=$(echo "${times[$tool]}" | minimum)
 done
 
-printf '\n%-20s %10s   %s\n' tool "median s" "all runs (s)"
+printf '\n%-20s %9s %9s   %s\n' tool "median s" "min s" "all runs (s)"
 for tool in "${tools[@]}"; do
     all=$(for t in ${times[$tool]}; do awk -v t="$t" 'BEGIN {printf "%.3f ", t / 1e6}'; done)
-    awk -v n="$tool" -v m="${med[$tool]}" -v all="$all" 'BEGIN {printf "%-20s %10.3f   %s\n", n, m / 1e6, all}'
+    awk -v n="$tool" -v m="${med[$tool]}" -v l="${low[$tool]}" -v all="$all" \
+        'BEGIN {printf "%-20s %9.3f %9.3f   %s\n", n, m / 1e6, l / 1e6, all}'
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 echo
-echo "sandkeeper/rm   $(ratio "${med[sandkeeper]}" "${med[rm]}")"
-echo "sandkeeper/rmz  $(ratio "${med[sandkeeper]}" "${med[rmz]}")"
-echo "(1 thread: sandkeeper/rm $(ratio "${med[sandkeeper-1thread]}" "${med[rm]}"), sandkeeper/rmz $(ratio "${med[sandkeeper-1thread]}" "${med[rmz]}"))"
+echo "ratios of medians (of minimums in brackets):"
+echo "sandkeeper/rm   $(ratio "${med[sandkeeper]}" "${med[rm]}")  ($(ratio "${low[sandkeeper]}" "${low[rm]}"))"
+echo "sandkeeper/rmz  $(ratio "${med[sandkeeper]}" "${med[rmz]}")  ($(ratio "${low[sandkeeper]}" "${low[rmz]}"))"
+echo "(counting bytes: sandkeeper/rm $(ratio "${med[sandkeeper-bytes]}" "${med[rm]}"), sandkeeper/rmz $(ratio "${med[sandkeeper-bytes]}" "${med[rmz]}"))"
+echo "(one thread:     sandkeeper/rm $(ratio "${med[sandkeeper-1thread]}" "${med[rm]}"), sandkeeper/rmz $(ratio "${med[sandkeeper-1thread]}" "${med[rmz]}"))"

@@ -16,7 +16,7 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -560,10 +560,10 @@ fn race_round(
     let fds: Vec<_> = arenas.iter().map(|a| open_dir(a)).collect();
     let outside_link = outside.to_path_buf();
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Stop::new();
     let swaps = Arc::new(AtomicU64::new(0));
     let attacker = std::thread::spawn({
-        let stop = Arc::clone(&stop);
+        let stop = stop.flag();
         let swaps = Arc::clone(&swaps);
         move || {
             let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed);
@@ -599,7 +599,7 @@ fn race_round(
     let before = swaps.load(Ordering::Relaxed);
     let report = remove(scratch, "tree", options);
     let during = swaps.load(Ordering::Relaxed) - before;
-    stop.store(true, Ordering::Relaxed);
+    stop.raise();
     attacker.join().unwrap();
     (during, report)
 }
@@ -609,6 +609,83 @@ fn fill_arena(arena: &Path, outside: &Path) {
     write(&arena.join("d/inner/deeper/file"), "inside");
     symlink(outside, &arena.join("s"));
     symlink(outside.join("precious.txt"), &arena.join("f"));
+}
+
+/// A directory the remover is inside is moved out of the tree (a process
+/// holding a descriptor inside can do that). Climbing back, the remover
+/// finds `..` is no longer the directory it came from: it reports the moved
+/// directory and never climbs into its new parent.
+#[test]
+fn a_directory_moved_out_while_inside_is_given_up_not_followed() {
+    const LEVELS: usize = 120;
+    const WATCH: usize = 80;
+    let scratch = Scratch::tmpfs("moved", "256m");
+    let outside = scratch.join("outside");
+    let before = outside_fixture(&outside);
+    let tree = scratch.join("tree");
+    let mut dir = tree.clone();
+    let mut watched = None;
+    let mut holder = None;
+    for level in 0..LEVELS {
+        mkdirs(&dir);
+        if level >= WATCH {
+            // Work below the watched level, so the mover is in time.
+            let fd = open_dir(&dir);
+            for i in 0..400 {
+                let name = format!("f{i}");
+                rustix::fs::mknodat(
+                    &fd,
+                    name.as_str(),
+                    rustix::fs::FileType::RegularFile,
+                    Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .unwrap();
+            }
+        }
+        write(&dir.join("marker"), "x");
+        if level == 10 {
+            holder = Some(dir.clone());
+        }
+        if level == WATCH {
+            watched = Some(dir.clone());
+        }
+        dir.push("down");
+    }
+    mkdirs(&dir);
+    let holder = open_dir(&holder.unwrap());
+    let watched = open_dir(&watched.unwrap());
+    let outside_fd = open_dir(&outside);
+    let mover = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Wait until the remover is deep inside (the watched level's files
+        // are going), then move level 11 out of the tree.
+        while rustix::fs::statat(&watched, "marker", rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+        {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        rustix::fs::renameat(&holder, "down", &outside_fd, "moved").is_ok()
+    });
+    let mut options = sequential();
+    options.max_open(2);
+    let report = remove(&scratch, "tree", &options);
+    let moved = mover.join().unwrap();
+    assert!(moved, "the remover never reached level {WATCH}");
+    // The moved directory is reported; what was inside it went; the
+    // directory itself and everything else in its new parent stayed.
+    let mut want = tree.strip_prefix(scratch.path()).unwrap().to_path_buf();
+    for _ in 0..=10 {
+        want.push("down");
+    }
+    assert_eq!(left_of(&report), [(want, LeftReason::Moved)]);
+    assert_eq!(report.remnant(), None, "the entry itself is gone");
+    assert!(names(&outside.join("moved")).is_empty());
+    rustix::fs::rmdir(outside.join("moved")).unwrap();
+    assert_eq!(snapshot(&outside), before);
+    assert_eq!(scratch.names(), ["outside"]);
 }
 
 // ------------------------------------------- replaced, vanished, killed
@@ -627,10 +704,10 @@ fn an_entry_replaced_midway_is_never_mistaken() {
     let (dev, ino) = identity(&scratch.join("victim"));
     let (_, other_ino) = identity(&scratch.join("other"));
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Stop::new();
     let swaps = Arc::new(AtomicU64::new(0));
     let swapper = std::thread::spawn({
-        let (stop, swaps) = (Arc::clone(&stop), Arc::clone(&swaps));
+        let (stop, swaps) = (stop.flag(), Arc::clone(&swaps));
         let parent = open_dir(scratch.path());
         move || {
             while !stop.load(Ordering::Relaxed) {
@@ -678,7 +755,7 @@ fn an_entry_replaced_midway_is_never_mistaken() {
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
+    stop.raise();
     swapper.join().unwrap();
     let swaps = swaps.load(Ordering::Relaxed);
     eprintln!("replaced: {swaps} swaps, failed attempts {outcomes:?}, removed {removed}");
@@ -881,19 +958,19 @@ fn a_hundred_thousand_deep_tree_is_removed_with_few_descriptors() {
     let scratch = Scratch::tmpfs("deep", "1g");
     make_deep(&scratch.join("tree"), depth);
     let baseline = open_fds();
-    let running = Arc::new(AtomicBool::new(true));
+    let done = Stop::new();
     let peak = Arc::new(AtomicUsize::new(0));
     let sampler = std::thread::spawn({
-        let (running, peak) = (Arc::clone(&running), Arc::clone(&peak));
+        let (done, peak) = (done.flag(), Arc::clone(&peak));
         move || {
-            while running.load(Ordering::Relaxed) {
+            while !done.load(Ordering::Relaxed) {
                 peak.fetch_max(open_fds(), Ordering::Relaxed);
                 std::thread::sleep(Duration::from_millis(2));
             }
         }
     });
     let report = remove(&scratch, "tree", &RemoveOptions::new());
-    running.store(false, Ordering::Relaxed);
+    done.raise();
     sampler.join().unwrap();
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.removed().dirs(), depth as u64 + 1);

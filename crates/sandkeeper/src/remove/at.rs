@@ -233,7 +233,12 @@ fn chmod_path_fd(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
         // Linux before 3.17 has no /proc/thread-self.
         Err(Errno::NOENT) => {
             let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            rustix::fs::chmodat(CWD, link.as_str(), mode, AtFlags::empty())
+            match rustix::fs::chmodat(CWD, link.as_str(), mode, AtFlags::empty()) {
+                // No /proc at all: the directory stays unreadable, so the
+                // error to report is the original one.
+                Err(Errno::NOENT) => Err(Errno::ACCESS),
+                other => other,
+            }
         }
         other => other,
     }
@@ -289,4 +294,73 @@ pub(crate) fn rewind(fd: BorrowedFd<'_>) -> Result<(), Errno> {
 /// Whether `name` is `.` or `..`.
 pub(crate) fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Unmounts on drop, even when the test fails.
+    struct Mounted<'a>(&'a Path);
+
+    impl Drop for Mounted<'_> {
+        fn drop(&mut self) {
+            let _ = rustix::mount::unmount(self.0, rustix::mount::UnmountFlags::DETACH);
+        }
+    }
+
+    fn open(path: &Path) -> OwnedFd {
+        rustix::fs::open(path, DIR_OPEN, Mode::empty()).unwrap()
+    }
+
+    /// Both fences, each on its own: `openat2(RESOLVE_NO_XDEV)` refuses to
+    /// cross, and without it (old kernels) the `statx` mount id tells a bind
+    /// mount of the same filesystem apart, and the device a tmpfs.
+    #[test]
+    fn mount_points_are_fenced_with_and_without_openat2() {
+        if !rustix::process::geteuid().is_root() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "needs root, and CI is set"
+            );
+            eprintln!("skipping: needs root");
+            return;
+        }
+        let scratch = std::env::temp_dir().join(format!("sandkeeper-at-{}", std::process::id()));
+        for sub in ["plain", "bind", "tmpfs", "source"] {
+            std::fs::create_dir_all(scratch.join(sub)).unwrap();
+        }
+        let bind_target = scratch.join("bind");
+        rustix::mount::mount_bind(scratch.join("source"), &bind_target).unwrap();
+        let _bind = Mounted(&bind_target);
+        let tmpfs_target = scratch.join("tmpfs");
+        rustix::mount::mount(
+            "sandkeeper-test",
+            &tmpfs_target,
+            "tmpfs",
+            rustix::mount::MountFlags::empty(),
+            Some(c"size=1m"),
+        )
+        .unwrap();
+        let _tmpfs = Mounted(&tmpfs_target);
+
+        let dir = open(&scratch);
+        let fence = Fence::of(&fstat_dir(dir.as_fd()).unwrap());
+        let check = |name: &CStr| match open_dir(dir.as_fd(), name, &fence).unwrap() {
+            Opened::Dir(..) => "dir",
+            Opened::Fenced => "fenced",
+        };
+        for without_openat2 in [false, true] {
+            NO_OPENAT2.store(without_openat2, Ordering::Relaxed);
+            assert_eq!(check(c"plain"), "dir", "openat2 off: {without_openat2}");
+            assert_eq!(check(c"bind"), "fenced", "openat2 off: {without_openat2}");
+            assert_eq!(check(c"tmpfs"), "fenced", "openat2 off: {without_openat2}");
+        }
+        NO_OPENAT2.store(false, Ordering::Relaxed);
+        drop((_tmpfs, _bind));
+        drop(dir);
+        crate::remove::remove_path(&scratch, crate::remove::RemoveOptions::new().threads(1))
+            .unwrap();
+    }
 }

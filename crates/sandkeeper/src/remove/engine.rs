@@ -80,13 +80,15 @@ impl Shared {
 
 /// Removes everything inside `root` (not `root` itself). Whatever had to
 /// be left is in the returned tally, and `root.left_inside` is set.
-pub(crate) fn empty_dir(root: &Arc<Node>, fence: &Fence, plan: &Plan) -> Tally {
+/// `thorough` when `root` was emptied before and turned out not to be empty
+/// (see [`Walker::empty`]).
+pub(crate) fn empty_dir(root: &Arc<Node>, fence: &Fence, plan: &Plan, thorough: bool) -> Tally {
     let mut walker = Walker::new(plan);
     if plan.threads <= 1 {
-        walker.empty(root, fence);
+        walker.empty(root, fence, thorough);
         return walker.tally;
     }
-    let subdirs = walker.list_subdirs(root);
+    let subdirs = walker.list_subdirs(root, thorough);
     if subdirs.is_empty() {
         return walker.tally;
     }
@@ -204,7 +206,7 @@ fn run_task<'scope>(
     };
     shared.nodes.fetch_add(1, Ordering::AcqRel);
     let node = Arc::new(Node::new(fd, st, task.name, Some(task.parent), depth));
-    let subdirs = walker.list_subdirs(&node);
+    let subdirs = walker.list_subdirs(&node, false);
     if subdirs.is_empty() {
         finish(shared, walker, node);
         return;
@@ -254,7 +256,7 @@ fn finish(shared: &Shared, walker: &mut Walker, mut node: Arc<Node>) {
                 }
                 Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
                     sweeps += 1;
-                    walker.empty(&node, &shared.fence);
+                    walker.empty(&node, &shared.fence, true);
                 }
                 Err(errno) => {
                     let reason = LeftReason::Errno {

@@ -110,16 +110,9 @@ impl Job<'_> {
         if self.expect.is_some_and(|want| want != st.id) {
             return Err(self.mismatch());
         }
-        let q = self.quarantine()?;
-        let unique = match self.move_in(&q, st.id, Some((fd.as_fd(), st.perm))) {
-            Ok(unique) => unique,
-            Err(err) => {
-                q.close(self.parent);
-                return Err(err);
-            }
-        };
+        let (q, unique) = self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)))?;
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
-        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan);
+        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
         let mut sweeps = 0;
         while !root.left_inside.load(Ordering::Acquire) {
             match at::rmdir(q.fd(), &unique) {
@@ -133,7 +126,7 @@ impl Job<'_> {
                 Err(Errno::NOENT) => break,
                 Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
                     sweeps += 1;
-                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan));
+                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan, true));
                 }
                 Err(errno) => {
                     let path = PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
@@ -184,18 +177,41 @@ impl Job<'_> {
         }
         // Move it aside first, so the name cannot be swapped between the
         // identity check and the unlink.
-        let q = self.quarantine()?;
-        let result = self.move_in(&q, want, None).and_then(|unique| {
-            at::unlink(q.fd(), &unique).map_err(|errno| {
-                self.put_back(&q, &unique);
-                io_error("cannot unlink", errno, self.display)
-            })
+        let (q, unique) = self.quarantine_and_move(want, None)?;
+        let result = at::unlink(q.fd(), &unique).map_err(|errno| {
+            self.put_back(&q, &unique);
+            io_error("cannot unlink", errno, self.display)
         });
         q.close(self.parent);
         result?;
         tally.counts.files = 1;
         tally.counts.bytes = freed;
         Ok(Some(self.report(tally, None)))
+    }
+
+    /// Opens the quarantine and moves the entry in (see `move_in`). If the
+    /// quarantine was removed under us (by someone not taking part in its
+    /// locking, such as a cleaner of empty directories), starts over.
+    fn quarantine_and_move(
+        &mut self,
+        want: FileId,
+        dir: Option<(BorrowedFd<'_>, u32)>,
+    ) -> Result<(Quarantine, CString)> {
+        let mut attempts = 0;
+        loop {
+            let q = self.quarantine()?;
+            match self.move_in(&q, want, dir) {
+                Ok(unique) => return Ok((q, unique)),
+                Err(err) => {
+                    let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
+                    q.close(self.parent);
+                    attempts += 1;
+                    if !vanished || attempts >= 3 {
+                        return Err(err);
+                    }
+                }
+            }
+        }
     }
 
     fn quarantine(&mut self) -> Result<Quarantine> {

@@ -7,7 +7,7 @@
 //!
 //! # Guarantees
 //!
-//! - **Descriptor-relative.** Every step is `openat`/`statx`/`unlinkat`/
+//! - **Descriptor-relative.** Every step is `openat2`/`statx`/`unlinkat`/
 //!   `renameat2` relative to a directory the removal opened itself, one name
 //!   at a time, with `O_NOFOLLOW`/`AT_SYMLINK_NOFOLLOW`. No path is
 //!   resolved from the root again once the parent is open, so renaming or
@@ -46,7 +46,9 @@
 //!
 //! What is not guaranteed: a process that can write inside the tree can
 //! move things into it (they are then removed, as `rm -rf` would) or out of
-//! it (they are then left). A directory that is a mount point only in
+//! it (they are then left; a directory moved out while the remover was
+//! inside it is reported as [`LeftReason::Moved`], and the remover never
+//! follows it to its new parent). A directory that is a mount point only in
 //! *another* mount namespace looks like a plain directory here; the scanner
 //! checks mounts of every namespace before an entry is reaped.
 //!

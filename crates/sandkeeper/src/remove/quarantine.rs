@@ -81,12 +81,7 @@ impl Quarantine {
             CString::new(format!("{TRASH}-{euid}")).map_err(|_| Unusable::Errno(Errno::INVAL))?,
         ];
         for name in names {
-            if let Some((quarantine, alone)) = Self::open_one(parent, name, euid, fence)? {
-                if alone {
-                    quarantine.finish_leftovers(fence, plan, leftovers);
-                    rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared)
-                        .map_err(Unusable::Errno)?;
-                }
+            if let Some(quarantine) = Self::open_one(parent, name, euid, fence, plan, leftovers)? {
                 return Ok(quarantine);
             }
         }
@@ -94,13 +89,15 @@ impl Quarantine {
     }
 
     /// `Ok(None)`: the name is someone else's or not a directory.
-    /// `Ok(Some((q, alone)))`: locked, exclusively when `alone`.
+    /// `Ok(Some(q))`: open, with `LOCK_SH` held.
     fn open_one(
         parent: BorrowedFd<'_>,
         name: CString,
         euid: u32,
         fence: &Fence,
-    ) -> Result<Option<(Quarantine, bool)>, Unusable> {
+        plan: &Plan,
+        leftovers: &mut Tally,
+    ) -> Result<Option<Quarantine>, Unusable> {
         for _ in 0..MAX_ATTEMPTS {
             match rustix::fs::mkdirat(parent, name.as_c_str(), Mode::RWXU) {
                 Ok(()) | Err(Errno::EXIST) => {}
@@ -133,7 +130,27 @@ impl Quarantine {
                 // The last remover out removed it after we opened it.
                 continue;
             }
-            return Ok(Some((Quarantine { fd, st, name }, alone)));
+            let quarantine = Quarantine {
+                fd,
+                st,
+                name: name.clone(),
+            };
+            if !alone {
+                return Ok(Some(quarantine));
+            }
+            quarantine.finish_leftovers(fence, plan, leftovers);
+            // From LOCK_EX to LOCK_SH is not atomic: in between, the last
+            // remover out of another removal may have removed it.
+            rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared)
+                .map_err(Unusable::Errno)?;
+            if at::fstat_dir(quarantine.fd.as_fd())
+                .map_err(Unusable::Errno)?
+                .nlink
+                == 0
+            {
+                continue;
+            }
+            return Ok(Some(quarantine));
         }
         Err(Unusable::Errno(Errno::AGAIN))
     }
@@ -169,7 +186,7 @@ impl Quarantine {
         let Ok(fd) = self.fd.try_clone() else { return };
         let display: Box<CStr> = self.name.clone().into_boxed_c_str();
         let node = Arc::new(Node::root(fd, self.st, display));
-        leftovers.merge(engine::empty_dir(&node, fence, plan));
+        leftovers.merge(engine::empty_dir(&node, fence, plan, true));
     }
 
     /// Unlocks the quarantine and removes it if it is empty and no other

@@ -67,8 +67,6 @@ pub enum Op {
     Unlink,
     /// `unlinkat(…, AT_REMOVEDIR)` of an emptied directory.
     Rmdir,
-    /// `fchmod` of a directory to make it writable and searchable.
-    Chmod,
 }
 
 impl Op {
@@ -79,7 +77,6 @@ impl Op {
             Op::Stat => "inspect",
             Op::Unlink => "unlink",
             Op::Rmdir => "remove directory",
-            Op::Chmod => "make writable",
         }
     }
 }

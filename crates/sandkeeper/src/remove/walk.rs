@@ -111,6 +111,16 @@ struct Mark {
     frames: usize,
 }
 
+/// What reopening a frame's parent found.
+enum Parent {
+    /// The parent is open again.
+    Open,
+    /// The parent is open again, but the frame is no longer in it.
+    ChildMoved,
+    /// The parent cannot be reached: given up (and reported).
+    Lost,
+}
+
 /// What [`Walker::open_child`] found.
 pub(crate) enum Child {
     /// A directory of the same mount, open and ready to be listed.
@@ -171,13 +181,14 @@ impl Walker {
         state.left
     }
 
-    /// Removes everything inside `base`, listing it again from the start.
-    /// Returns whether something was left.
-    pub(crate) fn empty(&mut self, base: &Node, fence: &Fence) -> bool {
+    /// Removes everything inside `base`, listing it again from the start
+    /// (`thorough`ly when it was emptied before). Returns whether something
+    /// was left.
+    pub(crate) fn empty(&mut self, base: &Node, fence: &Fence, thorough: bool) -> bool {
         let mark = self.mark();
         let names_mark = self.names.len();
         let mut state = DirState::of_node(base);
-        self.scan_base(base, &mut state);
+        self.scan_base(base, &mut state, thorough);
         self.run(base, fence, mark, &mut state);
         self.names.truncate(names_mark);
         state.store_into(base);
@@ -211,11 +222,11 @@ impl Walker {
 
     /// Lists `base` (from the start), unlinking what is not a directory;
     /// returns the names of its subdirectories for the caller to hand out.
-    pub(crate) fn list_subdirs(&mut self, base: &Node) -> Vec<Box<CStr>> {
+    pub(crate) fn list_subdirs(&mut self, base: &Node, thorough: bool) -> Vec<Box<CStr>> {
         let mark = self.mark();
         let names_mark = self.names.len();
         let mut state = DirState::of_node(base);
-        self.scan_base(base, &mut state);
+        self.scan_base(base, &mut state, thorough);
         let subdirs = self.pending[mark.pending..]
             .iter()
             .filter_map(|p| CStr::from_bytes_with_nul(&self.names[p.off..p.off + p.len]).ok())
@@ -227,7 +238,7 @@ impl Walker {
         subdirs
     }
 
-    fn scan_base(&mut self, base: &Node, state: &mut DirState) {
+    fn scan_base(&mut self, base: &Node, state: &mut DirState, thorough: bool) {
         if let Err(errno) = at::rewind(base.fd.as_fd()) {
             self.leave(
                 base,
@@ -241,7 +252,7 @@ impl Walker {
             state.left = true;
             return;
         }
-        self.scan(base, base.fd.as_fd(), 0, state);
+        self.scan(base, base.fd.as_fd(), 0, state, thorough);
     }
 
     /// The main loop: enter pending subdirectories depth first, and remove
@@ -424,7 +435,7 @@ impl Walker {
         });
         self.open += 1;
         while self.open > self.max_open && self.close_shallowest() {}
-        self.scan_top(base);
+        self.scan_top(base, false);
     }
 
     /// Closes the descriptor of the outermost frame that has one, never the
@@ -451,14 +462,14 @@ impl Walker {
         closed
     }
 
-    fn scan_top(&mut self, base: &Node) {
+    fn scan_top(&mut self, base: &Node, thorough: bool) {
         let Some(top) = self.frames.last_mut() else {
             return;
         };
         let Some(fd) = top.fd.take() else { return };
         let mut state = top.state;
         let depth = self.frames.len();
-        self.scan(base, fd.as_fd(), depth, &mut state);
+        self.scan(base, fd.as_fd(), depth, &mut state, thorough);
         if let Some(top) = self.frames.last_mut() {
             top.fd = Some(fd);
             top.state = state;
@@ -467,15 +478,29 @@ impl Walker {
 
     /// Lists the directory `fd` (at `depth` frames below `base`): unlinks
     /// every entry that is not a directory, queues the subdirectories.
-    fn scan(&mut self, base: &Node, fd: BorrowedFd<'_>, depth: usize, state: &mut DirState) {
+    ///
+    /// Unless `thorough`, the listing stops when a `getdents64` call came
+    /// back with room to spare for the longest possible entry: the
+    /// filesystem had nothing more, and the call that would return 0 is
+    /// saved. A filesystem that returns short reads before the end only
+    /// makes the `rmdir` fail with `ENOTEMPTY`, and the directory is then
+    /// listed again, thoroughly.
+    fn scan(
+        &mut self,
+        base: &Node,
+        fd: BorrowedFd<'_>,
+        depth: usize,
+        state: &mut DirState,
+        thorough: bool,
+    ) {
         let mut buf = std::mem::take(&mut self.buf);
         let mut dir = RawDir::new(fd, &mut buf);
+        // Bytes the last `getdents64` returned, once there was one.
         let mut filled = None;
         loop {
             if dir.is_buffer_empty() {
-                if filled.is_some_and(|bytes| bytes + MAX_RECLEN <= BUF_SIZE - 8)
-                    && std::env::var_os("EXP").is_some()
-                {
+                let short = filled.is_some_and(|bytes| bytes + MAX_RECLEN <= BUF_SIZE - 8);
+                if short && !thorough {
                     break;
                 }
                 filled = Some(0);
@@ -591,17 +616,22 @@ impl Walker {
         let Some(i) = depth.checked_sub(1) else {
             return;
         };
-        if i > 0
-            && self.frames[i - 1].fd.is_none()
-            && !self.reopen_parent(base, fence, i, base_state)
-        {
-            return;
+        let mut moved = false;
+        if i > 0 && self.frames[i - 1].fd.is_none() {
+            match self.reopen_parent(base, fence, i, base_state) {
+                Parent::Open => {}
+                Parent::ChildMoved => moved = true,
+                Parent::Lost => return,
+            }
         }
-        let mut result = if self.frames[i].state.left {
+        let mut result = if self.frames[i].state.left || moved {
             None
         } else {
             Some(self.rmdir_top(base))
         };
+        if result == Some(Err(Errno::NOENT)) && self.top_moved(base, i) {
+            moved = true;
+        }
         if result == Some(Err(Errno::ACCESS)) {
             let mut state = *self.parent_state(i, base_state);
             if !state.fixed {
@@ -621,13 +651,20 @@ impl Walker {
                 .as_ref()
                 .map_or(Err(Errno::BADF), |fd| at::rewind(fd.as_fd()));
             if rewound.is_ok() {
-                self.scan_top(base);
+                self.scan_top(base, true);
                 return;
             }
         }
         let Some(frame) = self.pop_frame() else {
             return;
         };
+        if moved {
+            // It is somewhere else now, emptied; its old parent can go.
+            let path = self.path_to(base, depth - 1, Some(self.name(frame.name).to_bytes()));
+            self.tally.leave(path, LeftReason::Moved);
+            self.names.truncate(frame.name.off);
+            return;
+        }
         let reason = match result {
             // Something below was left; it is reported, this one is implied.
             None => {
@@ -702,36 +739,51 @@ impl Walker {
         Some(frame)
     }
 
-    /// Reopens frame `i - 1`, whose descriptor was closed, from frame `i`.
-    /// Returns `false` when it could not be reached again (the subtree was
-    /// moved): then the unreachable frames are given up and reported.
+    /// Reopens frame `i - 1`, whose descriptor was closed, from frame `i`
+    /// through `..`, or else from the base by names.
     fn reopen_parent(
         &mut self,
         base: &Node,
         fence: &Fence,
         i: usize,
         base_state: &mut DirState,
-    ) -> bool {
+    ) -> Parent {
         let j = i - 1;
         let want = self.frames[j].st.id;
         let reopened = self.frames[i]
             .fd
             .as_ref()
             .map_or(Err(Errno::BADF), |fd| at::reopen_parent(fd.as_fd(), want));
-        let fd = match reopened {
-            Ok((fd, _)) => fd,
-            Err(_) => match self.reopen_from_base(base, fence, j) {
-                Ok(fd) => fd,
+        let (fd, parent) = match reopened {
+            Ok((fd, _)) => (fd, Parent::Open),
+            Err(errno) => match self.reopen_from_base(base, fence, j) {
+                // `..` is another directory: frame `i` was moved away.
+                Ok(fd) if errno == Errno::STALE => (fd, Parent::ChildMoved),
+                Ok(fd) => (fd, Parent::Open),
                 Err(lost) => {
-                    self.give_up(base, lost, base_state);
-                    return false;
+                    self.give_up(base, fence, lost, base_state);
+                    return Parent::Lost;
                 }
             },
         };
         self.frames[j].fd = Some(fd);
         self.open += 1;
         self.lowest_open = j;
-        true
+        parent
+    }
+
+    /// Whether the top frame `i` is no longer in the directory it was
+    /// entered from (its `..` is another directory).
+    fn top_moved(&self, base: &Node, i: usize) -> bool {
+        let want = match i.checked_sub(1) {
+            Some(j) => self.frames[j].st.id,
+            None => base.st.id,
+        };
+        self.frames[i]
+            .fd
+            .as_ref()
+            .and_then(|fd| at::lstat(fd.as_fd(), c"..").ok())
+            .is_some_and(|st| st.id != want)
     }
 
     /// Walks from the base down to frame `j` by names, checking each step is
@@ -750,18 +802,38 @@ impl Walker {
     }
 
     /// Frames `k..` cannot be reached any more: report frame `k` as moved
-    /// and drop them with everything they had pending.
-    fn give_up(&mut self, base: &Node, k: usize, base_state: &mut DirState) {
-        let name = self.frames[k].name;
-        let path = self.path_to(base, k, Some(self.name(name).to_bytes()));
-        self.tally.leave(path, LeftReason::Moved);
-        let pending_base = self.frames[k].pending_base;
-        while self.frames.len() > k {
-            self.pop_frame();
+    /// and drop them with everything they had pending. The frame that is
+    /// then on top gets its descriptor back from the base by names (or is
+    /// given up in turn).
+    fn give_up(&mut self, base: &Node, fence: &Fence, k: usize, base_state: &mut DirState) {
+        let mut k = k;
+        loop {
+            let name = self.frames[k].name;
+            let path = self.path_to(base, k, Some(self.name(name).to_bytes()));
+            self.tally.leave(path, LeftReason::Moved);
+            let pending_base = self.frames[k].pending_base;
+            while self.frames.len() > k {
+                self.pop_frame();
+            }
+            self.pending.truncate(pending_base);
+            self.names.truncate(name.off);
+            self.top_state(base_state).left = true;
+            let Some(top) = self.frames.len().checked_sub(1) else {
+                return;
+            };
+            if self.frames[top].fd.is_some() {
+                return;
+            }
+            match self.reopen_from_base(base, fence, top) {
+                Ok(fd) => {
+                    self.frames[top].fd = Some(fd);
+                    self.open += 1;
+                    self.lowest_open = top;
+                    return;
+                }
+                Err(lost) => k = lost,
+            }
         }
-        self.pending.truncate(pending_base);
-        self.names.truncate(name.off);
-        self.top_state(base_state).left = true;
     }
 
     fn leave_pending(&mut self, base: &Node, p: Pending, reason: LeftReason) {

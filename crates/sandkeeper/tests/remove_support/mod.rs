@@ -10,8 +10,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -402,4 +402,29 @@ pub fn crude_rm(dir: BorrowedFd<'_>, name: &OsStr) {
 /// Open descriptors of this process right now.
 pub fn open_fds() -> usize {
     fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// A stop flag for a test's helper threads, raised when dropped: a test
+/// that fails half-way stops its attackers too.
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    pub fn new() -> Stop {
+        Stop(Arc::new(AtomicBool::new(false)))
+    }
+
+    /// The flag, for a helper thread to poll.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.0)
+    }
+
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.raise();
+    }
 }
