@@ -10,12 +10,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use sandkeeper::remove::{remove_path, RemoveOptions};
 
 /// Whether privileged tests can run. Without root they skip, printing why,
 /// unless `CI` is set: there they must run, so the test fails instead.
@@ -35,30 +34,33 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
-/// A fresh directory under `CARGO_TARGET_TMPDIR`, removed (with the remover
-/// under test) when dropped. Declare mount and flag guards *after* it, so
-/// they are undone first.
+/// A fresh sandbox under `CARGO_TARGET_TMPDIR` (the project's own: it
+/// carries a lease and is removed, with the remover under test, when
+/// dropped). Declare mount and flag guards *after* it, so they are undone
+/// first.
 pub struct Scratch {
     path: PathBuf,
     dir: Option<File>,
     tmpfs: bool,
+    sandbox: Option<sandkeeper::Sandbox>,
 }
 
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "remove-{tag}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        fs::create_dir_all(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        let sandbox = sandkeeper::Sandbox::builder()
+            .root(env!("CARGO_TARGET_TMPDIR"))
+            .tag(format!("remove-{tag}"))
+            // Some tests work inside it as `nobody`.
+            .permissions(0o755)
+            .create()
+            .unwrap_or_else(|e| panic!("scratch sandbox: {e}"));
+        let path = sandbox.path().to_owned();
         let dir = Some(File::open(&path).unwrap());
         Scratch {
             path,
             dir,
             tmpfs: false,
+            sandbox: Some(sandbox),
         }
     }
 
@@ -110,19 +112,20 @@ impl Drop for Scratch {
         if self.tmpfs {
             let _ = rustix::mount::unmount(&self.path, rustix::mount::UnmountFlags::DETACH);
         }
-        match remove_path(&self.path, RemoveOptions::new().threads(1)) {
-            Ok(report) if report.is_complete() => {}
-            Ok(report) => eprintln!("scratch {} not removed: {report:?}", self.path.display()),
-            Err(e) => eprintln!("scratch {} not removed: {e}", self.path.display()),
+        if let Some(sandbox) = self.sandbox.take() {
+            if let Err(e) = sandbox.close() {
+                eprintln!("scratch {} not removed: {e}", self.path.display());
+            }
         }
     }
 }
 
-/// Entry names of `dir`, sorted.
+/// Entry names of `dir`, sorted, without a sandbox's lease record.
 pub fn names(dir: &Path) -> Vec<OsString> {
     let mut names: Vec<OsString> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
         .map(|e| e.unwrap().file_name())
+        .filter(|n| n.as_os_str() != OsStr::new(sandkeeper::lease::LEASE_FILE))
         .collect();
     names.sort();
     names
