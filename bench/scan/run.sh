@@ -45,10 +45,10 @@ cleanup() {
 trap cleanup EXIT
 mount -t tmpfs -o size=6g sandkeeper-bench "$scratch"
 
-generate() { # generate TREE DIRS
-    python3 - "$1" "$2" <<'EOF'
+generate() { # generate TREE DIRS FILES_PER_APP_DIR
+    python3 - "$1" "$2" "${3:-10}" <<'EOF'
 import os, random, sys
-tree, n = sys.argv[1], int(sys.argv[2])
+tree, n, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(42)
 os.mkdir(tree)
 alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -60,7 +60,7 @@ for i in range(n):
         top = os.path.join(tree, f"app-235-{100000 + i}")
         for sub in ("src", "target/debug/deps", "target/debug/build"):
             os.makedirs(os.path.join(top, sub))
-        for j in range(10):
+        for j in range(per):
             sub = ("src", "target/debug/deps", "target/debug/build")[j % 3]
             with open(os.path.join(top, sub, f"f{j}.rs"), "wb") as f:
                 f.write(b"x" * (200 + (i * 37 + j * 1009) % 30000))
@@ -158,10 +158,11 @@ for i in "${!names[@]}"; do
         "$(awk -v a="${medians[$i]}" -v b="${medians[1]}" 'BEGIN { printf "%.2fx", a / b }')"
 done
 
-# Peak memory on this tree and on one four times larger.
+# Peak memory on this tree and on one with the same entries but ten times
+# the files: it must not grow with the tree.
 rss() { /usr/bin/time -f %M "$sk" scan --json --entries "$1" 2>&1 >/dev/null | tail -1; }
 echo
-echo "peak RSS, $dirs entries: $(rss "$small") KiB"
+echo "peak RSS, $(find "$small" -type f | wc -l) files: $(rss "$small") KiB"
 big=$scratch/big
-generate "$big" $((dirs * 4))
-echo "peak RSS, $((dirs * 4)) entries: $(rss "$big") KiB"
+generate "$big" "$dirs" 100
+echo "peak RSS, $(find "$big" -type f | wc -l) files: $(rss "$big") KiB"

@@ -8,46 +8,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use common::{in_namespace, run_in_pid_namespace, spawn_ready, Helper};
 use sandkeeper::lease::{Lease, LeaseRecord};
 use sandkeeper::reap::{FreeTarget, KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::sandbox;
 use sandkeeper::scan::{EntryState, Scanner};
+use sandkeeper_testkit::{age_tree, Tmpfs};
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
     common::child_main()
-}
-
-/// A tmpfs mounted by the test, unmounted on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Tmpfs {
-        fs::create_dir_all(at).unwrap();
-        let status = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount tmpfs at {}", at.display());
-        Tmpfs(at.to_owned())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-    }
 }
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone.
@@ -66,24 +39,6 @@ fn orphan(root: &Path, name: &str, bytes: usize, age: Duration) -> PathBuf {
     }
     age_tree(&path, age);
     path
-}
-
-/// Sets the mtime of `dir` and everything in it `age` into the past.
-fn age_tree(dir: &Path, age: Duration) {
-    let when = SystemTime::now() - age;
-    let times = fs::FileTimes::new().set_modified(when).set_accessed(when);
-    for entry in fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            fs::File::options()
-                .write(true)
-                .open(entry.path())
-                .unwrap()
-                .set_times(times)
-                .unwrap();
-        }
-    }
-    fs::File::open(dir).unwrap().set_times(times).unwrap();
 }
 
 fn reap(root: &Path, build: impl FnOnce(&mut sandkeeper::reap::PolicyBuilder)) -> ReapReport {

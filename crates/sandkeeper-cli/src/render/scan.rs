@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper::scan::{Entry, EntryState, Group, Report, RootReport, StateCounts, Totals};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::{bytes_field, holder_json, kernel_json, lease_json, path_field};
@@ -12,50 +13,88 @@ use crate::humanize::{age, sanitize, size};
 /// The JSON schema name; bump on incompatible changes only.
 pub const SCHEMA: &str = "sandkeeper.scan/v1";
 
-/// The `--json` document.
+/// The `--json` document. Entries are serialized as they are written, not
+/// gathered into a JSON tree first: memory stays at the size of the text.
 pub fn json(report: &Report, entries: bool) -> String {
-    let roots: Vec<Value> = report.roots.iter().map(|r| root_json(r, entries)).collect();
-    let doc = json!({
-        "schema": SCHEMA,
-        "started_ms": report.started_ms,
-        "roots": roots,
-        "uninspectable": report.uninspectable.iter().map(|u| json!({
-            "pid": u.pid, "comm": u.comm, "reason": u.to_string(),
-        })).collect::<Vec<_>>(),
-        "assumed": report.assumed.iter().map(|u| json!({
-            "pid": u.pid, "comm": u.comm, "reason": u.to_string(),
-        })).collect::<Vec<_>>(),
-        "blind_spots": report.blind_spots.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    });
+    let process = |u: &sandkeeper::inuse::Uninspectable| json!({"pid": u.pid, "comm": u.comm, "reason": u.to_string()});
+    let doc = Document {
+        report,
+        entries,
+        uninspectable: report.uninspectable.iter().map(process).collect(),
+        assumed: report.assumed.iter().map(process).collect(),
+    };
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
     text
 }
 
-fn root_json(root: &RootReport, with_entries: bool) -> Value {
-    let mut obj = Map::new();
-    path_field(&mut obj, "path", root.path.as_os_str());
-    obj.insert(
-        "filesystem".into(),
-        json!({
-            "type": root.filesystem.fstype,
-            "total_bytes": root.filesystem.total_bytes,
-            "free_bytes": root.filesystem.free_bytes,
-        }),
-    );
-    obj.insert("totals".into(), totals_json(&root.totals));
-    obj.insert(
-        "groups".into(),
-        root.groups.iter().map(group_json).collect(),
-    );
-    if with_entries {
-        obj.insert(
-            "entries".into(),
-            root.entries.iter().map(entry_json).collect(),
-        );
+struct Document<'a> {
+    report: &'a Report,
+    entries: bool,
+    uninspectable: Vec<Value>,
+    assumed: Vec<Value>,
+}
+
+impl Serialize for Document<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("schema", SCHEMA)?;
+        m.serialize_entry("started_ms", &self.report.started_ms)?;
+        let roots: Vec<RootJson<'_>> = self
+            .report
+            .roots
+            .iter()
+            .map(|root| RootJson {
+                root,
+                entries: self.entries,
+            })
+            .collect();
+        m.serialize_entry("roots", &roots)?;
+        m.serialize_entry("uninspectable", &self.uninspectable)?;
+        m.serialize_entry("assumed", &self.assumed)?;
+        let blind: Vec<String> = self
+            .report
+            .blind_spots
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        m.serialize_entry("blind_spots", &blind)?;
+        m.end()
     }
-    obj.insert("warnings".into(), json!(root.warnings));
-    Value::Object(obj)
+}
+
+struct RootJson<'a> {
+    root: &'a RootReport,
+    entries: bool,
+}
+
+impl Serialize for RootJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let root = self.root;
+        let mut m = s.serialize_map(None)?;
+        let mut path = Map::new();
+        path_field(&mut path, "path", root.path.as_os_str());
+        for (k, v) in &path {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry(
+            "filesystem",
+            &json!({
+                "type": root.filesystem.fstype,
+                "total_bytes": root.filesystem.total_bytes,
+                "free_bytes": root.filesystem.free_bytes,
+            }),
+        )?;
+        m.serialize_entry("totals", &totals_json(&root.totals))?;
+        let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
+        m.serialize_entry("groups", &groups)?;
+        if self.entries {
+            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(EntryJson).collect();
+            m.serialize_entry("entries", &entries)?;
+        }
+        m.serialize_entry("warnings", &root.warnings)?;
+        m.end()
+    }
 }
 
 fn totals_json(t: &Totals) -> Value {
@@ -91,36 +130,43 @@ fn group_json(g: &Group) -> Value {
     })
 }
 
-fn entry_json(e: &Entry) -> Value {
-    let mut obj = Map::new();
-    bytes_field(&mut obj, "name", e.name.as_bytes());
-    obj.insert("pattern".into(), e.pattern.clone().into());
-    obj.insert("state".into(), e.state.as_str().into());
-    obj.insert("reason".into(), e.reason.to_string().into());
-    obj.insert("disk_bytes".into(), e.disk_bytes.into());
-    obj.insert("apparent_bytes".into(), e.apparent_bytes.into());
-    obj.insert("files".into(), e.files.into());
-    obj.insert("dirs".into(), e.dirs.into());
-    obj.insert("newest_mtime_ms".into(), json!(e.newest_mtime_ms));
-    obj.insert("uid".into(), e.uid.into());
-    let mut holders: Vec<Value> = e.holders.iter().map(holder_json).collect();
-    holders.extend(e.kernel.iter().map(kernel_json));
-    holders.extend(e.sockets.iter().map(|s| {
-        let mut o = Map::new();
-        o.insert("kernel".into(), "unix socket".into());
-        path_field(&mut o, "path", s.as_os_str());
-        Value::Object(o)
-    }));
-    obj.insert("holders".into(), Value::Array(holders));
-    obj.insert(
-        "lease".into(),
-        match (&e.lease, e.lease_invalid) {
+struct EntryJson<'a>(&'a Entry);
+
+impl Serialize for EntryJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let e = self.0;
+        let mut m = s.serialize_map(None)?;
+        let mut name = Map::new();
+        bytes_field(&mut name, "name", e.name.as_bytes());
+        for (k, v) in &name {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("pattern", &e.pattern)?;
+        m.serialize_entry("state", e.state.as_str())?;
+        m.serialize_entry("reason", &e.reason.to_string())?;
+        m.serialize_entry("disk_bytes", &e.disk_bytes)?;
+        m.serialize_entry("apparent_bytes", &e.apparent_bytes)?;
+        m.serialize_entry("files", &e.files)?;
+        m.serialize_entry("dirs", &e.dirs)?;
+        m.serialize_entry("newest_mtime_ms", &e.newest_mtime_ms)?;
+        m.serialize_entry("uid", &e.uid)?;
+        let mut holders: Vec<Value> = e.holders.iter().map(holder_json).collect();
+        holders.extend(e.kernel.iter().map(kernel_json));
+        holders.extend(e.sockets.iter().map(|sock| {
+            let mut o = Map::new();
+            o.insert("kernel".into(), "unix socket".into());
+            path_field(&mut o, "path", sock.as_os_str());
+            Value::Object(o)
+        }));
+        m.serialize_entry("holders", &holders)?;
+        let lease = match (&e.lease, e.lease_invalid) {
             (Some(record), _) => lease_json(record),
             (None, true) => json!({"invalid": true}),
             (None, false) => Value::Null,
-        },
-    );
-    Value::Object(obj)
+        };
+        m.serialize_entry("lease", &lease)?;
+        m.end()
+    }
 }
 
 /// The human report: per root a header, the families (biggest first), and a

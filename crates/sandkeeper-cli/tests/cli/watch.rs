@@ -22,37 +22,7 @@ use serde_json::Value;
 
 use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
 
-/// A tmpfs mounted by the test, unmounted (lazily) on drop.
-pub struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    pub fn mount(at: &Path, size: &str) -> Tmpfs {
-        fs::create_dir_all(at).unwrap();
-        let status = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0755"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount tmpfs at {}", at.display());
-        Tmpfs(at.to_owned())
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-    }
-}
+pub use sandkeeper_testkit::Tmpfs;
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.

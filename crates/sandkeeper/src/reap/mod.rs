@@ -259,6 +259,18 @@ impl Reaper {
         Ok(result)
     }
 
+    /// Why no further entry goes: the free-space target is met, or a stop
+    /// was asked for.
+    fn halted(&self, target_met: bool) -> Option<KeepReason> {
+        if target_met {
+            Some(KeepReason::TargetMet)
+        } else if self.policy.stop_requested() {
+            Some(KeepReason::Stopped)
+        } else {
+            None
+        }
+    }
+
     /// Locks a batch, re-checks it against a fresh `/proc` pass, removes.
     fn reap_batch(
         &self,
@@ -273,16 +285,8 @@ impl Reaper {
         let mut locked: Vec<(usize, &ReapReason, Option<Claim>)> = Vec::new();
         for (i, reason) in batch {
             let entry = &report.entries[*i];
-            if *target_met {
-                result
-                    .skipped
-                    .push(skipped(path, entry, KeepReason::TargetMet));
-                continue;
-            }
-            if self.policy.stop_requested() {
-                result
-                    .skipped
-                    .push(skipped(path, entry, KeepReason::Stopped));
+            if let Some(why) = self.halted(*target_met) {
+                result.skipped.push(skipped(path, entry, why));
                 continue;
             }
             match claim(dir, path, entry) {
@@ -301,16 +305,8 @@ impl Reaper {
         let inuse = self.scanner.in_use()?;
         for (i, reason, claim) in locked {
             let entry = &report.entries[i];
-            if *target_met {
-                result
-                    .skipped
-                    .push(skipped(path, entry, KeepReason::TargetMet));
-                continue;
-            }
-            if self.policy.stop_requested() {
-                result
-                    .skipped
-                    .push(skipped(path, entry, KeepReason::Stopped));
+            if let Some(why) = self.halted(*target_met) {
+                result.skipped.push(skipped(path, entry, why));
                 continue;
             }
             if let Some(what) = still_unused(dir, path, entry, &inuse) {

@@ -77,6 +77,7 @@ use rustix::fs::{Mode, OFlags, CWD};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 pub use finish::finish_quarantine;
+pub(crate) use quarantine::is_quarantine;
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 
 /// The most worker threads the automatic choice uses: unlinking contends on

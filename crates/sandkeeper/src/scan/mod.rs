@@ -31,9 +31,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 pub use filesystem::{free_bytes, Filesystem};
@@ -183,12 +183,16 @@ impl Scanner {
         let started = AtomicUsize::new(0);
         let total = names.len();
         let progress = self.progress.clone();
+        // The lease probe of each entry runs on the walking threads, when
+        // the walk reaches the entry itself.
+        let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
         let visit = |i: usize, v: &walk::Visit<'_>| {
             if v.depth() == 0 {
                 let n = started.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(p) = &progress {
                     p(n, total);
                 }
+                let _ = probes[i].set(probe_entry(dir, root, &names[i], v));
             }
             let (dev, ino) = (v.dev(), v.ino());
             let holders = inuse.holders(dev, ino);
@@ -230,56 +234,18 @@ impl Scanner {
                     }
                 }
             };
-            let Ok(st) = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
-                continue; // vanished
+            let Some(probed) = probes[i].get() else {
+                continue; // vanished before the walk reached it
             };
-            let kind = file_kind(st.st_mode);
-            let mut facts = Facts {
-                uninspectable: blind,
-                unreadable: usage.error_count as usize,
-                ..Facts::default()
-            };
-            let (mut lease, mut lease_invalid) = (None, false);
-            // A sandbox still being created (or whose creator died in its
-            // first microseconds) belongs to the protocol: once its lock is
-            // free it is an orphan, not an unmanaged leftover.
-            facts.has_lease = lease::is_internal_name(name);
-            if kind == FileKind::Dir {
-                match lease::probe_at(dir, root, name) {
-                    Ok(Probe::Live { holders, record }) => {
-                        facts.lock_held = Some(holders);
-                        facts.has_lease = true;
-                        lease = record;
-                    }
-                    Ok(Probe::Free(claim)) => {
-                        match claim.record() {
-                            RecordState::Missing => {}
-                            RecordState::Valid(r) => lease = Some(r.clone()),
-                            RecordState::Invalid(_) => lease_invalid = true,
-                        }
-                        facts.has_lease |= lease.is_some() || lease_invalid;
-                        drop(claim); // a scan only looks
-                    }
-                    Ok(Probe::Unopenable { record, owner, .. }) => {
-                        facts.unopenable = Some(match owner {
-                            lease::OwnerStatus::Alive => Some(true),
-                            lease::OwnerStatus::Dead => Some(false),
-                            lease::OwnerStatus::Unknown => None,
-                        });
-                        facts.has_lease |= record.is_some();
-                        lease = record;
-                    }
-                    Err(e) => {
-                        if e.io_error()
-                            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-                        {
-                            continue;
-                        }
-                        warnings.push(format!("cannot probe {}: {e}", path.display()));
-                        facts.unopenable = Some(None);
-                    }
-                }
+            if probed.vanished {
+                continue;
             }
+            if let Some(w) = &probed.warning {
+                warnings.push(w.clone());
+            }
+            let mut facts = probed.facts.clone();
+            facts.uninspectable = blind;
+            facts.unreadable = usage.error_count as usize;
             let holders: Vec<_> = take_for(&mut hits, i);
             let mut kernel: Vec<_> = take_for(&mut kernel_hits, i);
             for k in inuse.kernel_users_under(&path) {
@@ -297,7 +263,7 @@ impl Scanner {
             entries.push(Entry {
                 name: name.clone(),
                 pattern: String::new(),
-                kind,
+                kind: probed.kind,
                 state,
                 reason,
                 disk_bytes: usage.disk_bytes,
@@ -305,19 +271,93 @@ impl Scanner {
                 files: usage.files,
                 dirs: usage.dirs,
                 newest_mtime_ms: usage.newest_mtime_ms,
-                uid: st.st_uid,
-                identity: (st.st_dev, st.st_ino),
+                uid: probed.uid,
+                identity: probed.identity,
                 holders,
                 kernel,
                 sockets,
-                lease,
-                lease_invalid,
+                lease: probed.lease.clone(),
+                lease_invalid: probed.lease_invalid,
                 unreadable: usage.error_count,
                 mount_points: usage.mount_points,
             });
         }
         entries
     }
+}
+
+/// What the probe of one entry found (its lease and identity).
+#[derive(Debug)]
+struct Probed {
+    kind: FileKind,
+    uid: u32,
+    identity: (u64, u64),
+    /// The lease part of the facts; the in-use part is added later.
+    facts: Facts,
+    lease: Option<lease::LeaseRecord>,
+    lease_invalid: bool,
+    warning: Option<String>,
+    vanished: bool,
+}
+
+/// Probes the lease of the entry the walk is visiting (depth 0).
+fn probe_entry(dir: BorrowedFd<'_>, root: &Path, name: &OsStr, v: &walk::Visit<'_>) -> Probed {
+    let mut probed = Probed {
+        kind: v.kind(),
+        uid: v.uid(),
+        identity: (v.dev(), v.ino()),
+        // A sandbox still being created (or whose creator died in its
+        // first microseconds) belongs to the protocol: once its lock is
+        // free it is an orphan, not an unmanaged leftover.
+        facts: Facts {
+            has_lease: lease::is_internal_name(name),
+            ..Facts::default()
+        },
+        lease: None,
+        lease_invalid: false,
+        warning: None,
+        vanished: false,
+    };
+    if probed.kind != FileKind::Dir {
+        return probed;
+    }
+    let facts = &mut probed.facts;
+    match lease::probe_at(dir, root, name) {
+        Ok(Probe::Live { holders, record }) => {
+            facts.lock_held = Some(holders);
+            facts.has_lease = true;
+            probed.lease = record;
+        }
+        Ok(Probe::Free(claim)) => {
+            match claim.record() {
+                RecordState::Missing => {}
+                RecordState::Valid(r) => probed.lease = Some(r.clone()),
+                RecordState::Invalid(_) => probed.lease_invalid = true,
+            }
+            facts.has_lease |= probed.lease.is_some() || probed.lease_invalid;
+            drop(claim); // a scan only looks
+        }
+        Ok(Probe::Unopenable { record, owner, .. }) => {
+            facts.unopenable = Some(match owner {
+                lease::OwnerStatus::Alive => Some(true),
+                lease::OwnerStatus::Dead => Some(false),
+                lease::OwnerStatus::Unknown => None,
+            });
+            facts.has_lease |= record.is_some();
+            probed.lease = record;
+        }
+        Err(e)
+            if e.io_error()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            probed.vanished = true;
+        }
+        Err(e) => {
+            probed.warning = Some(format!("cannot probe {}: {e}", root.join(name).display()));
+            facts.unopenable = Some(None);
+        }
+    }
+    probed
 }
 
 /// Removes and returns the items for entry `i` from a list sorted by
@@ -327,24 +367,6 @@ fn take_for<T>(list: &mut Vec<(usize, T)>, i: usize) -> Vec<T> {
     let end = list.partition_point(|(j, _)| *j <= i);
     list.drain(start..end).map(|(_, t)| t).collect()
 }
-
-fn file_kind(mode: u32) -> FileKind {
-    use rustix::fs::FileType as T;
-    match T::from_raw_mode(mode) {
-        T::RegularFile => FileKind::File,
-        T::Directory => FileKind::Dir,
-        T::Symlink => FileKind::Symlink,
-        T::Fifo => FileKind::Fifo,
-        T::Socket => FileKind::Socket,
-        T::CharacterDevice => FileKind::CharDevice,
-        T::BlockDevice => FileKind::BlockDevice,
-        _ => FileKind::Unknown,
-    }
-}
-
-/// The reaper's quarantine (see [`remove`](crate::remove)): already on its
-/// way out, so not an entry.
-const QUARANTINE_DIR: &str = ".sandkeeper-trash";
 
 /// Opens a root for scanning, with the errors a user can act on.
 pub(crate) fn open_root(root: &Path) -> Result<(PathBuf, OwnedFd)> {
@@ -387,7 +409,8 @@ pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsStrin
     while let Some(entry) = iter.next() {
         let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." || name == QUARANTINE_DIR {
+        // The remover's quarantine is already on its way out: not an entry.
+        if name == "." || name == ".." || crate::remove::is_quarantine(name.as_bytes()) {
             continue;
         }
         names.push(name.to_owned());

@@ -115,6 +115,11 @@ impl Visit<'_> {
         self.meta.mtime_ms
     }
 
+    /// The owner's user id.
+    pub fn uid(&self) -> u32 {
+        self.meta.uid
+    }
+
     /// How deep the inode is: 0 for the entry itself, 1 for its children.
     pub fn depth(&self) -> usize {
         self.depth

@@ -20,19 +20,10 @@ use std::time::Duration;
 
 use sandkeeper::{Builder, Sandbox, WhenHeld};
 
-/// Whether privileged tests can run. Without root they skip, printing why,
-/// unless `CI` is set: there they must run, so the test fails instead.
-pub fn require_root(test: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} needs root, and CI is set: privileged tests must run in CI"
-    );
-    eprintln!("skipping {test}: needs root (run as root or in CI)");
-    false
-}
+#[allow(unused_imports)] // each test binary uses a different part
+pub use sandkeeper_testkit::{
+    in_namespace, require_root, run_in_pid_namespace, spawn_ready, Spawned,
+};
 
 /// A helper process, killed (SIGKILL) and reaped when dropped.
 pub struct Helper {
@@ -299,61 +290,4 @@ fn chaos_creator(root: PathBuf, seed: u64, rounds: u32) {
         }
     }
     println!("\nDONE {rounds}");
-}
-
-/// Runs the ignored test `inner` in a new PID namespace; true if it ran
-/// and passed, false if skipped.
-pub fn run_in_pid_namespace(outer: &str, inner: &str) -> bool {
-    if !require_root(outer) {
-        return false;
-    }
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            inner,
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SK_IN_NAMESPACE", "1")
-        .output()
-        .expect("run unshare (util-linux)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{inner} failed in the namespace:\n{stdout}\n{stderr}"
-    );
-    assert!(
-        stdout.contains("1 passed"),
-        "{inner} did not run:\n{stdout}"
-    );
-    true
-}
-
-pub fn in_namespace() -> bool {
-    std::env::var_os("SK_IN_NAMESPACE").is_some()
-}
-
-/// A child killed and reaped on drop.
-pub struct Spawned(pub Child);
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawns `cmd`, waiting for it to print a line (its "ready").
-pub fn spawn_ready(cmd: &mut Command) -> Spawned {
-    let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn holder");
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("ready"), "holder said {line:?}");
-    Spawned(child)
 }

@@ -21,19 +21,7 @@ pub const IN_NS_ENV: &str = "SK_INUSE_IN_NS";
 /// How long anything a test waits for may take.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
-/// Whether privileged tests can run. Without root they skip, printing why,
-/// unless `CI` is set: there they must run, so the test fails instead.
-pub fn require_root(test: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} needs root, and CI is set: privileged tests must run in CI"
-    );
-    eprintln!("skipping {test}: needs root (run as root or in CI)");
-    false
-}
+pub use sandkeeper_testkit::require_root;
 
 /// Whether this process is the re-run of `test` inside its private pid
 /// namespace. Elsewhere (a plain `cargo test -- --ignored`) says so and

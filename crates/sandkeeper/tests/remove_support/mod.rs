@@ -16,19 +16,7 @@ use std::time::Duration;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-/// Whether privileged tests can run. Without root they skip, printing why,
-/// unless `CI` is set: there they must run, so the test fails instead.
-pub fn require_root(test: &str) -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test} needs root, and CI is set: privileged tests must run in CI"
-    );
-    eprintln!("skipping {test}: needs root (run as root or in CI)");
-    false
-}
+pub use sandkeeper_testkit::require_root;
 
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
