@@ -336,3 +336,53 @@ fn inner_killed_run() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `--isolate` as a normal user: through an unprivileged user namespace
+/// where the kernel allows one; a clear error where it does not.
+#[test]
+fn isolate_as_a_normal_user() {
+    if !crate::require_root("isolate_as_a_normal_user (switches to nobody)") {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    fs::set_permissions(
+        root.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args([
+            "run",
+            "--isolate",
+            "--size",
+            "5M",
+            "--root",
+            root.path().to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("echo fs=$(stat -f -c %T \"$TMPDIR\") uid=$(id -u)")
+        .output()
+        .expect("setpriv (util-linux)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let userns = fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .is_ok_and(|n| n.trim() != "0")
+        && fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+            .map_or(true, |n| n.trim() != "0");
+    if userns {
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stdout.contains("fs=tmpfs uid=65534"), "{stdout}");
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "refused, not run without isolation: {stderr}"
+        );
+        assert!(stderr.contains("cannot isolate"), "{stderr}");
+    }
+    assert_eq!(entries(root.path()), Vec::<String>::new());
+}
