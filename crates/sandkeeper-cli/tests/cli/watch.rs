@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
 
-pub use sandkeeper_testkit::Tmpfs;
+pub use sandkeeper_testkit::{age_tree, Tmpfs};
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.
@@ -50,23 +50,6 @@ pub fn leftover(root: &Path, name: &str, bytes: usize) -> PathBuf {
     path
 }
 
-/// Sets the mtime of `dir` and the files in it `age` into the past.
-pub fn age_tree(dir: &Path, age: Duration) {
-    let when = SystemTime::now() - age;
-    let times = fs::FileTimes::new().set_modified(when).set_accessed(when);
-    for entry in fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            fs::File::options()
-                .write(true)
-                .open(entry.path())
-                .unwrap()
-                .set_times(times)
-                .unwrap();
-        }
-    }
-    fs::File::open(dir).unwrap().set_times(times).unwrap();
-}
 
 /// Percent of a filesystem used, as `df` counts it.
 pub fn used_percent(path: &Path) -> f64 {
