@@ -17,7 +17,7 @@ use crate::error::CliError;
 
 /// The roots to use when none are given: the system temp directory, and,
 /// with `user_roots`, the per-user directories `sandkeeper-<uid>` in it
-/// where keyed sandboxes live.
+/// where keyed sandboxes live (all of them for root, else the caller's).
 pub fn default_roots(given: &[PathBuf], user_roots: bool) -> Vec<PathBuf> {
     if !given.is_empty() {
         return given.to_vec();
@@ -25,6 +25,8 @@ pub fn default_roots(given: &[PathBuf], user_roots: bool) -> Vec<PathBuf> {
     let tmp = std::env::temp_dir();
     let mut roots = vec![tmp.clone()];
     if user_roots {
+        let me = rustix::process::geteuid().as_raw();
+        let root = me == 0;
         let mut found: Vec<PathBuf> = std::fs::read_dir(&tmp)
             .into_iter()
             .flatten()
@@ -32,8 +34,11 @@ pub fn default_roots(given: &[PathBuf], user_roots: bool) -> Vec<PathBuf> {
             .filter(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
+                // Root looks into every user's directory; anyone else only
+                // into their own (the others are closed to them).
                 name.strip_prefix("sandkeeper-")
-                    .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|uid| uid.parse::<u32>().ok())
+                    .is_some_and(|uid| root || uid == me)
                     && e.file_type().is_ok_and(|t| t.is_dir())
             })
             .map(|e| e.path())

@@ -307,17 +307,30 @@ fn truncate(text: &str, width: usize) -> String {
 pub fn warnings(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     if !report.uninspectable.is_empty() {
+        // Name a few; a normal user cannot inspect anyone else's processes,
+        // and a list of hundreds helps nobody.
+        const SHOWN: usize = 8;
+        let n = report.uninspectable.len();
         let pids: Vec<String> = report
             .uninspectable
             .iter()
+            .take(SHOWN)
             .map(|u| u.pid.to_string())
             .collect();
         out.push(format!(
-            "{} process(es) could not be inspected, so entries they might use are `unknown` (vouch with --ignore-pid {}):",
-            report.uninspectable.len(),
+            "{n} process(es) could not be inspected, so entries they might use are `unknown`; run as root, or vouch for those you know use nothing with --ignore-pid (e.g. --ignore-pid {}):",
             pids.join(" --ignore-pid ")
         ));
-        out.extend(report.uninspectable.iter().map(|u| format!("  {u}")));
+        out.extend(
+            report
+                .uninspectable
+                .iter()
+                .take(SHOWN)
+                .map(|u| format!("  {u}")),
+        );
+        if n > SHOWN {
+            out.push(format!("  … and {} more", n - SHOWN));
+        }
     }
     for a in &report.assumed {
         out.push(format!("assumed to use nothing (--ignore-pid): {a}"));

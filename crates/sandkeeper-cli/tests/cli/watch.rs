@@ -50,7 +50,6 @@ pub fn leftover(root: &Path, name: &str, bytes: usize) -> PathBuf {
     path
 }
 
-
 /// Percent of a filesystem used, as `df` counts it.
 pub fn used_percent(path: &Path) -> f64 {
     let st = rustix::fs::statvfs(path).unwrap();
