@@ -433,3 +433,69 @@ fn inner_dry_run() {
         EntryState::Live
     );
 }
+
+/// Issue 5: a wall clock stepped forward since boot must not make
+/// everything look old. A lease record whose creation predates its
+/// creator's start (by the current clock) betrays the step.
+#[test]
+fn a_clock_stepped_forward_removes_nothing_by_age() {
+    run_in_pid_namespace(
+        "a_clock_stepped_forward_removes_nothing_by_age",
+        "inner_clock_step",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_clock_step() {
+    if !in_namespace() {
+        return;
+    }
+    // Orphans go whatever their age; `app-*` only when older than an hour.
+    let rules = |b: &mut sandkeeper::reap::PolicyBuilder| {
+        let mut hour = sandkeeper::reap::Filters::new();
+        hour.older_than(Duration::from_secs(3600));
+        b.rule("app-*", &hour);
+    };
+    for stepped in [false, true] {
+        let root = sandbox!().unwrap();
+        let old = root.path().join("app-1");
+        fs::create_dir(&old).unwrap();
+        fs::write(old.join("f"), b"x").unwrap();
+        age_tree(&old, Duration::from_secs(30 * 86_400));
+        let mut record = LeaseRecord::for_current_process("witness");
+        if stepped {
+            // Written "a day before this process started": the clock has
+            // since moved a day forward.
+            record.created_ms -= 86_400_000 + 600_000;
+        }
+        let lease = Lease::create(root.path(), "witness".as_ref(), &record, 0o700).unwrap();
+        drop(lease); // an orphan: its lease proves it dead, whatever the clock
+        let report = reap(root.path(), rules);
+        let removed = removed_names(&report);
+        if stepped {
+            assert_eq!(
+                removed,
+                ["witness".to_owned()].into(),
+                "only the proven orphan"
+            );
+            let kept = report.roots[0]
+                .skipped
+                .iter()
+                .find(|s| s.path == old)
+                .unwrap();
+            assert!(
+                matches!(kept.reason, KeepReason::ClockStepped(d) if d >= Duration::from_secs(86_400)),
+                "{:?}",
+                kept.reason
+            );
+            assert!(old.exists());
+        } else {
+            assert_eq!(
+                removed,
+                ["app-1", "witness"].map(String::from).into(),
+                "control: both go"
+            );
+        }
+    }
+}

@@ -28,6 +28,7 @@
 //! # Ok::<(), sandkeeper::Error>(())
 //! ```
 
+mod clock;
 mod policy;
 mod verdict;
 
@@ -160,8 +161,16 @@ impl Reaper {
 
     /// Decides every entry of a scanned root, as a reap would before its
     /// removal-time re-checks (used by `explain`).
+    ///
+    /// When the lease records show that the wall clock was stepped forward
+    /// since they were written, ages cannot be trusted: everything whose
+    /// removal depends on its age is kept ([`KeepReason::ClockStepped`]).
     pub fn decide(&self, report: &RootReport, now_ms: i64) -> Vec<Verdict> {
-        verdict::decide(report, &self.policy, now_ms)
+        let mut verdicts = verdict::decide(report, &self.policy, now_ms);
+        if let Some(step) = clock::forward_step(report) {
+            verdict::distrust_ages(&mut verdicts, report, &self.policy, step);
+        }
+        verdicts
     }
 
     /// Reaps `roots`.
@@ -197,7 +206,7 @@ impl Reaper {
                 .map(|r| r.removed().entries())
                 .unwrap_or(0)
         };
-        let verdicts = verdict::decide(report, &self.policy, now_ms);
+        let verdicts = self.decide(report, now_ms);
         let mut result = RootReap {
             path: path.clone(),
             removed: Vec::new(),

@@ -68,6 +68,10 @@ pub enum KeepReason {
     /// The reap was asked to stop ([`stop_flag`](super::PolicyBuilder::stop_flag))
     /// before its turn.
     Stopped,
+    /// The wall clock was stepped forward (by about this much) since
+    /// sandboxes of this boot were made: ages cannot be trusted, so only
+    /// orphans whose lease proves them dead may go.
+    ClockStepped(Duration),
 }
 
 impl fmt::Display for ReapReason {
@@ -95,6 +99,7 @@ impl KeepReason {
             KeepReason::TargetMet => "target_met",
             KeepReason::Changed(_) => "changed",
             KeepReason::Stopped => "stopped",
+            KeepReason::ClockStepped(_) => "clock_stepped",
         }
     }
 }
@@ -120,6 +125,11 @@ impl fmt::Display for KeepReason {
             KeepReason::TargetMet => f.write_str("the --target-free goal was met"),
             KeepReason::Changed(what) => write!(f, "changed since the scan: {what}"),
             KeepReason::Stopped => f.write_str("the reap was stopped before its turn"),
+            KeepReason::ClockStepped(by) => write!(
+                f,
+                "the clock was stepped forward by about {}s since boot; ages cannot be trusted",
+                by.as_secs()
+            ),
         }
     }
 }
@@ -188,6 +198,26 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) 
         }
     }
     Verdict::Reap(reason)
+}
+
+/// After a forward clock step, keeps every entry whose removal depends on
+/// its age: all but orphans with a valid lease under a policy without an
+/// age limit for them.
+pub(crate) fn distrust_ages(
+    verdicts: &mut [Verdict],
+    report: &RootReport,
+    policy: &Policy,
+    step: Duration,
+) {
+    let orphans_by_age = policy.filters().older_than.is_some();
+    for (verdict, entry) in verdicts.iter_mut().zip(&report.entries) {
+        let clock_free = matches!(verdict, Verdict::Reap(ReapReason::Orphaned))
+            && entry.lease.is_some()
+            && !orphans_by_age;
+        if verdict.is_reap() && !clock_free {
+            *verdict = Verdict::Keep(KeepReason::ClockStepped(step));
+        }
+    }
 }
 
 /// Each entry's place in its family, newest first (all states count: a
