@@ -1,4 +1,5 @@
 //! The `sandkeeper` command: parse, call the library, render.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod cli;
 mod commands;

@@ -58,6 +58,7 @@
 //!   while any owner holds the shared one.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod error;
 pub mod inuse;

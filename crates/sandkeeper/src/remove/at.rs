@@ -318,6 +318,7 @@ mod tests {
     /// cross, and without it (old kernels) the `statx` mount id tells a bind
     /// mount of the same filesystem apart, and the device a tmpfs.
     #[test]
+    #[allow(clippy::print_stderr)] // the skip message
     fn mount_points_are_fenced_with_and_without_openat2() {
         if !rustix::process::geteuid().is_root() {
             assert!(
@@ -327,7 +328,8 @@ mod tests {
             eprintln!("skipping: needs root");
             return;
         }
-        let scratch = std::env::temp_dir().join(format!("sandkeeper-at-{}", std::process::id()));
+        let sandbox = crate::sandbox!().unwrap();
+        let scratch = sandbox.path().to_owned();
         for sub in ["plain", "bind", "tmpfs", "source"] {
             std::fs::create_dir_all(scratch.join(sub)).unwrap();
         }
@@ -360,7 +362,6 @@ mod tests {
         NO_OPENAT2.store(false, Ordering::Relaxed);
         drop((_tmpfs, _bind));
         drop(dir);
-        crate::remove::remove_path(&scratch, crate::remove::RemoveOptions::new().threads(1))
-            .unwrap();
+        sandbox.close().unwrap();
     }
 }

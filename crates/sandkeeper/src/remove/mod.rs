@@ -207,13 +207,14 @@ impl RemoveOptions {
 /// use std::os::fd::AsFd;
 /// use sandkeeper::remove::{remove_entry, RemoveOptions};
 ///
-/// let name = format!("sandkeeper-doc-entry-{}", std::process::id());
-/// let scratch = std::env::temp_dir().join(&name);
+/// # let sandbox = sandkeeper::Sandbox::new()?;
+/// # let root = sandbox.path();
+/// let scratch = root.join("entry");
 /// fs::create_dir_all(scratch.join("deep/er"))?;
 /// fs::write(scratch.join("deep/er/file"), "data")?;
 ///
-/// let parent = File::open(std::env::temp_dir())?;
-/// let report = remove_entry(parent.as_fd(), name.as_ref(), &RemoveOptions::new())?;
+/// let parent = File::open(root)?;
+/// let report = remove_entry(parent.as_fd(), "entry".as_ref(), &RemoveOptions::new())?;
 /// assert!(report.is_complete());
 /// assert_eq!(report.removed().files(), 1);
 /// assert_eq!(report.removed().dirs(), 3);
@@ -250,7 +251,8 @@ pub fn remove_entry(
 /// use std::fs;
 /// use sandkeeper::remove::{remove_path, RemoveOptions};
 ///
-/// let scratch = std::env::temp_dir().join(format!("sandkeeper-doc-path-{}", std::process::id()));
+/// # let sandbox = sandkeeper::Sandbox::new()?;
+/// let scratch = sandbox.path().join("tree");
 /// fs::create_dir_all(scratch.join("a/b"))?;
 /// fs::write(scratch.join("a/b/c"), "data")?;
 ///
