@@ -89,10 +89,9 @@ pub struct Policy {
     /// Per glob: its rule's own filters, or `None` for the policy's.
     pub(crate) rule_filters: Vec<Option<Filters>>,
     pub(crate) matcher: GlobSet,
-    pub(crate) older_than: Option<Duration>,
-    pub(crate) keep_last: Option<usize>,
+    /// The policy-wide filters (orphans, and globs without a rule).
+    pub(crate) filters: Filters,
     pub(crate) target_free: Option<FreeTarget>,
-    pub(crate) owner: Option<u32>,
     pub(crate) dry_run: bool,
     pub(crate) pressure: bool,
     pub(crate) stop: Option<Arc<AtomicBool>>,
@@ -137,16 +136,12 @@ impl Policy {
     /// The policy-wide filters (orphans, and globs given with
     /// [`matching`](PolicyBuilder::matching)).
     pub(crate) fn filters(&self) -> Filters {
-        Filters {
-            older_than: self.older_than,
-            keep_last: self.keep_last,
-            owner: self.owner,
-        }
+        self.filters
     }
 
     /// Whether any filter set keeps the newest N of a family.
     pub(crate) fn uses_keep_last(&self) -> bool {
-        self.keep_last.is_some()
+        self.filters.keep_last.is_some()
             || self
                 .rule_filters
                 .iter()
@@ -182,10 +177,8 @@ pub struct PolicyBuilder {
     grace: Duration,
     globs: Vec<String>,
     rule_filters: Vec<Option<Filters>>,
-    older_than: Option<Duration>,
-    keep_last: Option<usize>,
+    filters: Filters,
     target_free: Option<FreeTarget>,
-    owner: Option<u32>,
     dry_run: bool,
     pressure: bool,
     stop: Option<Arc<AtomicBool>>,
@@ -197,10 +190,8 @@ impl Default for PolicyBuilder {
             grace: Duration::from_secs(60),
             globs: Vec::new(),
             rule_filters: Vec::new(),
-            older_than: None,
-            keep_last: None,
+            filters: Filters::new(),
             target_free: None,
-            owner: None,
             dry_run: false,
             pressure: false,
             stop: None,
@@ -238,13 +229,13 @@ impl PolicyBuilder {
     /// Only entries whose newest mtime inside is older than this (default:
     /// no limit). An entry dated in the future counts as new.
     pub fn older_than(&mut self, age: Duration) -> &mut Self {
-        self.older_than = Some(age);
+        self.filters.older_than(age);
         self
     }
 
     /// Keeps the `n` newest entries of each family (default: none kept).
     pub fn keep_last(&mut self, n: usize) -> &mut Self {
-        self.keep_last = Some(n);
+        self.filters.keep_last(n);
         self
     }
 
@@ -257,7 +248,7 @@ impl PolicyBuilder {
 
     /// Only entries owned by this uid (default: any owner).
     pub fn owner(&mut self, uid: u32) -> &mut Self {
-        self.owner = Some(uid);
+        self.filters.owner(uid);
         self
     }
 
@@ -318,10 +309,8 @@ impl PolicyBuilder {
             globs: self.globs.clone(),
             rule_filters: self.rule_filters.clone(),
             matcher,
-            older_than: self.older_than,
-            keep_last: self.keep_last,
+            filters: self.filters,
             target_free: self.target_free,
-            owner: self.owner,
             dry_run: self.dry_run,
             pressure: self.pressure,
             stop: self.stop.clone(),
