@@ -124,25 +124,8 @@ if ours != theirs:
 print(f"same answer: sizes equal du for {len(entries)} entries; holders {ours} equal lsof's", file=sys.stderr)
 EOF
 
-median_ms() {
-    "$@" >/dev/null 2>&1 || true
-    local times=() start end
-    for ((r = 0; r < runs; r++)); do
-        start=$(date +%s%N)
-        "$@" >/dev/null 2>&1 || true
-        end=$(date +%s%N)
-        times+=($(((end - start) / 1000)))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | awk '{ t[NR] = $1 } END { m = t[int((NR + 1) / 2)]; printf "%.1f\n", m / 1000 }'
-}
-
-declare -a names=() medians=()
-bench() {
-    local name=$1
-    shift
-    names+=("$name")
-    medians+=("$(median_ms "$@")")
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 bench "du -x --max-depth=1" du -xB1 --max-depth=1 "$small"
 bench "sandkeeper scan --json" "$sk" scan --json --entries "$small"
 command -v diskus >/dev/null && bench "diskus -j 2 (sizes only)" diskus -j 2 "$small"

@@ -73,27 +73,8 @@ if ! diff <(du -xB1 --max-depth=1 "$tree" | sort) <("$usage_bin" "$tree" | sort)
     exit 1
 fi
 
-# median_ms CMD... : runs CMD once to warm up, then $runs times; prints the
-# median wall time in milliseconds.
-median_ms() {
-    "$@" >/dev/null 2>&1
-    local times=() start end
-    for ((r = 0; r < runs; r++)); do
-        start=$(date +%s%N)
-        "$@" >/dev/null 2>&1
-        end=$(date +%s%N)
-        times+=($(((end - start) / 1000)))
-    done
-    printf '%s\n' "${times[@]}" | sort -n | awk '{ t[NR] = $1 } END { m = t[int((NR + 1) / 2)]; printf "%.1f\n", m / 1000 }'
-}
-
-declare -a names=() medians=()
-bench() {
-    local name=$1
-    shift
-    names+=("$name")
-    medians+=("$(median_ms "$@")")
-}
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 bench "du -x --max-depth=1" du -xB1 --max-depth=1 "$tree"
 bench "walker, 2 threads" "$usage_bin" --quiet --threads 2 "$tree"
 bench "walker, 1 thread" "$usage_bin" --quiet --threads 1 "$tree"
