@@ -185,7 +185,12 @@ fn unopenable_directory_falls_back_to_the_record() {
     if !require_root("unopenable_directory_falls_back_to_the_record") {
         return;
     }
-    let root = sandbox!().unwrap();
+    // `nobody` must be able to reach it: not under a private checkout.
+    let root = sandkeeper::Sandbox::builder()
+        .root(sandkeeper_testkit::reachable_by_others())
+        .tag("lease-unopenable")
+        .create()
+        .unwrap();
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let record = LeaseRecord::for_current_process("locked-up");
     let lease = lease::Lease::create(root.path(), "locked-up".as_ref(), &record, 0o711).unwrap();

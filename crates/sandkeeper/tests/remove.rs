@@ -416,7 +416,8 @@ fn read_only_trees_are_removed_completely() {
     // As root, permissions do not stop anything; the interesting case is
     // an owner without root. Run it as root and, when root, again as an
     // unprivileged user on a tree that user owns.
-    let scratch = Scratch::new("readonly");
+    // The second half works as `nobody`: not under a private checkout.
+    let scratch = Scratch::reachable_by_others("readonly");
     build_read_only_tree(&scratch.join("tree"));
     let report = remove(&scratch, "tree", &parallel());
     assert!(report.is_complete(), "{report:?}");

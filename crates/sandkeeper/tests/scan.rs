@@ -155,7 +155,12 @@ fn inner_uninspectable() {
     if !in_namespace() {
         return;
     }
-    let root = sandbox!().unwrap();
+    // `nobody` scans it: not under a private checkout.
+    let root = Sandbox::builder()
+        .root(sandkeeper_testkit::reachable_by_others())
+        .tag("scan-uninspectable")
+        .create()
+        .unwrap();
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     fs::create_dir(root.path().join("plain")).unwrap();
     fs::set_permissions(root.path().join("plain"), fs::Permissions::from_mode(0o755)).unwrap();

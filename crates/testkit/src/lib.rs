@@ -154,3 +154,28 @@ pub fn age_tree(dir: &Path, age: Duration) {
     }
     fs::File::open(dir).unwrap().set_times(times).unwrap();
 }
+
+/// A directory that another user (`nobody`) can reach, for tests that act
+/// as one: the temp directory if every component of its path is searchable
+/// by others, else `/tmp`. (A checkout, and so `target/tmp`, may sit under a
+/// private directory; CI makes its watched `TMPDIR` searchable.)
+///
+/// # Panics
+///
+/// When neither is reachable by others: the test cannot run as written.
+pub fn reachable_by_others() -> PathBuf {
+    let candidates = [std::env::temp_dir(), PathBuf::from("/tmp")];
+    candidates
+        .iter()
+        .find(|dir| searchable_by_others(dir))
+        .cloned()
+        .unwrap_or_else(|| panic!("none of {candidates:?} can be searched by other users"))
+}
+
+fn searchable_by_others(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors().all(|p| {
+        p.as_os_str().is_empty()
+            || fs::metadata(p).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o001 != 0)
+    })
+}

@@ -344,7 +344,12 @@ fn isolate_as_a_normal_user() {
     if !crate::require_root("isolate_as_a_normal_user (switches to nobody)") {
         return;
     }
-    let root = sandbox!().unwrap();
+    // `nobody` makes its run directory there: not under a private checkout.
+    let root = sandkeeper::Sandbox::builder()
+        .root(sandkeeper_testkit::reachable_by_others())
+        .tag("run-as-nobody")
+        .create()
+        .unwrap();
     fs::set_permissions(
         root.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),

@@ -35,8 +35,18 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(tag: &str) -> Scratch {
+        Scratch::in_root(Path::new(env!("CARGO_TARGET_TMPDIR")), tag)
+    }
+
+    /// A scratch directory another user can reach (see
+    /// [`sandkeeper_testkit::reachable_by_others`]).
+    pub fn reachable_by_others(tag: &str) -> Scratch {
+        Scratch::in_root(&sandkeeper_testkit::reachable_by_others(), tag)
+    }
+
+    fn in_root(root: &Path, tag: &str) -> Scratch {
         let sandbox = sandkeeper::Sandbox::builder()
-            .root(env!("CARGO_TARGET_TMPDIR"))
+            .root(root)
             .tag(format!("remove-{tag}"))
             // Some tests work inside it as `nobody`.
             .permissions(0o755)
