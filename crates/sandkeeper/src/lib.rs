@@ -66,6 +66,7 @@ pub mod lease;
 pub mod pattern;
 pub mod reap;
 pub mod remove;
+pub mod root;
 mod sandbox;
 pub mod scan;
 pub mod supervise;
