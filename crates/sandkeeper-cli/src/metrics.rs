@@ -144,6 +144,7 @@ impl Metrics {
             let (reason, rule) = match &removed.reason {
                 ReapReason::Orphaned => ("orphaned", String::new()),
                 ReapReason::Matched(glob) => ("matched", glob.clone()),
+                ReapReason::KeptUnderPressure(_) => ("kept_under_pressure", String::new()),
                 _ => ("other", String::new()),
             };
             let slot = self.reaped.entry((key.clone(), reason, rule)).or_default();

@@ -35,7 +35,7 @@ mod verdict;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder};
+pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -168,8 +168,8 @@ impl Reaper {
     /// removal depends on its age is kept ([`KeepReason::ClockStepped`]).
     pub fn decide(&self, report: &RootReport, now_ms: i64) -> Vec<Verdict> {
         let mut verdicts = verdict::decide(report, &self.policy, now_ms);
-        if let Some(step) = clock::forward_step(report) {
-            verdict::distrust_ages(&mut verdicts, report, &self.policy, step);
+        if let Some(steps) = clock::forward_steps(report) {
+            verdict::distrust_ages(&mut verdicts, report, &steps);
         }
         verdicts
     }
@@ -245,8 +245,15 @@ impl Reaper {
                 }
             }
         }
-        // Oldest first, so a free-space target takes the stalest.
-        candidates.sort_by_key(|&(i, _)| (report.entries[i].newest_mtime_ms, i));
+        // Oldest first, so a free-space target takes the stalest; entries
+        // kept on purpose (taken only under pressure) after all others.
+        candidates.sort_by_key(|(i, reason)| {
+            (
+                matches!(reason, ReapReason::KeptUnderPressure(_)),
+                report.entries[*i].newest_mtime_ms,
+                *i,
+            )
+        });
         let target = self
             .policy
             .target_free

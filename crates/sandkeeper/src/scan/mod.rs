@@ -285,6 +285,7 @@ impl Scanner {
                 dirs: usage.dirs,
                 newest_mtime_ms: usage.newest_mtime_ms,
                 uid: probed.uid,
+                mode: probed.mode,
                 identity: probed.identity,
                 holders,
                 kernel,
@@ -304,6 +305,7 @@ impl Scanner {
 struct Probed {
     kind: FileKind,
     uid: u32,
+    mode: u32,
     identity: (u64, u64),
     /// The lease part of the facts; the in-use part is added later.
     facts: Facts,
@@ -318,6 +320,7 @@ fn probe_entry(dir: BorrowedFd<'_>, root: &Path, name: &OsStr, v: &walk::Visit<'
     let mut probed = Probed {
         kind: v.kind(),
         uid: v.uid(),
+        mode: v.mode(),
         identity: (v.dev(), v.ino()),
         // A sandbox still being created (or whose creator died in its
         // first microseconds) belongs to the protocol: once its lock is
