@@ -5,6 +5,7 @@
 //! U+FFFD) *and* as `<field>_base64`, the exact bytes in standard base64.
 
 pub mod escape;
+pub mod claims;
 pub mod explain;
 pub mod ls;
 pub mod reap;

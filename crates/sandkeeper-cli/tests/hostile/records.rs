@@ -206,7 +206,7 @@ fn inner_forged() {
         "{forged}"
     );
     assert!(
-        forged.contains("record: /usr/sbin/sshd"),
+        forged.contains("record: \"/usr/sbin/sshd -D"),
         "the command is labelled a claim: {forged}"
     );
     for line in ls.lines() {
