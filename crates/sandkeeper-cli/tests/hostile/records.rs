@@ -331,6 +331,38 @@ fn inner_forged() {
     assert!(root.join("forged").exists());
 }
 
+/// Error messages and `run`'s leftover line carry hostile names too: each
+/// stays one line, with nothing a terminal would act on.
+#[test]
+fn messages_stay_one_line() {
+    let root = sandkeeper::sandbox!().unwrap();
+    let missing = root
+        .path()
+        .join(OsStr::from_bytes(b"nl-\nerror: all clear\x1b[2J\xe2\x80\xae"));
+    let out = run(&[os("explain"), missing.as_os_str(), os("--root"), root.path().as_os_str()]);
+    let (_, err) = checked("explain of a missing hostile path", &out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "one error line: {err}"
+    );
+    assert!(err.contains(r"nl-\nerror: all clear\x1b[2J\u{202e}"), "{err}");
+
+    let out = run(&[
+        os("run"),
+        os("--root"),
+        root.path().as_os_str(),
+        os("--"),
+        os("sh"),
+        os("-c"),
+        os(r#"mkdir "$TMPDIR/$(printf 'left-\033]0;pwned\007\342\200\256')""#),
+    ]);
+    let (_, err) = checked("run's leftover line", &out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("left 1 entry"), "{err}");
+}
+
 /// The one line of `text` that contains `needle`.
 fn line_with<'t>(text: &'t str, needle: &str) -> &'t str {
     text.lines()
