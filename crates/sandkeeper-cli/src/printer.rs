@@ -40,7 +40,10 @@ impl Printer {
     /// Writes data (a table, a JSON document) to stdout.
     pub fn data(&self, text: &str) -> Result<(), BrokenPipe> {
         let mut out = io::stdout().lock();
-        match out.write_all(escape::block(text).as_bytes()).and_then(|()| out.flush()) {
+        match out
+            .write_all(escape::block(text).as_bytes())
+            .and_then(|()| out.flush())
+        {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(BrokenPipe),
             _ => Ok(()),
         }

@@ -187,8 +187,10 @@ fn is_plain(bytes: &[u8], mode: Mode) -> bool {
 fn needs_quotes(bytes: &[u8]) -> bool {
     bytes.is_empty()
         || !is_plain(bytes, Mode::Field)
-        || std::str::from_utf8(bytes)
-            .is_ok_and(|t| t.chars().any(|c| c.is_whitespace() || c == '"' || c == '\''))
+        || std::str::from_utf8(bytes).is_ok_and(|t| {
+            t.chars()
+                .any(|c| c.is_whitespace() || c == '"' || c == '\'')
+        })
 }
 
 /// A value someone else chose (an entry name, a path, a lease record
@@ -245,7 +247,7 @@ impl<'a> Untrusted<'a> {
     }
 
     /// The escaped text.
-    pub fn to_cow(&self) -> Cow<'a, str> {
+    pub fn to_cow(self) -> Cow<'a, str> {
         let quotes = self.quote && needs_quotes(self.bytes);
         if !quotes && is_plain(self.bytes, Mode::Field) {
             // Plain UTF-8 by the check above.
@@ -320,7 +322,7 @@ impl Formatter for SafeFormatter<'_> {
     ) -> io::Result<()> {
         let mut rest = fragment;
         while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_dangerous(c)) {
-            writer.write_all(rest[..at].as_bytes())?;
+            writer.write_all(&rest.as_bytes()[..at])?;
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 write!(writer, "\\u{unit:04x}")?;
@@ -338,7 +340,11 @@ impl Formatter for SafeFormatter<'_> {
         self.0.end_array(w)
     }
 
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.0.begin_array_value(w, first)
     }
 
@@ -354,7 +360,11 @@ impl Formatter for SafeFormatter<'_> {
         self.0.end_object(w)
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.0.begin_object_key(w, first)
     }
 
@@ -384,7 +394,11 @@ mod tests {
             ("del", b"a\x7f", r#""a\x7f""#),
             ("c1 csi", b"\xc2\x9b2J", r#""\u{9b}2J""#),
             ("bidi", "a\u{202e}b".as_bytes(), r#""a\u{202e}b""#),
-            ("isolate", "\u{2066}x\u{2069}".as_bytes(), r#""\u{2066}x\u{2069}""#),
+            (
+                "isolate",
+                "\u{2066}x\u{2069}".as_bytes(),
+                r#""\u{2066}x\u{2069}""#,
+            ),
             ("invalid", b"bad\xffutf8", r#""bad\xffutf8""#),
             ("backslash", br"a\x1b", r#""a\\x1b""#),
             ("space", b"two words", r#""two words""#),
@@ -420,14 +434,28 @@ mod tests {
             (b"\x1b\x1b\x1b", 9, "\"\\x1b…\""),
         ];
         for (raw, n, want) in cases {
-            assert_eq!(Untrusted::bytes(raw).max_chars(n).to_string(), want, "{raw:?}");
-            assert!(Untrusted::bytes(raw).max_chars(n).to_string().chars().count() <= n.max(3));
+            assert_eq!(
+                Untrusted::bytes(raw).max_chars(n).to_string(),
+                want,
+                "{raw:?}"
+            );
+            assert!(
+                Untrusted::bytes(raw)
+                    .max_chars(n)
+                    .to_string()
+                    .chars()
+                    .count()
+                    <= n.max(3)
+            );
         }
     }
 
     #[test]
     fn padding_applies_to_the_escaped_text() {
-        assert_eq!(format!("[{:<8}]", Untrusted::bytes(b"a\x1b")), "[\"a\\x1b\" ]");
+        assert_eq!(
+            format!("[{:<8}]", Untrusted::bytes(b"a\x1b")),
+            "[\"a\\x1b\" ]"
+        );
     }
 
     #[test]
@@ -459,7 +487,10 @@ mod tests {
             let [a, b, ..] = pair.to_le_bytes();
             inputs.push(vec![a, b]);
         }
-        for c in (0..=0x10FFFFu32).filter_map(char::from_u32).filter(|&c| is_dangerous(c)) {
+        for c in (0..=0x10FFFFu32)
+            .filter_map(char::from_u32)
+            .filter(|&c| is_dangerous(c))
+        {
             inputs.push(format!("a{c}b").into_bytes());
         }
         for raw in &inputs {

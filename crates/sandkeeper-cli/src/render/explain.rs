@@ -124,9 +124,6 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         let _ = writeln!(out, "    checkout: {}", Untrusted::text(checkout));
     }
     if let Some(until) = l.keep_until_ms {
-        let _ = writeln!(
-            out,
-            "    kept on purpose until {until} ms since the epoch"
-        );
+        let _ = writeln!(out, "    kept on purpose until {until} ms since the epoch");
     }
 }

@@ -64,7 +64,9 @@ pub fn table(report: &Report) -> String {
             "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<COMMAND_WIDTH$} {}",
             e.state.as_str(),
             pid,
-            Untrusted::text(&claims::user_short(e.uid)).bare().max_chars(10),
+            Untrusted::text(&claims::user_short(e.uid))
+                .bare()
+                .max_chars(10),
             e.newest_mtime_ms
                 .map_or("-".into(), |m| age(now.saturating_sub(m))),
             size(e.disk_bytes),

@@ -270,8 +270,16 @@ fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
             Untrusted::os(&e.name)
         );
         let mut notes: Vec<String> = Vec::new();
-        notes.extend(e.holders.iter().map(|h| escape::line(&h.to_string()).into_owned()));
-        notes.extend(e.kernel.iter().map(|k| escape::line(&k.to_string()).into_owned()));
+        notes.extend(
+            e.holders
+                .iter()
+                .map(|h| escape::line(&h.to_string()).into_owned()),
+        );
+        notes.extend(
+            e.kernel
+                .iter()
+                .map(|k| escape::line(&k.to_string()).into_owned()),
+        );
         notes.extend(
             e.sockets
                 .iter()

@@ -95,8 +95,12 @@ fn dangerous(c: char) -> bool {
 /// Asserts that `bytes` (one stream of `what`) is UTF-8 and free of
 /// dangerous characters; returns it as text.
 fn clean(what: &str, bytes: &[u8]) -> String {
-    let text = std::str::from_utf8(bytes)
-        .unwrap_or_else(|e| panic!("{what}: not UTF-8 ({e}): {:?}", String::from_utf8_lossy(bytes)));
+    let text = std::str::from_utf8(bytes).unwrap_or_else(|e| {
+        panic!(
+            "{what}: not UTF-8 ({e}): {:?}",
+            String::from_utf8_lossy(bytes)
+        )
+    });
     if let Some((at, c)) = text.char_indices().find(|&(_, c)| dangerous(c)) {
         panic!("{what}: {c:?} at byte {at} reached the terminal:\n{text:?}");
     }
@@ -245,7 +249,12 @@ fn inner_forged() {
         assert!(text.contains(r"evil\r\nhost"), "{text}");
         assert!(text.contains(&"A".repeat(5000)), "in full: {text}");
     }
-    let out = run(&[os("explain"), root.join("held").as_os_str(), os("--root"), r]);
+    let out = run(&[
+        os("explain"),
+        root.join("held").as_os_str(),
+        os("--root"),
+        r,
+    ]);
     let (text, _) = checked("explain held", &out);
     assert!(
         text.contains(&format!("lease lock held by: pid {} (flock)", h.holder_pid)),
@@ -336,10 +345,15 @@ fn inner_forged() {
 #[test]
 fn messages_stay_one_line() {
     let root = sandkeeper::sandbox!().unwrap();
-    let missing = root
-        .path()
-        .join(OsStr::from_bytes(b"nl-\nerror: all clear\x1b[2J\xe2\x80\xae"));
-    let out = run(&[os("explain"), missing.as_os_str(), os("--root"), root.path().as_os_str()]);
+    let missing = root.path().join(OsStr::from_bytes(
+        b"nl-\nerror: all clear\x1b[2J\xe2\x80\xae",
+    ));
+    let out = run(&[
+        os("explain"),
+        missing.as_os_str(),
+        os("--root"),
+        root.path().as_os_str(),
+    ]);
     let (_, err) = checked("explain of a missing hostile path", &out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(
@@ -347,7 +361,10 @@ fn messages_stay_one_line() {
         1,
         "one error line: {err}"
     );
-    assert!(err.contains(r"nl-\nerror: all clear\x1b[2J\u{202e}"), "{err}");
+    assert!(
+        err.contains(r"nl-\nerror: all clear\x1b[2J\u{202e}"),
+        "{err}"
+    );
 
     let out = run(&[
         os("run"),
@@ -377,7 +394,12 @@ fn json_escapes_a_hostile_name() {
     let root = sandkeeper::sandbox!().unwrap();
     let name = OsStr::from_bytes(b"x\x1b[2Jy\xe2\x80\xae");
     fs::create_dir(root.path().join(name)).unwrap();
-    let out = run(&[os("scan"), os("--json"), os("--entries"), root.path().as_os_str()]);
+    let out = run(&[
+        os("scan"),
+        os("--json"),
+        os("--entries"),
+        root.path().as_os_str(),
+    ]);
     let (json, _) = checked("scan --json", &out);
     assert!(json.contains(r#""name": "x\u001b[2Jy\u202e""#), "{json}");
     let doc: Value = serde_json::from_str(&json).unwrap();
