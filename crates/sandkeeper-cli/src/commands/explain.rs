@@ -10,11 +10,15 @@ use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
 use crate::render;
+use crate::render::escape::Untrusted;
 
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = default_roots(&args.roots, true);
     let target = std::fs::canonicalize(&args.path).map_err(|e| {
-        let mut err = CliError::usage(format!("cannot explain {}: {e}", args.path.display()));
+        let mut err = CliError::usage(format!(
+            "cannot explain {}: {e}",
+            Untrusted::path(&args.path)
+        ));
         err.hint = Some("give the path of an existing entry".into());
         err
     })?;
@@ -35,10 +39,13 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         }
     }
     let Some((root, entry)) = best else {
-        let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        let listed: Vec<String> = roots
+            .iter()
+            .map(|r| Untrusted::path(r).to_string())
+            .collect();
         let mut err = CliError::usage(format!(
             "{} is not inside any root (roots: {})",
-            args.path.display(),
+            Untrusted::path(&args.path),
             listed.join(", ")
         ));
         err.hint = Some("name its root with --root DIR".into());
@@ -57,7 +64,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     else {
         return Err(CliError::usage(format!(
             "{} vanished during the scan",
-            entry.display()
+            Untrusted::path(&entry)
         )));
     };
     let now = std::time::SystemTime::now()
