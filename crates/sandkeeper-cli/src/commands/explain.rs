@@ -11,6 +11,7 @@ use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
 use crate::render;
+use crate::render::escape::Untrusted;
 
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
@@ -30,11 +31,11 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     let Some((root, entry)) = best else {
         let listed: Vec<String> = roots
             .iter()
-            .map(|r| r.path().display().to_string())
+            .map(|r| Untrusted::path(r.path()).to_string())
             .collect();
         let mut err = CliError::usage(format!(
             "{} is not inside any root (roots: {})",
-            args.path.display(),
+            Untrusted::path(&args.path),
             listed.join(", ")
         ));
         err.hint = Some("name its root with --root DIR".into());
@@ -54,13 +55,13 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         if roots.iter().any(|r| r.path() == entry) {
             return Err(CliError::usage(format!(
                 "{} is a root of its own (a per-user sandbox directory), not an entry; explain an entry inside it",
-                entry.display()
+                Untrusted::path(&entry)
             )));
         }
         return Err(CliError::usage(format!(
             "{} is not an entry of {} (it vanished, or it is one of sandkeeper's own directories)",
-            entry.display(),
-            root.path().display()
+            Untrusted::path(&entry),
+            Untrusted::path(root.path())
         )));
     };
     let now = std::time::SystemTime::now()
@@ -79,7 +80,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
 /// never followed.
 fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
     let unusable = |e: sandkeeper::Error| {
-        let mut err = CliError::usage(format!("cannot explain {}: {e}", path.display()));
+        let mut err = CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
         err.hint = Some("give the path of an existing entry".into());
         err
     };
@@ -94,7 +95,7 @@ fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
             rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).map_err(
                 |e| {
                     let mut err =
-                        CliError::usage(format!("cannot explain {}: {e}", path.display()));
+                        CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
                     err.hint = Some("give the path of an existing entry".into());
                     err
                 },
