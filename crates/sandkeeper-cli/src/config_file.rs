@@ -61,6 +61,9 @@ pub struct RootConfig {
     /// Orphaned sandboxes go only once older than this (relaxed under
     /// pressure); `None`: once past the grace.
     pub orphan_age: Option<Duration>,
+    /// The longest a lease's `keep_until_ms` is honoured, after the entry's
+    /// newest change.
+    pub max_keep: Duration,
     /// Whether the per-user sandbox directories `sandkeeper-<uid>` inside
     /// the root are reaped too, with the same rules.
     pub user_dirs: bool,
@@ -167,6 +170,7 @@ impl Config {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
                 orphan_age: None,
+                max_keep: sandkeeper::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
                 watermarks: None,
                 rules: Vec::new(),
@@ -282,6 +286,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             .as_ref()
             .map(|v| duration(v, "orphan_age"))
             .transpose()?;
+        let max_keep = match &r.max_keep {
+            Some(v) => duration(v, "max_keep")?,
+            None => sandkeeper::reap::DEFAULT_MAX_KEEP,
+        };
         let watermarks = match (&r.high_watermark, &r.low_watermark) {
             (None, None) => None,
             (Some(high), None) => {
@@ -318,6 +326,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             path,
             grace,
             orphan_age,
+            max_keep,
             user_dirs: r.user_dirs.unwrap_or(true),
             watermarks,
             rules,
@@ -346,6 +355,7 @@ struct RawRoot {
     path: Spanned<toml::Value>,
     grace: Option<Spanned<toml::Value>>,
     orphan_age: Option<Spanned<toml::Value>>,
+    max_keep: Option<Spanned<toml::Value>>,
     user_dirs: Option<bool>,
     high_watermark: Option<Spanned<toml::Value>>,
     low_watermark: Option<Spanned<toml::Value>>,

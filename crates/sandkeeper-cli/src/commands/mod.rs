@@ -63,7 +63,9 @@ pub fn open_roots(
 /// The reap policy the rule flags describe.
 pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
     let mut b = Policy::builder();
-    b.grace(rules.grace).dry_run(dry_run);
+    b.grace(rules.grace)
+        .max_keep(rules.max_keep)
+        .dry_run(dry_run);
     for glob in &rules.globs {
         b.matching(glob.clone());
     }

@@ -122,6 +122,12 @@ fn describe(config: &Config) -> Vec<String> {
                 humantime::format_duration(age)
             ));
         }
+        if root.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP {
+            parts.push(format!(
+                "kept sandboxes for at most {}",
+                humantime::format_duration(root.max_keep)
+            ));
+        }
         if let Some(w) = &root.watermarks {
             parts.push(format!("high watermark {}, low {}", w.high, w.low));
         }
@@ -639,6 +645,7 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.target_free.is_some(), "--target-free"),
         (r.owner.is_some(), "--owner"),
         (r.grace != config_file::DEFAULT_GRACE, "--grace"),
+        (r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP, "--max-keep"),
     ] {
         if yes {
             given.push(flag);

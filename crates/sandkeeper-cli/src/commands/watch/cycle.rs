@@ -125,7 +125,9 @@ pub fn policy(
     opts: &Options,
 ) -> Result<Policy, sandkeeper::Error> {
     let mut b = Policy::builder();
-    b.grace(root.grace).dry_run(opts.dry_run);
+    b.grace(root.grace)
+        .max_keep(root.max_keep)
+        .dry_run(opts.dry_run);
     if let Some(age) = root.orphan_age {
         b.older_than(age);
     }
