@@ -645,7 +645,10 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.target_free.is_some(), "--target-free"),
         (r.owner.is_some(), "--owner"),
         (r.grace != config_file::DEFAULT_GRACE, "--grace"),
-        (r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP, "--max-keep"),
+        (
+            r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP,
+            "--max-keep",
+        ),
     ] {
         if yes {
             given.push(flag);

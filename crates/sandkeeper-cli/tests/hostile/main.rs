@@ -7,5 +7,6 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod config_input;
 mod records;
 mod roots;
