@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rustix::process::Signal;
+use sandkeeper::output::OutputFile;
 use sandkeeper::supervise::{self, Exit, Signaller};
 use sandkeeper::Sandbox;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
@@ -24,6 +25,13 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let name = std::path::Path::new(program)
         .file_name()
         .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned());
+    // The report's directory is resolved and vetted once, before anything
+    // runs: an unsafe or impossible path is bad input (exit 2).
+    let report_file = args
+        .report_json
+        .as_deref()
+        .map(OutputFile::open)
+        .transpose()?;
     let root = args.root.clone().unwrap_or_else(std::env::temp_dir);
     let sandbox = Sandbox::builder()
         .root(&root)
@@ -109,13 +117,17 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         keep_for: args.keep_for,
         stopped,
     };
-    if let Some(path) = &args.report_json {
-        std::fs::write(path, report.json()).map_err(|e| {
-            CliError::io(&format!("cannot write the report {}", path.display()), &e)
-        })?;
-    }
     if let Some(line) = report.line(&name) {
         printer.note(&line);
+    }
+    if let Some(file) = &report_file {
+        // Through the directory's descriptor; never through a link.
+        if let Err(e) = file.write(report.json().as_bytes(), 0o644) {
+            let mut err = CliError::from(e);
+            err.message = format!("cannot write the report: {}", err.message);
+            err.status = exit_codes::PARTIAL;
+            return Err(err);
+        }
     }
     if stopped.survivors > 0 {
         printer.warning(&format!(

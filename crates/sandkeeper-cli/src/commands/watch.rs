@@ -44,6 +44,11 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
         let _ = printer.data(&text);
         return Ok(exit_codes::SUCCESS);
     }
+    if let Some(path) = &args.metrics_file {
+        // An unsafe or impossible metrics path is refused before the first
+        // cycle (exit 2); every write checks again through the directory.
+        sandkeeper::output::OutputFile::open(path)?;
+    }
     let signals =
         Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
     let mut watcher = Watcher {
