@@ -1,9 +1,11 @@
 //! `sandkeeper run -- CMD`: a private TMPDIR that is gone afterwards.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rustix::fs::{Mode, OFlags};
 use rustix::process::Signal;
 use sandkeeper::output::OutputFile;
 use sandkeeper::supervise::{self, Exit, Signaller};
@@ -15,7 +17,7 @@ use crate::cli::{KeepWhen, RunArgs};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
-use crate::render::run::{leftovers, RunReport};
+use crate::render::run::{leftovers, Fate, RunReport};
 
 /// The variables temp-directory lookups read, in every common language.
 const TMP_VARS: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
@@ -46,6 +48,17 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             return Err(e.into());
         }
     }
+    // The leftover summary goes through a descriptor of the directory made
+    // (with --isolate: of the tmpfs on it), taken before the command runs,
+    // so nothing it puts at the name is ever followed.
+    let summary_dir = match open_summary_dir(args, &sandbox) {
+        Ok(fd) => fd,
+        Err(e) => {
+            release(args, &sandbox);
+            drop(sandbox);
+            return Err(e.into());
+        }
+    };
     sandbox.share_lease_with_children()?;
 
     let mut command = Command::new(program);
@@ -93,7 +106,8 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let exit = exit?;
 
     // Children are gone; now the directory.
-    let left = leftovers(sandbox.path());
+    let left = leftovers(summary_dir.as_fd());
+    drop(summary_dir);
     let keep = stopped.survivors > 0
         || match args.keep {
             KeepWhen::Never => false,
@@ -102,7 +116,17 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         };
     let dir = sandbox.path().to_owned();
     release(args, &sandbox);
-    let kept = if keep {
+    let fate = match sandbox.try_clone_dir() {
+        Ok(fd) => Fate::of(&dir, sandbox.identity(), fd.as_fd()),
+        Err(_) => Fate::InPlace,
+    };
+    let kept = if fate != Fate::InPlace {
+        // The name no longer holds the directory made: the removal (which
+        // checks the inode) leaves whatever is there now alone, and the
+        // note below says so. Not an error of ours: the command did it.
+        let _ = sandbox.close();
+        None
+    } else if keep {
         Some(sandbox.persist_for(args.keep_for)?)
     } else {
         sandbox.close()?;
@@ -113,12 +137,16 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         dir: &dir,
         exit,
         left: &left,
+        fate,
         kept: kept.is_some(),
         keep_for: args.keep_for,
         stopped,
     };
     if let Some(line) = report.line(&name) {
         printer.note(&line);
+    }
+    if let Some(note) = fate.note(&dir) {
+        printer.note(&note);
     }
     if let Some(file) = &report_file {
         // Through the directory's descriptor; never through a link.
@@ -136,6 +164,37 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         ));
     }
     Ok(ExitStatus(exit_status(exit)))
+}
+
+/// A descriptor to list and walk what the command leaves: the sandbox's
+/// own directory, or with `--isolate` the root of the tmpfs just mounted
+/// on it (opened before the command exists, and checked to be a mount on
+/// a different device than the directory made).
+fn open_summary_dir(args: &RunArgs, sandbox: &Sandbox) -> Result<OwnedFd, CliError> {
+    let own = sandbox.try_clone_dir()?;
+    if !args.isolate {
+        return Ok(own);
+    }
+    let cannot = |e: rustix::io::Errno| {
+        CliError::io(
+            &format!("cannot open the run's tmpfs {}", sandbox.path().display()),
+            &e.into(),
+        )
+    };
+    let fd = rustix::fs::open(
+        sandbox.path(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(cannot)?;
+    let (mounted, under) = (
+        rustix::fs::fstat(&fd).map_err(cannot)?,
+        rustix::fs::fstat(&own).map_err(cannot)?,
+    );
+    if mounted.st_dev == under.st_dev {
+        return Err(cannot(rustix::io::Errno::XDEV));
+    }
+    Ok(fd)
 }
 
 /// Unmounts the --isolate tmpfs (after its contents were summarized).
