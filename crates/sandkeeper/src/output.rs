@@ -271,10 +271,14 @@ fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
     let mut todo: Vec<OsString> = components(path);
     todo.reverse();
     let mut links = 0;
+    // The symlink being followed, if the last step was one: transitions out
+    // of it are reported at its name.
+    let mut from_link: Option<PathBuf> = None;
     while let Some(comp) = todo.pop() {
         if comp == "/" {
             let (fd, st) = open_path(rustix::fs::CWD, OsStr::new("/"), Path::new("/"))?;
-            refuse_unsafe_transition(&cur_st, &st, Path::new("/"))?;
+            refuse_unsafe_transition(&cur_st, &st, from_link.as_deref(), Path::new("/"))?;
+            from_link = None;
             check_dir(&st, me, Path::new("/"))?;
             (cur, cur_st, shown) = (fd, st, PathBuf::from("/"));
             continue;
@@ -287,7 +291,7 @@ fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
         let (fd, st) = open_path(cur.as_fd(), &comp, &next_shown)?;
         // Going up (`..`) is judged the same way: from the child to its
         // parent.
-        refuse_unsafe_transition(&cur_st, &st, &next_shown)?;
+        refuse_unsafe_transition(&cur_st, &st, from_link.take().as_deref(), &next_shown)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
                 check_dir(&st, me, &next_shown)?;
@@ -308,6 +312,7 @@ fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
                 let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
                 // What comes next is judged against the link's owner.
                 cur_st = st;
+                from_link = Some(next_shown);
                 let mut more = components(&target);
                 more.reverse();
                 todo.extend(more);
@@ -371,18 +376,26 @@ fn open_path(dir: BorrowedFd<'_>, name: &OsStr, shown: &Path) -> Result<(OwnedFd
 
 /// systemd's `unsafe_transition`: from something owned by root anything
 /// goes; from something owned by another user, only to the same user.
-fn refuse_unsafe_transition(from: &Stat, to: &Stat, shown: &Path) -> Result<()> {
+/// `link` is the symlink `from` is, if it is one (the error names it).
+fn refuse_unsafe_transition(
+    from: &Stat,
+    to: &Stat,
+    link: Option<&Path>,
+    shown: &Path,
+) -> Result<()> {
     if from.st_uid == 0 || from.st_uid == to.st_uid {
         return Ok(());
     }
     Err(Error::new(
         ErrorKind::UnsafeRoot,
         format!(
-            "refusing an output path that goes from something owned by uid {} to something owned by uid {}",
-            from.st_uid, to.st_uid
+            "refusing an output path that goes from a {} owned by uid {} to something owned by uid {}",
+            if link.is_some() { "symlink" } else { "directory" },
+            from.st_uid,
+            to.st_uid
         ),
     )
-    .at(shown)
+    .at(link.unwrap_or(shown))
     .with_hint("give a path whose directories and symlinks belong to root, or all to one user"))
 }
 
@@ -598,7 +611,7 @@ mod tests {
             (1000, 65534, false),
         ];
         for (from, to, ok) in cases {
-            let r = refuse_unsafe_transition(&st(from), &st(to), Path::new("/x"));
+            let r = refuse_unsafe_transition(&st(from), &st(to), None, Path::new("/x"));
             assert_eq!(r.is_ok(), ok, "{from} -> {to}");
         }
     }

@@ -414,3 +414,41 @@ fn directories_others_may_write() {
         assert_eq!(fs::read_dir(&fx.out).unwrap().count(), 0, "nothing written");
     }
 }
+
+/// A link in the *directory* part of the path: nobody's symlink in a sticky
+/// root-owned directory (like `/tmp/x -> /etc`) pointing at the canary's
+/// directory. Root must not follow it into its own files (systemd's
+/// `CHASE_SAFE` rule: nothing owned by one user may lead into something
+/// owned by another); the old writers renamed over, or wrote through, the
+/// canary.
+#[test]
+fn a_link_in_the_directory_part_does_not_lead_into_roots_files() {
+    if !require_root("a_link_in_the_directory_part_does_not_lead_into_roots_files") {
+        return;
+    }
+    let fx = Fixture::new("hostile-output-chase", None);
+    let sticky = fx.base.path().join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    let evil = sticky.join("evil");
+    nobody(&[
+        "ln",
+        "-s",
+        fx.base.path().to_str().unwrap(),
+        evil.to_str().unwrap(),
+    ]);
+    let through = evil.join("canary");
+    let out = bin()
+        .args(["run", "--report-json"])
+        .arg(&through)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    fx.assert_canary_intact("run --report-json");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("uid 65534"), "{}", text(&out));
+    let out = fx.watch(&through).output().unwrap();
+    fx.assert_canary_intact("watch --metrics-file");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains(evil.to_str().unwrap()), "{}", text(&out));
+}
