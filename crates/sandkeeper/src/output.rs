@@ -545,7 +545,11 @@ mod tests {
             );
         }
         assert_eq!(names(p), before, "nothing was created or removed");
-        assert_eq!(fs::read(p.join("file")).unwrap(), b"", "the link's target untouched");
+        assert_eq!(
+            fs::read(p.join("file")).unwrap(),
+            b"",
+            "the link's target untouched"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         Err(e) => {
             release(args, &sandbox);
             drop(sandbox);
-            return Err(e.into());
+            return Err(e);
         }
     };
     sandbox.share_lease_with_children()?;

@@ -70,17 +70,14 @@ pub enum Fate {
     MovedAway,
     /// Something else now has the name (a symlink, another directory …);
     /// `alive` says whether the directory `run` made still exists elsewhere.
-    Replaced {
-        by: &'static str,
-        alive: bool,
-    },
+    Replaced { by: &'static str, alive: bool },
 }
 
 impl Fate {
     /// Looks at the name without following it and compares it with the
     /// directory that was created (`identity`, and `dir` for its link count).
     pub fn of(path: &Path, identity: (u64, u64), dir: BorrowedFd<'_>) -> Fate {
-        let alive = rustix::fs::fstat(dir).map_or(false, |st| st.st_nlink > 0);
+        let alive = rustix::fs::fstat(dir).is_ok_and(|st| st.st_nlink > 0);
         match rustix::fs::lstat(path) {
             Ok(st) if (st.st_dev, st.st_ino) == identity => Fate::InPlace,
             Ok(st) => Fate::Replaced {
@@ -107,7 +104,11 @@ impl Fate {
             Fate::MovedAway => Some(format!("TMPDIR {dir} was moved away; {elsewhere}")),
             Fate::Replaced { by, alive } => Some(format!(
                 "TMPDIR {dir} was replaced by a {by}; left it alone{}",
-                if alive { format!(" ({elsewhere})") } else { String::new() }
+                if alive {
+                    format!(" ({elsewhere})")
+                } else {
+                    String::new()
+                }
             )),
         }
     }

@@ -20,7 +20,8 @@ const SECRET: &[u8] = b"root's secret\n";
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.env_remove("SANDKEEPER_KEEP").env_remove("SANDKEEPER_ROOT");
+    cmd.env_remove("SANDKEEPER_KEEP")
+        .env_remove("SANDKEEPER_ROOT");
     cmd
 }
 
@@ -33,7 +34,10 @@ fn as_nobody() -> Command {
 
 /// Runs `args` as nobody; it must succeed.
 fn nobody(args: &[&str]) {
-    let out = as_nobody().args(args).output().expect("setpriv (util-linux)");
+    let out = as_nobody()
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux)");
     assert!(
         out.status.success(),
         "as nobody: {args:?}: {}",
@@ -99,7 +103,11 @@ impl Fixture {
             String::from_utf8_lossy(SECRET),
             "{what}: the canary was written"
         );
-        assert_eq!(meta.mode() & 0o7777, 0o600, "{what}: the canary was chmodded");
+        assert_eq!(
+            meta.mode() & 0o7777,
+            0o600,
+            "{what}: the canary was chmodded"
+        );
         assert_eq!((meta.uid(), meta.nlink()), (0, 1), "{what}: the canary");
     }
 
@@ -144,13 +152,22 @@ fn metrics_write_ignores_links_at_predictable_temp_names() {
     // Every name the old writer could pick for that pid, and a few more.
     for p in [pid, pid + 1, pid + 2] {
         let planted = fx.path(&format!(".sandkeeper.prom.{p}.tmp"));
-        nobody(&["ln", "-s", fx.canary.to_str().unwrap(), planted.to_str().unwrap()]);
+        nobody(&[
+            "ln",
+            "-s",
+            fx.canary.to_str().unwrap(),
+            planted.to_str().unwrap(),
+        ]);
     }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let out = child.wait_with_output().unwrap();
     fx.assert_canary_intact("watch --metrics-file");
     let meta = fs::symlink_metadata(&metrics).unwrap();
-    assert!(meta.is_file(), "the metrics file is root's own: {}", text(&out));
+    assert!(
+        meta.is_file(),
+        "the metrics file is root's own: {}",
+        text(&out)
+    );
     assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o644));
     assert!(fs::read_to_string(&metrics)
         .unwrap()
@@ -196,7 +213,11 @@ fn a_planted_link_at_the_output_name_is_refused() {
     let out = fx.watch(&metrics).output().unwrap();
     fx.assert_canary_intact("watch --metrics-file");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains(metrics.to_str().unwrap()), "{}", text(&out));
+    assert!(
+        text(&out).contains(metrics.to_str().unwrap()),
+        "{}",
+        text(&out)
+    );
     assert!(is_symlink(&report) && is_symlink(&metrics), "left alone");
 }
 
@@ -248,7 +269,11 @@ fn racing_the_temp_name_with_inotify() {
     }
     for what in ["metrics", "report"] {
         let fx = Fixture::new("hostile-output-race", None);
-        let target = fx.path(if what == "metrics" { "m.prom" } else { "r.json" });
+        let target = fx.path(if what == "metrics" {
+            "m.prom"
+        } else {
+            "r.json"
+        });
         let attacker = Attacker::start(&fx.out, &fx.canary);
         let out = if what == "metrics" {
             fx.watch(&target).output().unwrap()
@@ -311,7 +336,12 @@ impl Attacker {
         loop {
             let line = lines
                 .next()
-                .unwrap_or_else(|| panic!("the attacker ended before it was ready: {said:?} (can nobody run {}?)", exe.display()))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "the attacker ended before it was ready: {said:?} (can nobody run {}?)",
+                        exe.display()
+                    )
+                })
                 .unwrap();
             let ready = line.contains("attacker ready");
             said.push(line);
@@ -356,7 +386,9 @@ fn attack_exchange_on_create() {
     let mut events = inotify::Reader::new(&fd, &mut buf);
     loop {
         let event = events.next().unwrap();
-        let Some(name) = event.file_name() else { continue };
+        let Some(name) = event.file_name() else {
+            continue;
+        };
         let name = name.to_str().unwrap().to_owned();
         if name == bait {
             continue;
@@ -395,10 +427,16 @@ fn directories_others_may_write() {
         let watched = fx.watch(&metrics).output().unwrap();
         if ok {
             assert_eq!(out.status.code(), Some(0), "{mode:o}: {}", text(&out));
-            assert!(fs::read_to_string(&report).unwrap().contains("sandkeeper.run/v1"));
-            assert!(fs::read_to_string(&metrics)
+            assert!(fs::read_to_string(&report)
                 .unwrap()
-                .contains("sandkeeper_cycles_total 1"), "{}", text(&watched));
+                .contains("sandkeeper.run/v1"));
+            assert!(
+                fs::read_to_string(&metrics)
+                    .unwrap()
+                    .contains("sandkeeper_cycles_total 1"),
+                "{}",
+                text(&watched)
+            );
             continue;
         }
         for (what, out) in [("run", &out), ("watch", &watched)] {
@@ -450,5 +488,9 @@ fn a_link_in_the_directory_part_does_not_lead_into_roots_files() {
     let out = fx.watch(&through).output().unwrap();
     fx.assert_canary_intact("watch --metrics-file");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains(evil.to_str().unwrap()), "{}", text(&out));
+    assert!(
+        text(&out).contains(evil.to_str().unwrap()),
+        "{}",
+        text(&out)
+    );
 }

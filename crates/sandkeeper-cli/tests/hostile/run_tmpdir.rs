@@ -14,7 +14,8 @@ use sandkeeper::sandbox;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.env_remove("SANDKEEPER_KEEP").env_remove("SANDKEEPER_ROOT");
+    cmd.env_remove("SANDKEEPER_KEEP")
+        .env_remove("SANDKEEPER_ROOT");
     cmd
 }
 
@@ -43,8 +44,16 @@ fn usr_like(dir: &Path) {
 
 fn assert_usr_like_intact(dir: &Path, what: &str) {
     assert_eq!(names(dir), ["bin", "lib"], "{what}");
-    assert_eq!(fs::read(dir.join("bin/tool")).unwrap(), b"#!/bin/sh\n", "{what}");
-    assert_eq!(fs::read(dir.join("lib/deep/libx.so")).unwrap().len(), 20_000, "{what}");
+    assert_eq!(
+        fs::read(dir.join("bin/tool")).unwrap(),
+        b"#!/bin/sh\n",
+        "{what}"
+    );
+    assert_eq!(
+        fs::read(dir.join("lib/deep/libx.so")).unwrap().len(),
+        20_000,
+        "{what}"
+    );
 }
 
 /// As root (in sessions and CI; the attack needs no privilege): the command
@@ -91,17 +100,30 @@ fn a_replaced_tmpdir_is_reported_and_left_alone() {
             .output()
             .unwrap();
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(3), "{row}: the command's status: {err}");
-        assert!(err.contains(said) && err.contains("left it alone"), "{row}: {err}");
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{row}: the command's status: {err}"
+        );
+        assert!(
+            err.contains(said) && err.contains("left it alone"),
+            "{row}: {err}"
+        );
         assert!(!err.contains("error:"), "{row}: {err}");
         assert_usr_like_intact(&usr, row);
         let json: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(&report).unwrap()).unwrap();
-        assert_eq!(json["left"]["entries"], entries, "{row}: only its own dir: {json}");
+        assert_eq!(
+            json["left"]["entries"], entries,
+            "{row}: only its own dir: {json}"
+        );
         assert!(json["replaced"].is_string(), "{row}: {json}");
         // The replacement is still there, as the command left it.
         let left = names(root.path());
-        assert!(left.iter().any(|n| n.starts_with("run-sh-")), "{row}: {left:?}");
+        assert!(
+            left.iter().any(|n| n.starts_with("run-sh-")),
+            "{row}: {left:?}"
+        );
     }
 }
 

@@ -137,8 +137,9 @@ impl Sandbox {
         let lease = state.lease.as_ref().ok_or_else(|| {
             Error::new(ErrorKind::InvalidInput, "the sandbox is already finished").at(self.path())
         })?;
-        rustix::io::fcntl_dupfd_cloexec(lease.dir(), 0)
-            .map_err(|e| Error::io("cannot duplicate the sandbox's descriptor", e.into()).at(self.path()))
+        rustix::io::fcntl_dupfd_cloexec(lease.dir(), 0).map_err(|e| {
+            Error::io("cannot duplicate the sandbox's descriptor", e.into()).at(self.path())
+        })
     }
 
     /// The lease record written at creation.
