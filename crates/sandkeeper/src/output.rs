@@ -366,9 +366,14 @@ fn open_path(dir: BorrowedFd<'_>, name: &OsStr, shown: &Path) -> Result<(OwnedFd
             Errno::NOENT | Errno::NOTDIR | Errno::LOOP => ErrorKind::UnusableRoot,
             _ => ErrorKind::Io,
         };
-        Error::new(kind, "cannot open the output file's directory")
+        let err = Error::new(kind, "cannot open the output file's directory")
             .with_source(e.into())
-            .at(shown)
+            .at(shown);
+        if e == Errno::NOENT {
+            err.with_hint("create the directory first, or give another path")
+        } else {
+            err
+        }
     })?;
     let st = rustix::fs::fstat(&fd).with_path("cannot inspect", || shown.to_owned())?;
     Ok((fd, st))

@@ -494,3 +494,52 @@ fn a_link_in_the_directory_part_does_not_lead_into_roots_files() {
         text(&out)
     );
 }
+
+/// What stays as it was: a metrics directory that does not exist (yet) is
+/// not fatal for `watch` (the shipped unit names node_exporter's directory,
+/// which may be missing); each cycle logs it. `run` refuses a report in a
+/// missing directory before the command runs.
+#[test]
+fn a_missing_output_directory() {
+    let base = sandkeeper::sandbox!().unwrap();
+    let config = base.path().join("watch.toml");
+    let scanned = base.path().join("scanned");
+    fs::create_dir(&scanned).unwrap();
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{}\"\nuser_dirs = false\n",
+            scanned.display()
+        ),
+    )
+    .unwrap();
+    let metrics = base.path().join("missing/sandkeeper.prom");
+    let out = bin()
+        .args(["watch", "--once", "--config"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("cannot write the metrics file"),
+        "{}",
+        text(&out)
+    );
+    let marker = base.path().join("ran");
+    let out = bin()
+        .args(["run", "--report-json"])
+        .arg(base.path().join("missing/report.json"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("hint: create the directory"),
+        "{}",
+        text(&out)
+    );
+    assert!(!marker.exists());
+}
