@@ -286,6 +286,13 @@ fn racing_the_temp_name_with_inotify() {
                 .unwrap()
         };
         let said = attacker.finish();
+        // Which way the race went (either is fine), for --nocapture.
+        eprintln!(
+            "{what}: {}",
+            said.lines()
+                .filter(|l| l.contains("saw "))
+                .collect::<String>()
+        );
         fx.assert_canary_intact(what);
         assert!(
             said.contains("saw "),
