@@ -15,11 +15,12 @@
 //!   descriptor. Everything afterwards is relative to the directory's
 //!   descriptor; no path is looked up twice.
 //! - **Symlinks in the directory part** are followed only the way
-//!   systemd's `chase()` with `CHASE_SAFE` does: a step from a directory
-//!   (or link) owned by one non-root user to anything owned by another
-//!   user is refused, so a link or directory someone else planted cannot
-//!   lead into root's files. The last component (the file itself) is never
-//!   followed.
+//!   systemd's `chase()` with `CHASE_SAFE` does (and as
+//!   [`Root`](crate::root::Root) opens roots): a step from a directory or
+//!   link owned by a user who is neither root nor the caller to anything
+//!   owned by someone else is refused, so a link or directory another user
+//!   planted cannot lead into root's files. The last component (the file
+//!   itself) is never followed.
 //! - **No directory on the way may be writable by group or others**
 //!   unless it is sticky and owned by root or the caller (like `/tmp`):
 //!   in such a directory anyone could rename the components after it.
@@ -277,7 +278,7 @@ fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
     while let Some(comp) = todo.pop() {
         if comp == "/" {
             let (fd, st) = open_path(rustix::fs::CWD, OsStr::new("/"), Path::new("/"))?;
-            refuse_unsafe_transition(&cur_st, &st, from_link.as_deref(), Path::new("/"))?;
+            refuse_unsafe_transition(&cur_st, &st, me, from_link.as_deref(), Path::new("/"))?;
             from_link = None;
             check_dir(&st, me, Path::new("/"))?;
             (cur, cur_st, shown) = (fd, st, PathBuf::from("/"));
@@ -291,7 +292,7 @@ fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
         let (fd, st) = open_path(cur.as_fd(), &comp, &next_shown)?;
         // Going up (`..`) is judged the same way: from the child to its
         // parent.
-        refuse_unsafe_transition(&cur_st, &st, from_link.take().as_deref(), &next_shown)?;
+        refuse_unsafe_transition(&cur_st, &st, me, from_link.take().as_deref(), &next_shown)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
                 check_dir(&st, me, &next_shown)?;
@@ -379,16 +380,18 @@ fn open_path(dir: BorrowedFd<'_>, name: &OsStr, shown: &Path) -> Result<(OwnedFd
     Ok((fd, st))
 }
 
-/// systemd's `unsafe_transition`: from something owned by root anything
-/// goes; from something owned by another user, only to the same user.
-/// `link` is the symlink `from` is, if it is one (the error names it).
+/// systemd's `unsafe_transition`: from something owned by root or by us
+/// (`me`) anything goes; from something owned by another user, only to the
+/// same user. `link` is the symlink `from` is, if it is one (the error
+/// names it).
 fn refuse_unsafe_transition(
     from: &Stat,
     to: &Stat,
+    me: u32,
     link: Option<&Path>,
     shown: &Path,
 ) -> Result<()> {
-    if from.st_uid == 0 || from.st_uid == to.st_uid {
+    if from.st_uid == 0 || from.st_uid == me || from.st_uid == to.st_uid {
         return Ok(());
     }
     Err(Error::new(
@@ -611,16 +614,18 @@ mod tests {
             st.st_uid = uid;
             st
         };
-        // (from uid, to uid, allowed)
+        // (from uid, to uid, allowed), as uid 500
         let cases = [
             (0, 0, true),
             (0, 1000, true),
             (1000, 1000, true),
             (1000, 0, false),
             (1000, 65534, false),
+            (500, 0, true),
+            (500, 1000, true),
         ];
         for (from, to, ok) in cases {
-            let r = refuse_unsafe_transition(&st(from), &st(to), None, Path::new("/x"));
+            let r = refuse_unsafe_transition(&st(from), &st(to), 500, None, Path::new("/x"));
             assert_eq!(r.is_ok(), ok, "{from} -> {to}");
         }
     }

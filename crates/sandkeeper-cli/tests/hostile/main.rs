@@ -8,6 +8,5 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod output;
-mod output;
 mod roots;
 mod run_tmpdir;
