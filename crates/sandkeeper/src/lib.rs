@@ -63,6 +63,7 @@
 mod error;
 pub mod inuse;
 pub mod lease;
+pub mod output;
 pub mod pattern;
 pub mod reap;
 pub mod remove;

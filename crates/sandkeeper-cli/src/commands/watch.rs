@@ -44,6 +44,16 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
         let _ = printer.data(&text);
         return Ok(exit_codes::SUCCESS);
     }
+    if let Some(path) = &args.metrics_file {
+        // An unsafe metrics path is refused before the first cycle (exit
+        // 2); every write checks again through the directory. A directory
+        // that does not exist (yet: node_exporter not installed) is not
+        // fatal: each cycle logs it, as the shipped unit expects.
+        match sandkeeper::output::OutputFile::open(path) {
+            Err(e) if e.kind() != sandkeeper::ErrorKind::UnusableRoot => return Err(e.into()),
+            _ => {}
+        }
+    }
     let signals =
         Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
     let mut watcher = Watcher {

@@ -8,5 +8,7 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod config_input;
+mod output;
 mod records;
 mod roots;
+mod run_tmpdir;
