@@ -60,18 +60,15 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Write as _;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
-
-/// Symlinks followed in one path at most, as the kernel's limit (40) and
-/// systemd's `CHASE_MAX` (32) bound theirs.
-const MAX_LINKS: usize = 32;
+use crate::root::{chase, Chase, Last};
 
 /// Random temp names tried before giving up (each one `O_EXCL`).
 const TEMP_ATTEMPTS: usize = 8;
@@ -260,151 +257,19 @@ impl OutputFile {
 }
 
 /// Opens `path` as a directory the safe way (see the module docs) and
-/// returns an `O_RDONLY|O_DIRECTORY` descriptor of it.
+/// returns an `O_RDONLY|O_DIRECTORY` descriptor of it: resolved as roots
+/// are ([`crate::root`]), and every directory on the way vetted by
+/// [`check_dir`].
 fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
     let me = rustix::process::geteuid().as_raw();
-    let start: &str = if path.is_absolute() { "/" } else { "." };
-    let (mut cur, mut cur_st) = open_path(rustix::fs::CWD, OsStr::new(start), Path::new(start))?;
-    let mut shown = PathBuf::from(start);
-    check_dir(&cur_st, me, &shown)?;
-    // Components still to walk, front first (a link's target is pushed
-    // in front of the rest).
-    let mut todo: Vec<OsString> = components(path);
-    todo.reverse();
-    let mut links = 0;
-    // The symlink being followed, if the last step was one: transitions out
-    // of it are reported at its name.
-    let mut from_link: Option<PathBuf> = None;
-    while let Some(comp) = todo.pop() {
-        if comp == "/" {
-            let (fd, st) = open_path(rustix::fs::CWD, OsStr::new("/"), Path::new("/"))?;
-            refuse_unsafe_transition(&cur_st, &st, me, from_link.as_deref(), Path::new("/"))?;
-            from_link = None;
-            check_dir(&st, me, Path::new("/"))?;
-            (cur, cur_st, shown) = (fd, st, PathBuf::from("/"));
-            continue;
-        }
-        let next_shown = if comp == ".." {
-            shown.join("..")
-        } else {
-            shown.join(&comp)
-        };
-        let (fd, st) = open_path(cur.as_fd(), &comp, &next_shown)?;
-        // Going up (`..`) is judged the same way: from the child to its
-        // parent.
-        refuse_unsafe_transition(&cur_st, &st, me, from_link.take().as_deref(), &next_shown)?;
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory => {
-                check_dir(&st, me, &next_shown)?;
-                (cur, cur_st, shown) = (fd, st, next_shown);
-            }
-            FileType::Symlink => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return Err(Error::new(
-                        ErrorKind::UnusableRoot,
-                        "too many symlinks on the way to the output directory",
-                    )
-                    .with_source(Errno::LOOP.into())
-                    .at(path));
-                }
-                let target = rustix::fs::readlinkat(&fd, "", Vec::new())
-                    .with_path("cannot read symlink", || next_shown.clone())?;
-                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
-                // What comes next is judged against the link's owner.
-                cur_st = st;
-                from_link = Some(next_shown);
-                let mut more = components(&target);
-                more.reverse();
-                todo.extend(more);
-            }
-            other => {
-                return Err(Error::new(
-                    ErrorKind::UnusableRoot,
-                    format!(
-                        "the output file's directory is not a directory (it is a {})",
-                        kind_name(other)
-                    ),
-                )
-                .with_source(Errno::NOTDIR.into())
-                .at(next_shown))
-            }
-        }
-    }
-    // `cur` is an O_PATH descriptor; "." from it is the same directory,
-    // with no name left to swap.
-    rustix::fs::openat(
-        &cur,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .with_path("cannot open the output directory", || shown.clone())
-}
-
-/// The path's components as names, `/` for the root, `.` dropped.
-fn components(path: &Path) -> Vec<OsString> {
-    path.components()
-        .filter_map(|c| match c {
-            Component::RootDir | Component::Prefix(_) => Some(OsString::from("/")),
-            Component::CurDir => None,
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::Normal(n) => Some(n.to_owned()),
-        })
-        .collect()
-}
-
-/// `openat(dir, name, O_PATH|O_NOFOLLOW|O_CLOEXEC)` and `fstat` of it.
-fn open_path(dir: BorrowedFd<'_>, name: &OsStr, shown: &Path) -> Result<(OwnedFd, Stat)> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        let kind = match e {
-            Errno::NOENT | Errno::NOTDIR | Errno::LOOP => ErrorKind::UnusableRoot,
-            _ => ErrorKind::Io,
-        };
-        let err = Error::new(kind, "cannot open the output file's directory")
-            .with_source(e.into())
-            .at(shown);
-        if e == Errno::NOENT {
-            err.with_hint("create the directory first, or give another path")
-        } else {
-            err
-        }
-    })?;
-    let st = rustix::fs::fstat(&fd).with_path("cannot inspect", || shown.to_owned())?;
-    Ok((fd, st))
-}
-
-/// systemd's `unsafe_transition`: from something owned by root or by us
-/// (`me`) anything goes; from something owned by another user, only to the
-/// same user. `link` is the symlink `from` is, if it is one (the error
-/// names it).
-fn refuse_unsafe_transition(
-    from: &Stat,
-    to: &Stat,
-    me: u32,
-    link: Option<&Path>,
-    shown: &Path,
-) -> Result<()> {
-    if from.st_uid == 0 || from.st_uid == me || from.st_uid == to.st_uid {
-        return Ok(());
-    }
-    Err(Error::new(
-        ErrorKind::UnsafeRoot,
-        format!(
-            "refusing an output path that goes from a {} owned by uid {} to something owned by uid {}",
-            if link.is_some() { "symlink" } else { "directory" },
-            from.st_uid,
-            to.st_uid
-        ),
-    )
-    .at(link.unwrap_or(shown))
-    .with_hint("give a path whose directories and symlinks belong to root, or all to one user"))
+    let vet = |st: &Stat, at: &Path| check_dir(st, me, at);
+    let how = Chase {
+        what: "output directory",
+        last: Last::Follow,
+        vet: &vet,
+        missing_hint: Some("create the directory first, or give another path"),
+    };
+    Ok(chase(path, &how)?.fd)
 }
 
 /// A directory on the way must not be writable by group or others, unless
@@ -625,7 +490,13 @@ mod tests {
             (500, 1000, true),
         ];
         for (from, to, ok) in cases {
-            let r = refuse_unsafe_transition(&st(from), &st(to), 500, None, Path::new("/x"));
+            let r = crate::root::check_transition(
+                &st(from),
+                &st(to),
+                500,
+                || "/x".into(),
+                Path::new("/x"),
+            );
             assert_eq!(r.is_ok(), ok, "{from} -> {to}");
         }
     }

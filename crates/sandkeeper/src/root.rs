@@ -81,7 +81,7 @@ impl fmt::Debug for Root {
 
 /// Whether the last component may be a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Last {
+pub(crate) enum Last {
     Follow,
     Refuse,
 }
@@ -121,7 +121,7 @@ impl Root {
     ///   one non-root user to something owned by another, so that user
     ///   could redirect it; or it loops through symlinks.
     pub fn open(path: &Path) -> Result<Root> {
-        chase(path, Last::Follow)
+        chase_root(path, Last::Follow)
     }
 
     /// Opens `path` as a root to remove things from: as [`open`](Self::open),
@@ -144,7 +144,7 @@ impl Root {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open_exact(path: &Path) -> Result<Root> {
-        chase(path, Last::Refuse)
+        chase_root(path, Last::Refuse)
     }
 
     /// The root's path as resolved (symlinks replaced by their targets).
@@ -280,6 +280,40 @@ pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
         && st.st_mode & 0o7777 == 0o700
 }
 
+/// How [`chase`] resolves a path, for roots and for output directories.
+pub(crate) struct Chase<'a> {
+    /// What the path is, in messages: "root", "output directory".
+    pub(crate) what: &'static str,
+    /// Whether the last component may be a symlink.
+    pub(crate) last: Last,
+    /// Called for every directory on the way (`/` and the last included),
+    /// with the path it was reached by: refuses what the caller cannot
+    /// accept (the output writer refuses directories others may write).
+    pub(crate) vet: &'a dyn Fn(&Stat, &Path) -> Result<()>,
+    /// Said when a component does not exist.
+    pub(crate) missing_hint: Option<&'static str>,
+}
+
+impl Chase<'_> {
+    fn for_root(last: Last) -> Chase<'static> {
+        Chase {
+            what: "root",
+            last,
+            vet: &|_, _| Ok(()),
+            missing_hint: None,
+        }
+    }
+}
+
+/// A directory [`chase`] resolved: its path (symlinks replaced), an
+/// `O_RDONLY|O_DIRECTORY` descriptor, its `fstat`, and the links followed.
+pub(crate) struct Resolved {
+    pub(crate) path: PathBuf,
+    pub(crate) fd: OwnedFd,
+    pub(crate) st: Stat,
+    pub(crate) followed: Vec<(PathBuf, PathBuf)>,
+}
+
 /// One step of a resolution: the directories entered so far.
 struct Step {
     fd: OwnedFd,
@@ -287,12 +321,28 @@ struct Step {
     name: OsString,
 }
 
-fn chase(given: &Path, last: Last) -> Result<Root> {
+fn chase_root(given: &Path, last: Last) -> Result<Root> {
+    let r = chase(given, &Chase::for_root(last))?;
+    Ok(Root {
+        path: r.path,
+        fd: Arc::new(r.fd),
+        dev: r.st.st_dev,
+        ino: r.st.st_ino,
+        uid: r.st.st_uid,
+        followed: r.followed,
+        user_uid: None,
+    })
+}
+
+/// Resolves `given` to a directory once, component by component from `/`,
+/// each opened `O_PATH|O_NOFOLLOW` relative to the one before and judged by
+/// `fstat` on its descriptor (see the [module docs](self)).
+pub(crate) fn chase(given: &Path, how: &Chase<'_>) -> Result<Resolved> {
     let absolute = if given.is_absolute() {
         given.to_owned()
     } else {
         std::env::current_dir()
-            .map_err(|e| Error::io("cannot resolve a relative root", e).at(given))?
+            .map_err(|e| Error::io("cannot resolve a relative path", e).at(given))?
             .join(given)
     };
     let me = rustix::process::geteuid().as_raw();
@@ -303,6 +353,7 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
     )
     .map_err(|e| Error::io("cannot open /", e.into()).at(given))?;
     let slash_st = rustix::fs::fstat(&slash).map_err(|e| Error::io("cannot stat /", e.into()))?;
+    (how.vet)(&slash_st, Path::new("/"))?;
     let mut stack = vec![Step {
         fd: slash,
         st: slash_st,
@@ -313,6 +364,7 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
     // is judged as a transition from it.
     let mut previous = slash_st;
     let mut followed: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let unusable = |at: &Path, errno: Errno, last: bool| unusable(how, given, at, errno, last);
     while let Some(name) = todo.pop_front() {
         if name == ".." {
             if stack.len() > 1 {
@@ -331,22 +383,23 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
             OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| unusable(given, &here, e, todo.is_empty()))?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| unusable(given, &here, e, todo.is_empty()))?;
+        .map_err(|e| unusable(&here, e, todo.is_empty()))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| unusable(&here, e, todo.is_empty()))?;
         check_transition(&previous, &st, me, || here.clone(), given)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Symlink => {
                 let target = rustix::fs::readlinkat(&fd, "", Vec::new())
-                    .map_err(|e| unusable(given, &here, e, todo.is_empty()))?;
+                    .map_err(|e| unusable(&here, e, todo.is_empty()))?;
                 let target = PathBuf::from(OsStr::from_bytes(target.to_bytes()));
-                if todo.is_empty() && last == Last::Refuse {
-                    let resolved = chase(&here, Last::Follow)
+                if todo.is_empty() && how.last == Last::Refuse {
+                    let resolved = chase(&here, &Chase::for_root(Last::Follow))
                         .map(|r| r.path)
                         .unwrap_or_else(|_| target.clone());
                     return Err(Error::new(
                         ErrorKind::UnsafeRoot,
                         format!(
-                            "root is a symlink (to {}); refusing to follow it when removing",
+                            "{} is a symlink (to {}); refusing to follow it when removing",
+                            how.what,
                             resolved.display()
                         ),
                     )
@@ -356,7 +409,7 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
                 followed.push((here.clone(), target.clone()));
                 if followed.len() > MAX_SYMLINKS {
                     return Err(Error::new(
-                        ErrorKind::UnsafeRoot,
+                        ErrorKind::UnusableRoot,
                         "too many levels of symbolic links",
                     )
                     .at(given)
@@ -375,11 +428,12 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
                 }
             }
             FileType::Directory => {
+                (how.vet)(&st, &here)?;
                 stack.push(Step { fd, st, name });
                 previous = st;
             }
             _ => {
-                return Err(unusable(given, &here, Errno::NOTDIR, todo.is_empty()));
+                return Err(unusable(&here, Errno::NOTDIR, todo.is_empty()));
             }
         }
     }
@@ -391,23 +445,22 @@ fn chase(given: &Path, last: Last) -> Result<Root> {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| unusable(given, &path, e, true))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| unusable(given, &path, e, true))?;
+    .map_err(|e| unusable(&path, e, true))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| unusable(&path, e, true))?;
     if (st.st_dev, st.st_ino) != (top.st.st_dev, top.st.st_ino) {
         // "." of a directory we hold is that directory; anything else is a
         // kernel surprise, and surprises are refused.
-        return Err(
-            Error::new(ErrorKind::UnsafeRoot, "root changed while it was opened").at(given),
-        );
+        return Err(Error::new(
+            ErrorKind::UnsafeRoot,
+            format!("{} changed while it was opened", how.what),
+        )
+        .at(given));
     }
-    Ok(Root {
+    Ok(Resolved {
         path,
-        fd: Arc::new(fd),
-        dev: st.st_dev,
-        ino: st.st_ino,
-        uid: st.st_uid,
+        fd,
+        st,
         followed,
-        user_uid: None,
     })
 }
 
@@ -433,7 +486,7 @@ fn current_path(stack: &[Step]) -> PathBuf {
 /// Refuses a step from `from` to `to` that another user could have staged:
 /// from something owned by a user who is neither root nor us, to something
 /// owned by someone else (systemd's `unsafe_transition`).
-fn check_transition(
+pub(crate) fn check_transition(
     from: &Stat,
     to: &Stat,
     me: u32,
@@ -459,20 +512,25 @@ fn check_transition(
     ))
 }
 
-fn unusable(given: &Path, at: &Path, errno: Errno, last: bool) -> Error {
-    let what = match (errno, last) {
-        (Errno::NOENT, true) => "root does not exist".to_owned(),
-        (Errno::NOTDIR, true) => "root is not a directory".to_owned(),
-        (Errno::ACCESS | Errno::PERM, true) => "root cannot be read".to_owned(),
+fn unusable(how: &Chase<'_>, given: &Path, at: &Path, errno: Errno, last: bool) -> Error {
+    let what = how.what;
+    let message = match (errno, last) {
+        (Errno::NOENT, true) => format!("{what} does not exist"),
+        (Errno::NOTDIR, true) => format!("{what} is not a directory"),
+        (Errno::ACCESS | Errno::PERM, true) => format!("{what} cannot be read"),
         (Errno::NOENT, false) => format!("{} does not exist", at.display()),
         (Errno::NOTDIR, false) => format!("{} is not a directory", at.display()),
         (Errno::ACCESS | Errno::PERM, false) => format!("{} cannot be searched", at.display()),
-        (_, true) => "cannot open root".to_owned(),
+        (_, true) => format!("cannot open {what}"),
         (_, false) => format!("cannot open {}", at.display()),
     };
-    Error::new(ErrorKind::UnusableRoot, what)
+    let err = Error::new(ErrorKind::UnusableRoot, message)
         .at(given)
-        .with_source(errno.into())
+        .with_source(errno.into());
+    match (errno, how.missing_hint) {
+        (Errno::NOENT, Some(hint)) => err.with_hint(hint),
+        _ => err,
+    }
 }
 
 #[cfg(test)]
@@ -536,6 +594,6 @@ mod tests {
         assert_eq!(inner.path(), sandbox.path().join("real/inner"));
         std::os::unix::fs::symlink("loop", sandbox.path().join("loop")).unwrap();
         let err = Root::open(&sandbox.path().join("loop")).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::UnsafeRoot);
+        assert_eq!(err.kind(), ErrorKind::UnusableRoot);
     }
 }
