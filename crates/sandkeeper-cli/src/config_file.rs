@@ -642,6 +642,74 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    mod fuzz {
+        //! Any text, and TOML shaped like a config with values of any type,
+        //! is parsed or refused with a message: never a panic (debug builds
+        //! check every overflow). See `docs/security.md`, "Fuzzing".
+        use super::super::*;
+        use proptest::prelude::*;
+
+        const KEYS: [&str; 14] = [
+            "interval",
+            "poll",
+            "path",
+            "grace",
+            "orphan_age",
+            "max_keep",
+            "user_dirs",
+            "high_watermark",
+            "low_watermark",
+            "match",
+            "older_than",
+            "keep_last",
+            "owner",
+            "trust_pid_namespace",
+        ];
+
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                any::<i64>().prop_map(|n| n.to_string()),
+                Just("18446744073709551615".to_owned()),
+                Just("-9223372036854775808".to_owned()),
+                Just("1e400".to_owned()),
+                Just("nan".to_owned()),
+                any::<bool>().prop_map(|b| b.to_string()),
+                "[0-9]{0,25}(ms|s|m|h|d|w|y|%| %| GiB free|GiB| EiB free)?"
+                    .prop_map(|v| format!("{v:?}")),
+                "[ -~]{0,30}".prop_map(|v| format!("{v:?}")),
+                Just("\"/\"".to_owned()),
+                Just("\"/tmp/../tmp\"".to_owned()),
+                Just("[1, 2]".to_owned()),
+                Just("{ a = 1 }".to_owned()),
+            ]
+        }
+
+        fn config_text() -> impl Strategy<Value = String> {
+            let line = (0..KEYS.len(), value()).prop_map(|(k, v)| format!("{} = {v}\n", KEYS[k]));
+            let block = prop_oneof![
+                1 => Just("[[root]]\n".to_owned()),
+                1 => Just("[[root.rule]]\n".to_owned()),
+                1 => Just("[root]\n".to_owned()),
+                4 => line,
+            ];
+            prop::collection::vec(block, 0..24).prop_map(|b| b.concat())
+        }
+
+        proptest! {
+            #[test]
+            fn fuzz_config_parser_takes_any_text(text in "\\PC{0,400}") {
+                let _ = parse(&text, Path::new("fuzz.toml"));
+            }
+
+            #[test]
+            fn fuzz_config_parser_takes_any_config_shaped_toml(text in config_text()) {
+                if let Err(e) = parse(&text, Path::new("fuzz.toml")) {
+                    prop_assert!(!e.message.is_empty());
+                }
+            }
+        }
+    }
     use super::*;
 
     fn parse_str(text: &str) -> Result<Config, ConfigError> {

@@ -3,6 +3,8 @@
 //! undone. Not published; only the workspace's tests use it.
 #![deny(missing_docs)]
 
+pub mod fuzz;
+
 use std::ffi::CString;
 use std::fs;
 use std::io::{BufRead, BufReader};

@@ -227,8 +227,10 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
                 truncate(pattern, width),
                 g.totals.entries,
                 size(g.totals.disk_bytes),
-                g.oldest_ms.map_or("-".into(), |m| age(now - m)),
-                g.newest_ms.map_or("-".into(), |m| age(now - m)),
+                g.oldest_ms
+                    .map_or("-".into(), |m| age(now.saturating_sub(m))),
+                g.newest_ms
+                    .map_or("-".into(), |m| age(now.saturating_sub(m))),
                 s.live,
                 s.in_use,
                 s.orphaned,
@@ -266,7 +268,8 @@ fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
             "{:<9} {:>10} {:>6}  {}",
             e.state.as_str(),
             size(e.disk_bytes),
-            e.newest_mtime_ms.map_or("-".into(), |m| age(now - m)),
+            e.newest_mtime_ms
+                .map_or("-".into(), |m| age(now.saturating_sub(m))),
             Untrusted::os(&e.name)
         );
         let mut notes: Vec<String> = Vec::new();

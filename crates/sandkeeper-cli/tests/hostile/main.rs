@@ -8,6 +8,7 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod config_input;
+mod fuzz_render;
 mod output;
 mod records;
 mod roots;
