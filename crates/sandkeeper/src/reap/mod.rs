@@ -456,9 +456,11 @@ struct Leftovers {
 impl Leftovers {
     fn keep(&mut self, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
         let note = match q.restore() {
-            Restore::Restored => format!("left by an interrupted reap and {why}: put back"),
+            Restore::Restored => {
+                format!("left in the quarantine by an interrupted reap; {why}: put back")
+            }
             Restore::KeptInQuarantine(at) => format!(
-                "left by an interrupted reap and {why}: stays in the quarantine at {} \
+                "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
                  (its name is taken or unknown), checked again by every reap",
                 root.join(at).display()
             ),

@@ -7,3 +7,5 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod lock_free_scan;
+
+mod reap_race;

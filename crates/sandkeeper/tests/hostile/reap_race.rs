@@ -1,0 +1,336 @@
+//! Finding 6: the re-check before removal must be per entry. The reaper
+//! used to lock a batch of 64 entries, take one `/proc` pass, then remove
+//! them one after another: a process that started using entry N while
+//! entries before it were being removed lost its files. Now each entry is
+//! moved into the quarantine first (no new path lookup reaches it), then
+//! checked against a pass taken after that move, and put back if held.
+//!
+//! And what a killed reaper left *pending* in the quarantine (moved in,
+//! never checked) is checked again before anything deletes it.
+//!
+//! Both run as root in a private PID namespace, where every process can be
+//! inspected; the attacker is uid 65534, timed by inotify.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::mem::MaybeUninit;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rustix::fs::inotify;
+use sandkeeper::reap::{KeepReason, Policy, ReapReport, Reaper};
+use sandkeeper::Sandbox;
+use sandkeeper_testkit::{
+    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready, Spawned,
+};
+
+/// Entries in the race: more than one batch (64) of the reaper.
+const ENTRIES: usize = 100;
+/// Small files per entry besides `file`, so that removing one takes a while.
+const FILES: usize = 20;
+
+fn name(i: usize) -> String {
+    format!("app-{i:03}")
+}
+
+/// A root that uid 65534 can reach, removed on drop.
+fn shared_root(tag: &str) -> Sandbox {
+    Sandbox::builder()
+        .root(reachable_by_others())
+        .tag(tag)
+        .permissions(0o755)
+        .create()
+        .unwrap()
+}
+
+fn reap(root: &Path, glob: &str) -> ReapReport {
+    let policy = Policy::builder()
+        .matching(glob)
+        .grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    Reaper::new(policy).reap(&[root]).unwrap()
+}
+
+/// The names in `dir`, but the lease record of a sandbox root.
+fn names_in(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n != sandkeeper::lease::LEASE_FILE)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The attacker, run as uid 65534: watches the directory `SK_RACE_WATCH`
+/// (an inode watch: it follows the directory into the quarantine) until
+/// something inside is deleted, then opens `file` in each directory of
+/// `SK_RACE_TARGETS` (`:`-separated) and holds what it could open.
+#[test]
+#[ignore = "attacker process entry point, run by the race test"]
+fn attacker_main() {
+    let Some(watch) = std::env::var_os("SK_RACE_WATCH") else {
+        return;
+    };
+    let targets = std::env::var("SK_RACE_TARGETS").unwrap();
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(&fd, Path::new(&watch), inotify::WatchFlags::DELETE).unwrap();
+    let mut out = std::io::stdout();
+    writeln!(out, "READY").unwrap();
+    out.flush().unwrap();
+    let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+    let mut events = inotify::Reader::new(&fd, &mut buf);
+    events.next().unwrap(); // blocks until the first deletion inside
+    let mut held = Vec::new();
+    for target in targets.split(':') {
+        match fs::File::open(Path::new(target).join("file")) {
+            Ok(f) => {
+                held.push(f);
+                writeln!(out, "HELD {target}").unwrap();
+            }
+            Err(e) => writeln!(out, "MISSED {target} {e}").unwrap(),
+        }
+    }
+    writeln!(out, "DONE").unwrap();
+    out.flush().unwrap();
+    // Hold until killed (the test kills it; bounded all the same).
+    std::thread::sleep(Duration::from_secs(120));
+    drop(held);
+}
+
+#[test]
+fn an_entry_used_during_the_reap_is_kept() {
+    run_in_pid_namespace(
+        "an_entry_used_during_the_reap_is_kept",
+        "reap_race::inner_used_during_the_reap",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_used_during_the_reap() {
+    if !in_namespace() {
+        return;
+    }
+    let root = shared_root("reap-race");
+    let p = |i: usize| root.path().join(name(i));
+    for i in 0..ENTRIES {
+        fs::create_dir(p(i)).unwrap();
+        fs::set_permissions(p(i), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(p(i).join("file"), format!("entry {i}")).unwrap();
+        for f in 0..FILES {
+            fs::write(p(i).join(format!("f{f}")), b"x").unwrap();
+        }
+        // app-000 is the oldest, removed first.
+        age_tree(&p(i), Duration::from_secs(3600 * (1000 - i as u64)));
+    }
+    // The attacker starts using app-001 (same batch of 64 as app-000) and
+    // app-064 (the next batch) as soon as app-000 is being emptied.
+    let targets = [1usize, 64];
+    let joined: Vec<String> = targets
+        .iter()
+        .map(|&i| p(i).to_str().unwrap().to_owned())
+        .collect();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Spawned(
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ])
+            .arg(exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "reap_race::attacker_main",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SK_RACE_WATCH", p(0))
+            .env("SK_RACE_TARGETS", joined.join(":"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the attacker (setpriv)"),
+    );
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the attacker went silent")
+    };
+    while !next().contains("READY") {}
+
+    let report = reap(root.path(), "app-*");
+
+    let mut held = BTreeSet::new();
+    loop {
+        let line = next();
+        if let Some(at) = line.find("HELD ") {
+            held.insert(PathBuf::from(&line[at + 5..]));
+        }
+        if line.contains("DONE") {
+            break;
+        }
+    }
+    assert!(
+        held.contains(&p(64)),
+        "the attack did not land: app-064 was already gone ({:?})",
+        report.roots[0].removed.len()
+    );
+    for path in &held {
+        let i: usize = path.to_str().unwrap()[path.to_str().unwrap().len() - 3..]
+            .parse()
+            .unwrap();
+        assert_eq!(
+            fs::read_to_string(path.join("file")).ok().as_deref(),
+            Some(format!("entry {i}").as_str()),
+            "{} was in use by the attacker and lost its files",
+            path.display()
+        );
+        assert_eq!(fs::read_dir(path).unwrap().count(), FILES + 1);
+        let skipped = report.roots[0]
+            .skipped
+            .iter()
+            .find(|s| &s.path == path)
+            .unwrap_or_else(|| panic!("{} is not reported as kept", path.display()));
+        assert!(
+            matches!(&skipped.reason, KeepReason::Changed(why) if why.contains(&child.pid().to_string())),
+            "{:?}",
+            skipped.reason
+        );
+    }
+    // Everything else went.
+    let left: BTreeSet<PathBuf> = names_in(root.path())
+        .into_iter()
+        .map(|n| root.path().join(n))
+        .collect();
+    assert_eq!(left, held, "{:?}", report.roots[0].errors);
+
+    // Once the holder is gone, the next reap takes it.
+    drop(child);
+    let again = reap(root.path(), "app-*");
+    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+}
+
+/// A pending name for `original` as the remover writes it (see the
+/// quarantine's module docs): `pending-<unique>.<hex of the name>`.
+fn pending(unique: &str, original: Option<&str>) -> String {
+    match original {
+        Some(name) => {
+            let hex: String = name
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("pending-{unique}.{hex}")
+        }
+        None => format!("pending-{unique}"),
+    }
+}
+
+#[test]
+fn a_killed_reapers_pending_entry_in_use_is_not_deleted() {
+    run_in_pid_namespace(
+        "a_killed_reapers_pending_entry_in_use_is_not_deleted",
+        "reap_race::inner_pending_leftover_in_use",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_pending_leftover_in_use() {
+    if !in_namespace() {
+        return;
+    }
+    let root = shared_root("reap-pending");
+    // What a reaper killed between its moves and its checks leaves.
+    let trash = root.path().join(".sandkeeper-trash");
+    fs::create_dir(&trash).unwrap();
+    fs::set_permissions(&trash, fs::Permissions::from_mode(0o700)).unwrap();
+    let make = |name: &str, content: &str| {
+        let dir = trash.join(name);
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("file"), content).unwrap();
+        dir
+    };
+    let held = make(&pending("1-0-0-00000000000000a1", Some("app-held")), "held");
+    let taken = make(&pending("1-0-0-00000000000000a2", Some("app-taken")), "taken");
+    make(&pending("1-0-0-00000000000000a3", Some("app-free")), "free");
+    make(&pending("1-0-0-00000000000000a4", None), "nameless");
+    make("condemned-1-0-0-00000000000000a5", "condemned");
+    fs::create_dir(root.path().join("app-taken")).unwrap();
+    let hold = |dir: &Path| {
+        spawn_ready(
+            Command::new("sh")
+                .arg("-c")
+                .arg("exec 3<\"$1/file\"; echo ready; exec sleep 120")
+                .arg("sh")
+                .arg(dir),
+        )
+    };
+    let holder_held = hold(&held);
+    let holder_taken = hold(&taken);
+
+    // Nothing matches: only the quarantine's leftovers are dealt with.
+    let report = reap(root.path(), "nomatch-*");
+
+    assert_eq!(
+        fs::read_to_string(root.path().join("app-held/file")).ok().as_deref(),
+        Some("held"),
+        "a held pending entry whose name is free is put back intact: {:?}",
+        report.roots[0]
+    );
+    assert_eq!(
+        fs::read_to_string(taken.join("file")).ok().as_deref(),
+        Some("taken"),
+        "a held pending entry whose name is taken stays in the quarantine intact"
+    );
+    assert_eq!(
+        names_in(&trash),
+        [taken.file_name().unwrap().to_string_lossy().into_owned()].into(),
+        "the free, nameless and condemned leftovers are gone"
+    );
+    assert_eq!(
+        names_in(root.path()),
+        [".sandkeeper-trash", "app-held", "app-taken"]
+            .map(String::from)
+            .into()
+    );
+    let kept: BTreeSet<_> = report.roots[0]
+        .skipped
+        .iter()
+        .filter(|s| matches!(&s.reason, KeepReason::Changed(why) if why.contains("interrupted reap")))
+        .map(|s| s.path.clone())
+        .collect();
+    assert_eq!(
+        kept,
+        [root.path().join("app-held"), root.path().join("app-taken")].into(),
+        "{:?}",
+        report.roots[0].skipped
+    );
+
+    // Its holder gone, the next reap removes what stayed in the quarantine.
+    drop((holder_held, holder_taken));
+    reap(root.path(), "nomatch-*");
+    assert!(!trash.exists(), "{:?}", names_in(&trash));
+    assert_eq!(
+        names_in(root.path()),
+        ["app-held", "app-taken"].map(String::from).into()
+    );
+}
