@@ -2,22 +2,46 @@
 //! explicit rule selects), safely beside live work.
 //!
 //! A reap scans each root ([`scan`]), decides per entry
-//! ([`Verdict`], with the reason), and then, oldest first, for each entry
-//! to remove:
+//! ([`Verdict`], with the reason), and then first deals with what a killed
+//! reaper left in the root's quarantine (entries that had passed their
+//! check are deleted; *pending* ones, moved in but never checked, are
+//! checked against a fresh `/proc` pass like new ones), then, oldest first,
+//! for each entry to remove:
 //!
-//! 1. takes its lock (`flock(LOCK_EX|LOCK_NB)` on the directory, managed or
-//!    not): a creator reclaiming the same keyed name, or a second reaper,
-//!    now sees it as held and leaves it;
+//! 1. takes its lock (`flock(LOCK_EX|LOCK_NB)` on the opened directory,
+//!    managed or not): a creator reclaiming the same keyed name, or a
+//!    second reaper, now sees it as held and leaves it; a file, socket or
+//!    symlink has no lock;
 //! 2. checks it is still the inode that was scanned;
-//! 3. re-checks, against a fresh pass over `/proc`, that nothing inside is
-//!    in use (things change between the scan and the removal);
-//! 4. with a free-space target, stops if the target is already met
+//! 3. moves it into the root's quarantine under a pending name
+//!    ([`remove::quarantine_entry`]), checking that the inode that arrived
+//!    is the one claimed: from now on no new path lookup reaches it;
+//! 4. checks it against a pass over `/proc` taken **after** that move:
+//!    the entry is walked in the quarantine through descriptors, every
+//!    inode matched against open files, working directories, mappings and
+//!    kernel users (loop devices, overlays), and mounts and bound unix
+//!    sockets are asked about both its old and its new path (a mount of
+//!    another mount namespace moves with the directory). Anything held, or
+//!    anything that cannot be told: it is put back under its name
+//!    (`RENAME_NOREPLACE`); if that name was taken meanwhile it stays
+//!    pending in the quarantine, is reported, and is never deleted without
+//!    a fresh check;
+//! 5. with a free-space target, stops if the target is already met
 //!    (re-measured after each removal: unlinked-but-open files free nothing);
-//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised;
-//! 5. removes it through [`remove`]: renamed into the root's
-//!    quarantine first, then deleted, never leaving its tree.
+//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised
+//!    (entries already moved are put back);
+//! 6. removes it: renamed to a condemned name inside the quarantine (so a
+//!    reaper killed from here on leaves it to be finished, one killed
+//!    before leaves it pending), then deleted, never leaving its tree.
 //!
-//! A dry run decides with the same probes and removes nothing.
+//! Steps 1–3 run for up to 64 entries, then one `/proc` pass serves step 4
+//! for each of them (a pass costs about 25 ms on a busy host; one per entry
+//! would make a reap of thousands take minutes); each entry's check still
+//! follows its own move. With a free-space target the batches grow 1, 2,
+//! 4, … 64, so few entries are moved only to be put back.
+//!
+//! A dry run decides on the scan alone, which takes no lock (live or free
+//! is read from `/proc/locks`), and removes nothing.
 //!
 //! ```
 //! use sandkeeper::reap::{Policy, Reaper};

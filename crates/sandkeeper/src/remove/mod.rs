@@ -4,6 +4,8 @@
 //! [`remove_entry`] takes an open parent directory and a name;
 //! [`remove_path`] is the same for callers that hold a path. Both return a
 //! [`RemovalReport`]: what was removed, and what was left and why.
+//! [`quarantine_entry`] is the first half of a removal, for callers that
+//! must check the entry after it left its name.
 //!
 //! # Guarantees
 //!
@@ -20,6 +22,14 @@
 //!   half-removed tree is never mistaken for a live one. A quarantine left
 //!   half full by a killed remover is finished by the next removal of a
 //!   directory in that parent; the quarantine itself is removed when empty.
+//! - **Checked after the move, when asked.** [`quarantine_entry`] stops
+//!   after the move and returns a [`Quarantined`] handle, so a caller (the
+//!   reaper) can check the entry where no new path lookup reaches it, then
+//!   [`remove`](Quarantined::remove) or [`restore`](Quarantined::restore)
+//!   it. Such an entry waits under a *pending* name and becomes
+//!   *condemned* (one rename) only when it is to be deleted; a pending
+//!   leftover of a killed caller is never deleted without a fresh check
+//!   ([`pending_leftovers`]).
 //! - **Never follows a symlink** (a symlink is unlinked as a link) and
 //!   **never opens** a FIFO, socket or device node: everything that is not a
 //!   directory is unlinked by name.
