@@ -32,6 +32,9 @@ use sandkeeper_testkit::{
 const ENTRIES: usize = 100;
 /// Small files per entry besides `file`, so that removing one takes a while.
 const FILES: usize = 20;
+/// Entries that are plain files, not directories (a file can be held open
+/// too): one in each batch.
+const FILE_ENTRIES: [usize; 2] = [2, 65];
 
 fn name(i: usize) -> String {
     format!("app-{i:03}")
@@ -69,8 +72,9 @@ fn names_in(dir: &Path) -> BTreeSet<String> {
 
 /// The attacker, run as uid 65534: watches the directory `SK_RACE_WATCH`
 /// (an inode watch: it follows the directory into the quarantine) until
-/// something inside is deleted, then opens `file` in each directory of
-/// `SK_RACE_TARGETS` (`:`-separated) and holds what it could open.
+/// something inside is deleted, then opens each entry of `SK_RACE_TARGETS`
+/// (`:`-separated; `file` inside a directory) and holds what it could
+/// open.
 #[test]
 #[ignore = "attacker process entry point, run by the race test"]
 fn attacker_main() {
@@ -88,12 +92,17 @@ fn attacker_main() {
     events.next().unwrap(); // blocks until the first deletion inside
     let mut held = Vec::new();
     for target in targets.split(':') {
-        match fs::File::open(Path::new(target).join("file")) {
+        let target = Path::new(target);
+        let file = match target.is_dir() {
+            true => target.join("file"),
+            false => target.to_owned(),
+        };
+        match fs::File::open(file) {
             Ok(f) => {
                 held.push(f);
-                writeln!(out, "HELD {target}").unwrap();
+                writeln!(out, "HELD {}", target.display()).unwrap();
             }
-            Err(e) => writeln!(out, "MISSED {target} {e}").unwrap(),
+            Err(e) => writeln!(out, "MISSED {} {e}", target.display()).unwrap(),
         }
     }
     writeln!(out, "DONE").unwrap();
@@ -120,18 +129,32 @@ fn inner_used_during_the_reap() {
     let root = shared_root("reap-race");
     let p = |i: usize| root.path().join(name(i));
     for i in 0..ENTRIES {
+        // app-000 is the oldest, removed first.
+        let age = Duration::from_secs(3600 * (1000 - i as u64));
+        if FILE_ENTRIES.contains(&i) {
+            fs::write(p(i), format!("entry {i}")).unwrap();
+            fs::set_permissions(p(i), fs::Permissions::from_mode(0o644)).unwrap();
+            let when = std::time::SystemTime::now() - age;
+            fs::File::options()
+                .write(true)
+                .open(p(i))
+                .unwrap()
+                .set_times(fs::FileTimes::new().set_modified(when).set_accessed(when))
+                .unwrap();
+            continue;
+        }
         fs::create_dir(p(i)).unwrap();
         fs::set_permissions(p(i), fs::Permissions::from_mode(0o755)).unwrap();
         fs::write(p(i).join("file"), format!("entry {i}")).unwrap();
         for f in 0..FILES {
             fs::write(p(i).join(format!("f{f}")), b"x").unwrap();
         }
-        // app-000 is the oldest, removed first.
-        age_tree(&p(i), Duration::from_secs(3600 * (1000 - i as u64)));
+        age_tree(&p(i), age);
     }
-    // The attacker starts using app-001 (same batch of 64 as app-000) and
-    // app-064 (the next batch) as soon as app-000 is being emptied.
-    let targets = [1usize, 64];
+    // The attacker starts using app-001 and app-002 (same batch of 64 as
+    // app-000), app-064 and app-065 (the next batch) as soon as app-000 is
+    // being emptied.
+    let targets = [1usize, 2, 64, 65];
     let joined: Vec<String> = targets
         .iter()
         .map(|&i| p(i).to_str().unwrap().to_owned())
@@ -189,21 +212,27 @@ fn inner_used_during_the_reap() {
         }
     }
     assert!(
-        held.contains(&p(64)),
-        "the attack did not land: app-064 was already gone ({:?})",
-        report.roots[0].removed.len()
+        held.contains(&p(64)) && held.contains(&p(65)),
+        "the attack did not land: app-064 or app-065 was already gone ({:?})",
+        held
     );
     for path in &held {
         let i: usize = path.to_str().unwrap()[path.to_str().unwrap().len() - 3..]
             .parse()
             .unwrap();
+        let file = match FILE_ENTRIES.contains(&i) {
+            true => path.clone(),
+            false => path.join("file"),
+        };
         assert_eq!(
-            fs::read_to_string(path.join("file")).ok().as_deref(),
+            fs::read_to_string(file).ok().as_deref(),
             Some(format!("entry {i}").as_str()),
             "{} was in use by the attacker and lost its files",
             path.display()
         );
-        assert_eq!(fs::read_dir(path).unwrap().count(), FILES + 1);
+        if !FILE_ENTRIES.contains(&i) {
+            assert_eq!(fs::read_dir(path).unwrap().count(), FILES + 1);
+        }
         let skipped = report.roots[0]
             .skipped
             .iter()
