@@ -502,7 +502,13 @@ impl Leftovers {
 /// Puts a quarantined entry back and records why it stays. If its name was
 /// taken meanwhile it stays pending in the quarantine (never deleted
 /// without a fresh check), and the record says where.
-fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason, result: &mut RootReap) {
+fn put_back(
+    root: &Path,
+    entry: &Entry,
+    q: Quarantined<'_>,
+    why: KeepReason,
+    result: &mut RootReap,
+) {
     let why = match q.restore() {
         Restore::Restored => why,
         Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(

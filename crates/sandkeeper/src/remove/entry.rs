@@ -92,24 +92,21 @@ pub(crate) fn quarantine<'a>(
     check_name(name, display)?;
     let mut job = Job::new(parent, name, display, options)?;
     for _ in 0..MAX_TRIES {
-        match job.open_one()? {
-            Some((fd, st)) => {
-                if job.expect.is_some_and(|want| want != st.id) {
-                    return Err(job.mismatch());
-                }
-                let pending = Quarantine::pending_name(job.name.as_bytes());
-                let (q, unique) =
-                    job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending)?;
-                return Ok(Quarantined {
-                    id: st.id,
-                    dir: Some((fd, st)),
-                    original: Some(job.name.clone()),
-                    job,
-                    q: Some(q),
-                    unique,
-                });
+        if let Some((fd, st)) = job.open_one()? {
+            if job.expect.is_some_and(|want| want != st.id) {
+                return Err(job.mismatch());
             }
-            None => {}
+            let pending = Quarantine::pending_name(job.name.as_bytes());
+            let (q, unique) =
+                job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending)?;
+            return Ok(Quarantined {
+                id: st.id,
+                dir: Some((fd, st)),
+                original: Some(job.name.clone()),
+                job,
+                q: Some(q),
+                unique,
+            });
         }
         // Not a directory: identity, then the move.
         let st = match at::lstat(job.parent, &job.name) {
@@ -154,7 +151,8 @@ pub(crate) fn pending_leftovers<'a>(
             Some(q) => q,
             None => job.quarantine()?,
         };
-        let original = quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+        let original =
+            quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
         let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
             Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
             Ok(Opened::Fenced) => {
@@ -263,7 +261,9 @@ impl Quarantined<'_> {
     /// Its name in the parent before it was moved, when known (a leftover
     /// of a killed reaper carries it only when it was short enough).
     pub fn original_name(&self) -> Option<&OsStr> {
-        self.original.as_deref().map(|n| OsStr::from_bytes(n.to_bytes()))
+        self.original
+            .as_deref()
+            .map(|n| OsStr::from_bytes(n.to_bytes()))
     }
 
     /// Device and inode of the entry (checked when it arrived).
@@ -283,15 +283,15 @@ impl Quarantined<'_> {
         let Some(q) = self.q.take() else {
             return Restore::KeptInQuarantine(self.path_in_parent());
         };
-        let back = self
-            .original
-            .as_ref()
-            .is_some_and(|name| at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok());
+        let back = self.original.as_ref().is_some_and(|name| {
+            at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
+        });
         if back {
             q.close(self.job.parent);
             return Restore::Restored;
         }
-        let at = PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
+        let at =
+            PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
         // Still pending: the quarantine is not empty, so it stays.
         drop(q);
         Restore::KeptInQuarantine(at)
@@ -309,8 +309,10 @@ impl Quarantined<'_> {
     /// removed and it stays pending).
     pub fn remove(mut self) -> Result<RemovalReport> {
         let Some(q) = self.q.take() else {
-            return Err(Error::new(ErrorKind::Removal, "is no longer in the quarantine")
-                .at(self.job.display));
+            return Err(
+                Error::new(ErrorKind::Removal, "is no longer in the quarantine")
+                    .at(self.job.display),
+            );
         };
         let condemned = Quarantine::condemned_name();
         if let Err(errno) = at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
@@ -355,13 +357,13 @@ impl<'a> Job<'a> {
         let parent_st = at::fstat_dir(parent)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
         Ok(Job {
-        parent,
-        name: CString::new(bytes)
-            .map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL in name"))?,
-        display,
-        fence: Fence::of(&parent_st),
-        plan: options.plan(),
-        expect: options.expect,
+            parent,
+            name: CString::new(bytes)
+                .map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL in name"))?,
+            display,
+            fence: Fence::of(&parent_st),
+            plan: options.plan(),
+            expect: options.expect,
             leftovers: Tally::default(),
         })
     }

@@ -317,10 +317,8 @@ pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
         })
         .collect::<Option<_>>()?;
-    let valid = !at::is_dot(&name)
-        && !name.contains(&b'/')
-        && !name.contains(&0)
-        && !is_quarantine(&name);
+    let valid =
+        !at::is_dot(&name) && !name.contains(&b'/') && !name.contains(&0) && !is_quarantine(&name);
     valid.then_some(name)
 }
 
@@ -353,22 +351,27 @@ mod tests {
     fn pending_names_carry_the_original_when_it_fits() {
         let p = Quarantine::pending_name(b"app-235-4242");
         assert!(p.as_bytes().starts_with(PENDING));
-        assert_eq!(original_of(p.as_bytes()).as_deref(), Some(&b"app-235-4242"[..]));
+        assert_eq!(
+            original_of(p.as_bytes()).as_deref(),
+            Some(&b"app-235-4242"[..])
+        );
         let long = vec![b'x'; 120];
         let p = Quarantine::pending_name(&long);
         assert!(p.as_bytes().len() <= NAME_MAX);
         assert_eq!(original_of(p.as_bytes()), None, "too long to carry");
         for forged in [
             &b"pending-1-2-3-4.2f"[..], // "/"
-            b"pending-1-2-3-4.2e2e",     // ".."
-            b"pending-1-2-3-4.00",       // NUL
+            b"pending-1-2-3-4.2e2e",    // ".."
+            b"pending-1-2-3-4.00",      // NUL
             b"pending-1-2-3-4.zz",
             b"pending-1-2-3-4.6",
             b"condemned-1-2-3-4.61",
         ] {
             assert_eq!(original_of(forged), None, "{forged:?}");
         }
-        assert!(Quarantine::condemned_name().as_bytes().starts_with(CONDEMNED));
+        assert!(Quarantine::condemned_name()
+            .as_bytes()
+            .starts_with(CONDEMNED));
     }
 
     #[test]

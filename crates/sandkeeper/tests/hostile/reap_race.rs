@@ -162,12 +162,7 @@ fn inner_used_during_the_reap() {
     let exe = std::env::current_exe().unwrap();
     let mut child = Spawned(
         Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--",
-            ])
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(exe)
             .args([
                 "--ignored",
@@ -262,11 +257,7 @@ fn inner_used_during_the_reap() {
 fn pending(unique: &str, original: Option<&str>) -> String {
     match original {
         Some(name) => {
-            let hex: String = name
-                .as_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let hex: String = name.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
             format!("pending-{unique}.{hex}")
         }
         None => format!("pending-{unique}"),
@@ -299,7 +290,10 @@ fn inner_pending_leftover_in_use() {
         dir
     };
     let held = make(&pending("1-0-0-00000000000000a1", Some("app-held")), "held");
-    let taken = make(&pending("1-0-0-00000000000000a2", Some("app-taken")), "taken");
+    let taken = make(
+        &pending("1-0-0-00000000000000a2", Some("app-taken")),
+        "taken",
+    );
     make(&pending("1-0-0-00000000000000a3", Some("app-free")), "free");
     make(&pending("1-0-0-00000000000000a4", None), "nameless");
     make("condemned-1-0-0-00000000000000a5", "condemned");
@@ -320,7 +314,9 @@ fn inner_pending_leftover_in_use() {
     let report = reap(root.path(), "nomatch-*");
 
     assert_eq!(
-        fs::read_to_string(root.path().join("app-held/file")).ok().as_deref(),
+        fs::read_to_string(root.path().join("app-held/file"))
+            .ok()
+            .as_deref(),
         Some("held"),
         "a held pending entry whose name is free is put back intact: {:?}",
         report.roots[0]
@@ -344,7 +340,9 @@ fn inner_pending_leftover_in_use() {
     let kept: BTreeSet<_> = report.roots[0]
         .skipped
         .iter()
-        .filter(|s| matches!(&s.reason, KeepReason::Changed(why) if why.contains("interrupted reap")))
+        .filter(
+            |s| matches!(&s.reason, KeepReason::Changed(why) if why.contains("interrupted reap")),
+        )
         .map(|s| s.path.clone())
         .collect();
     assert_eq!(
