@@ -137,7 +137,10 @@ pub struct RootReap {
     pub errors: Vec<ReapError>,
     /// Disk bytes freed (in a dry run: the scanned sizes of `removed`).
     pub freed_bytes: u64,
-    /// Entries finished from the quarantine a killed reaper left.
+    /// Files and directories removed, first, of what killed reapers left
+    /// in the root's quarantine: entries that had passed their check, and
+    /// pending ones that a fresh check cleared (pending ones still in use
+    /// are put back, or kept there, and listed in `skipped`).
     pub quarantine_finished: u64,
 }
 
