@@ -12,6 +12,7 @@
 //! inspected; the attacker is uid 65534, timed by inotify.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::mem::MaybeUninit;
@@ -40,14 +41,16 @@ fn name(i: usize) -> String {
     format!("app-{i:03}")
 }
 
-/// A root that uid 65534 can reach, removed on drop.
-fn shared_root(tag: &str) -> Sandbox {
-    Sandbox::builder()
+/// A root that uid 65534 can reach (mode `mode`), removed on drop.
+fn shared_root(tag: &str, mode: u32) -> Sandbox {
+    let sandbox = Sandbox::builder()
         .root(reachable_by_others())
         .tag(tag)
         .permissions(0o755)
         .create()
-        .unwrap()
+        .unwrap();
+    fs::set_permissions(sandbox.path(), fs::Permissions::from_mode(mode)).unwrap();
+    sandbox
 }
 
 fn reap(root: &Path, glob: &str) -> ReapReport {
@@ -74,35 +77,64 @@ fn names_in(dir: &Path) -> BTreeSet<String> {
 /// (an inode watch: it follows the directory into the quarantine) until
 /// something inside is deleted, then opens each entry of `SK_RACE_TARGETS`
 /// (`:`-separated; `file` inside a directory) and holds what it could
-/// open.
+/// open. With `SK_RACE_SQUAT=NAME` it also watches the root (the parent of
+/// `SK_RACE_WATCH`) and, once it holds its targets, makes a directory
+/// `NAME` there as soon as the entry `NAME` is moved out of it.
 #[test]
 #[ignore = "attacker process entry point, run by the race test"]
 fn attacker_main() {
     let Some(watch) = std::env::var_os("SK_RACE_WATCH") else {
         return;
     };
+    let watch = PathBuf::from(watch);
     let targets = std::env::var("SK_RACE_TARGETS").unwrap();
+    let squat = std::env::var_os("SK_RACE_SQUAT");
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC).unwrap();
-    inotify::add_watch(&fd, Path::new(&watch), inotify::WatchFlags::DELETE).unwrap();
+    let deletions = inotify::add_watch(&fd, &watch, inotify::WatchFlags::DELETE).unwrap();
+    let root = watch.parent().unwrap().to_owned();
+    if squat.is_some() {
+        inotify::add_watch(&fd, &root, inotify::WatchFlags::MOVED_FROM).unwrap();
+    }
     let mut out = std::io::stdout();
     writeln!(out, "READY").unwrap();
     out.flush().unwrap();
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut events = inotify::Reader::new(&fd, &mut buf);
-    events.next().unwrap(); // blocks until the first deletion inside
     let mut held = Vec::new();
-    for target in targets.split(':') {
-        let target = Path::new(target);
-        let file = match target.is_dir() {
-            true => target.join("file"),
-            false => target.to_owned(),
-        };
-        match fs::File::open(file) {
-            Ok(f) => {
-                held.push(f);
-                writeln!(out, "HELD {}", target.display()).unwrap();
+    let mut attacked = false;
+    loop {
+        let event = events.next().unwrap(); // blocks
+        if event.wd() == deletions {
+            if attacked {
+                continue;
             }
-            Err(e) => writeln!(out, "MISSED {} {e}", target.display()).unwrap(),
+            attacked = true;
+            for target in targets.split(':') {
+                let target = Path::new(target);
+                let file = match target.is_dir() {
+                    true => target.join("file"),
+                    false => target.to_owned(),
+                };
+                match fs::File::open(file) {
+                    Ok(f) => {
+                        held.push(f);
+                        writeln!(out, "HELD {}", target.display()).unwrap();
+                    }
+                    Err(e) => writeln!(out, "MISSED {} {e}", target.display()).unwrap(),
+                }
+            }
+            out.flush().unwrap();
+            if squat.is_none() {
+                break;
+            }
+        } else if let (true, Some(name), Some(squat)) = (attacked, event.file_name(), &squat) {
+            if name.to_bytes() == squat.as_encoded_bytes() {
+                match fs::create_dir(root.join(squat)) {
+                    Ok(()) => writeln!(out, "SQUATTED").unwrap(),
+                    Err(e) => writeln!(out, "NOT SQUATTED {e}").unwrap(),
+                }
+                break;
+            }
         }
     }
     writeln!(out, "DONE").unwrap();
@@ -112,24 +144,12 @@ fn attacker_main() {
     drop(held);
 }
 
-#[test]
-fn an_entry_used_during_the_reap_is_kept() {
-    run_in_pid_namespace(
-        "an_entry_used_during_the_reap_is_kept",
-        "reap_race::inner_used_during_the_reap",
-    );
-}
-
-#[test]
-#[ignore = "runs inside a PID namespace, started by its outer test"]
-fn inner_used_during_the_reap() {
-    if !in_namespace() {
-        return;
-    }
-    let root = shared_root("reap-race");
-    let p = |i: usize| root.path().join(name(i));
+/// Fills `root` with [`ENTRIES`] entries, `app-000` the oldest: directories
+/// holding `file` (`entry <i>`) and [`FILES`] more, or, for
+/// [`FILE_ENTRIES`], a plain file `entry <i>`.
+fn populate(root: &Path) {
+    let p = |i: usize| root.join(name(i));
     for i in 0..ENTRIES {
-        // app-000 is the oldest, removed first.
         let age = Duration::from_secs(3600 * (1000 - i as u64));
         if FILE_ENTRIES.contains(&i) {
             fs::write(p(i), format!("entry {i}")).unwrap();
@@ -151,18 +171,32 @@ fn inner_used_during_the_reap() {
         }
         age_tree(&p(i), age);
     }
-    // The attacker starts using app-001 and app-002 (same batch of 64 as
-    // app-000), app-064 and app-065 (the next batch) as soon as app-000 is
-    // being emptied.
-    let targets = [1usize, 2, 64, 65];
-    let joined: Vec<String> = targets
-        .iter()
-        .map(|&i| p(i).to_str().unwrap().to_owned())
-        .collect();
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Spawned(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+}
+
+/// Whether `dir` (an entry made by [`populate`], wherever it is now) still
+/// has everything entry `i` had.
+fn intact(dir: &Path, i: usize) -> bool {
+    let file = match FILE_ENTRIES.contains(&i) {
+        true => dir.to_owned(),
+        false => dir.join("file"),
+    };
+    fs::read_to_string(file).ok() == Some(format!("entry {i}"))
+        && (FILE_ENTRIES.contains(&i) || fs::read_dir(dir).unwrap().count() == FILES + 1)
+}
+
+/// The attacker process (uid 65534) and its output lines.
+struct Attacker {
+    child: Spawned,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Attacker {
+    /// Starts [`attacker_main`] as uid 65534 with `env`, and waits until it
+    /// watches.
+    fn start(env: &[(&str, &OsStr)]) -> Attacker {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(exe)
             .args([
                 "--ignored",
@@ -171,70 +205,107 @@ fn inner_used_during_the_reap() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env("SK_RACE_WATCH", p(0))
-            .env("SK_RACE_TARGETS", joined.join(":"))
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the attacker (setpriv)"),
-    );
-    let (tx, lines) = mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = Spawned(cmd.spawn().expect("spawn the attacker (setpriv)"));
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.0.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let attacker = Attacker { child, lines };
+        attacker.until("READY");
+        attacker
+    }
+
+    /// The lines it prints up to one containing `token` (included); 30 s at
+    /// most for each.
+    fn until(&self, token: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the attacker went silent");
+            let done = line.contains(token);
+            lines.push(line);
+            if done {
+                return lines;
             }
         }
-    });
-    let next = || {
-        lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the attacker went silent")
-    };
-    while !next().contains("READY") {}
+    }
+
+    /// What it reported holding, until it is done.
+    fn held(&self) -> (BTreeSet<PathBuf>, Vec<String>) {
+        let lines = self.until("DONE");
+        let held = lines
+            .iter()
+            .filter_map(|l| Some(PathBuf::from(&l[l.find("HELD ")? + 5..])))
+            .collect();
+        (held, lines)
+    }
+}
+
+#[test]
+fn an_entry_used_during_the_reap_is_kept() {
+    run_in_pid_namespace(
+        "an_entry_used_during_the_reap_is_kept",
+        "reap_race::inner_used_during_the_reap",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_used_during_the_reap() {
+    if !in_namespace() {
+        return;
+    }
+    let root = shared_root("reap-race", 0o755);
+    let p = |i: usize| root.path().join(name(i));
+    populate(root.path());
+    // The attacker starts using app-001 and app-002 (same batch of 64 as
+    // app-000), app-064 and app-065 (the next batch) as soon as app-000 is
+    // being emptied.
+    let targets: Vec<String> = [1usize, 2, 64, 65]
+        .iter()
+        .map(|&i| p(i).to_str().unwrap().to_owned())
+        .collect();
+    let attacker = Attacker::start(&[
+        ("SK_RACE_WATCH", p(0).as_os_str()),
+        ("SK_RACE_TARGETS", OsStr::new(&targets.join(":"))),
+    ]);
 
     let report = reap(root.path(), "app-*");
 
-    let mut held = BTreeSet::new();
-    loop {
-        let line = next();
-        if let Some(at) = line.find("HELD ") {
-            held.insert(PathBuf::from(&line[at + 5..]));
-        }
-        if line.contains("DONE") {
-            break;
-        }
-    }
+    let (held, lines) = attacker.held();
     assert!(
         held.contains(&p(64)) && held.contains(&p(65)),
-        "the attack did not land: app-064 or app-065 was already gone ({:?})",
-        held
+        "the attack did not land: app-064 or app-065 was already gone ({lines:?})"
     );
     for path in &held {
         let i: usize = path.to_str().unwrap()[path.to_str().unwrap().len() - 3..]
             .parse()
             .unwrap();
-        let file = match FILE_ENTRIES.contains(&i) {
-            true => path.clone(),
-            false => path.join("file"),
-        };
-        assert_eq!(
-            fs::read_to_string(file).ok().as_deref(),
-            Some(format!("entry {i}").as_str()),
+        assert!(
+            intact(path, i),
             "{} was in use by the attacker and lost its files",
             path.display()
         );
-        if !FILE_ENTRIES.contains(&i) {
-            assert_eq!(fs::read_dir(path).unwrap().count(), FILES + 1);
-        }
         let skipped = report.roots[0]
             .skipped
             .iter()
             .find(|s| &s.path == path)
             .unwrap_or_else(|| panic!("{} is not reported as kept", path.display()));
+        let pid = attacker.child.pid().to_string();
         assert!(
-            matches!(&skipped.reason, KeepReason::Changed(why) if why.contains(&child.pid().to_string())),
+            matches!(&skipped.reason, KeepReason::Changed(why) if why.contains(&pid)),
             "{:?}",
             skipped.reason
         );
@@ -247,7 +318,77 @@ fn inner_used_during_the_reap() {
     assert_eq!(left, held, "{:?}", report.roots[0].errors);
 
     // Once the holder is gone, the next reap takes it.
-    drop(child);
+    drop(attacker);
+    let again = reap(root.path(), "app-*");
+    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+}
+
+#[test]
+fn a_held_entry_whose_name_was_taken_stays_in_the_quarantine() {
+    run_in_pid_namespace(
+        "a_held_entry_whose_name_was_taken_stays_in_the_quarantine",
+        "reap_race::inner_name_taken",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_name_taken() {
+    if !in_namespace() {
+        return;
+    }
+    // A sticky world-writable root, like /tmp: the attacker can make names.
+    let root = shared_root("reap-squat", 0o1777);
+    let p = |i: usize| root.path().join(name(i));
+    populate(root.path());
+    // It holds app-064 before its move, and takes its name right after it.
+    let attacker = Attacker::start(&[
+        ("SK_RACE_WATCH", p(0).as_os_str()),
+        ("SK_RACE_TARGETS", p(64).as_os_str()),
+        ("SK_RACE_SQUAT", OsStr::new(&name(64))),
+    ]);
+
+    let report = reap(root.path(), "app-*");
+
+    let (held, lines) = attacker.held();
+    assert!(
+        held.contains(&p(64)) && lines.iter().any(|l| l.contains("SQUATTED")),
+        "the attack did not land: {lines:?}"
+    );
+    // The squatter's directory has the name; the held entry was not
+    // deleted: it waits, intact, in the quarantine, and the report says so.
+    let trash = root.path().join(".sandkeeper-trash");
+    let waiting: Vec<PathBuf> = names_in(&trash).iter().map(|n| trash.join(n)).collect();
+    assert_eq!(waiting.len(), 1, "{waiting:?} {:?}", report.roots[0]);
+    assert!(intact(&waiting[0], 64), "{}", waiting[0].display());
+    assert!(
+        waiting[0]
+            .file_name()
+            .unwrap()
+            .as_encoded_bytes()
+            .starts_with(b"pending-"),
+        "{}",
+        waiting[0].display()
+    );
+    let skipped = report.roots[0]
+        .skipped
+        .iter()
+        .find(|s| s.path == p(64))
+        .expect("app-064 is reported");
+    assert!(
+        matches!(&skipped.reason, KeepReason::Changed(why)
+            if why.contains("name was taken") && why.contains(waiting[0].to_str().unwrap())),
+        "{:?}",
+        skipped.reason
+    );
+    assert_eq!(
+        names_in(root.path()),
+        [".sandkeeper-trash", "app-064"].map(String::from).into()
+    );
+
+    // Its holder gone, the next reap checks it again and removes it (and
+    // the squatter's directory, which the rule matches).
+    drop(attacker);
     let again = reap(root.path(), "app-*");
     assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
 }
@@ -278,7 +419,7 @@ fn inner_pending_leftover_in_use() {
     if !in_namespace() {
         return;
     }
-    let root = shared_root("reap-pending");
+    let root = shared_root("reap-pending", 0o755);
     // What a reaper killed between its moves and its checks leaves.
     let trash = root.path().join(".sandkeeper-trash");
     fs::create_dir(&trash).unwrap();
