@@ -270,10 +270,14 @@ fn inner_used_during_the_reap() {
     let root = shared_root("reap-race", 0o755);
     let p = |i: usize| root.path().join(name(i));
     populate(root.path());
-    // The attacker starts using app-001 and app-002 (same batch of 64 as
-    // app-000), app-064 and app-065 (the next batch) as soon as app-000 is
-    // being emptied.
-    let targets: Vec<String> = [1usize, 2, 64, 65]
+    // The attacker starts using entries of the same batch of 64 as app-000
+    // (app-001, the file app-002, app-030, app-063) and of the next batch
+    // (app-064, the file app-065) as soon as app-000 is being emptied. A
+    // per-batch check (the old code) had already passed them all, and
+    // removed those of its batch while held; now those are already in the
+    // quarantine (the attacker cannot reach them), the others are checked
+    // after their own move and kept.
+    let targets: Vec<String> = [1usize, 2, 30, 63, 64, 65]
         .iter()
         .map(|&i| p(i).to_str().unwrap().to_owned())
         .collect();
