@@ -77,9 +77,10 @@ fn names_in(dir: &Path) -> BTreeSet<String> {
 /// (an inode watch: it follows the directory into the quarantine) until
 /// something inside is deleted, then opens each entry of `SK_RACE_TARGETS`
 /// (`:`-separated; `file` inside a directory) and holds what it could
-/// open. With `SK_RACE_SQUAT=NAME` it also watches the root (the parent of
-/// `SK_RACE_WATCH`) and, once it holds its targets, makes a directory
-/// `NAME` there as soon as the entry `NAME` is moved out of it.
+/// open. With `SK_RACE_SQUAT=NAME` it then takes the name `NAME` in the
+/// root (the parent of `SK_RACE_WATCH`) the moment it is free: it retries
+/// `mkdir` (failing with `EEXIST` while the entry still has the name), for
+/// 20 s at most, so the name is taken within microseconds of the move.
 #[test]
 #[ignore = "attacker process entry point, run by the race test"]
 fn attacker_main() {
@@ -90,50 +91,40 @@ fn attacker_main() {
     let targets = std::env::var("SK_RACE_TARGETS").unwrap();
     let squat = std::env::var_os("SK_RACE_SQUAT");
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC).unwrap();
-    let deletions = inotify::add_watch(&fd, &watch, inotify::WatchFlags::DELETE).unwrap();
-    let root = watch.parent().unwrap().to_owned();
-    if squat.is_some() {
-        inotify::add_watch(&fd, &root, inotify::WatchFlags::MOVED_FROM).unwrap();
-    }
+    inotify::add_watch(&fd, &watch, inotify::WatchFlags::DELETE).unwrap();
     let mut out = std::io::stdout();
     writeln!(out, "READY").unwrap();
     out.flush().unwrap();
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut events = inotify::Reader::new(&fd, &mut buf);
+    events.next().unwrap(); // blocks until the first deletion inside
     let mut held = Vec::new();
-    let mut attacked = false;
-    loop {
-        let event = events.next().unwrap(); // blocks
-        if event.wd() == deletions {
-            if attacked {
-                continue;
+    for target in targets.split(':') {
+        let target = Path::new(target);
+        let file = match target.is_dir() {
+            true => target.join("file"),
+            false => target.to_owned(),
+        };
+        match fs::File::open(file) {
+            Ok(f) => {
+                held.push(f);
+                writeln!(out, "HELD {}", target.display()).unwrap();
             }
-            attacked = true;
-            for target in targets.split(':') {
-                let target = Path::new(target);
-                let file = match target.is_dir() {
-                    true => target.join("file"),
-                    false => target.to_owned(),
-                };
-                match fs::File::open(file) {
-                    Ok(f) => {
-                        held.push(f);
-                        writeln!(out, "HELD {}", target.display()).unwrap();
-                    }
-                    Err(e) => writeln!(out, "MISSED {} {e}", target.display()).unwrap(),
-                }
+            Err(e) => writeln!(out, "MISSED {} {e}", target.display()).unwrap(),
+        }
+    }
+    out.flush().unwrap();
+    if let Some(squat) = squat {
+        let name = watch.parent().unwrap().join(squat);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match fs::create_dir(&name) {
+                Ok(()) => break writeln!(out, "SQUAT-OK").unwrap(),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => break writeln!(out, "SQUAT-FAILED {e}").unwrap(),
             }
-            out.flush().unwrap();
-            if squat.is_none() {
-                break;
-            }
-        } else if let (true, Some(name), Some(squat)) = (attacked, event.file_name(), &squat) {
-            if name.to_bytes() == squat.as_encoded_bytes() {
-                match fs::create_dir(root.join(squat)) {
-                    Ok(()) => writeln!(out, "SQUATTED").unwrap(),
-                    Err(e) => writeln!(out, "NOT SQUATTED {e}").unwrap(),
-                }
-                break;
+            if std::time::Instant::now() > deadline {
+                break writeln!(out, "SQUAT-FAILED timed out").unwrap();
             }
         }
     }
@@ -345,18 +336,19 @@ fn inner_name_taken() {
     let root = shared_root("reap-squat", 0o1777);
     let p = |i: usize| root.path().join(name(i));
     populate(root.path());
-    // It holds app-064 before its move, and takes its name right after it.
+    // It holds app-099 (the last of the second batch) before its move,
+    // and takes its name right after it.
     let attacker = Attacker::start(&[
         ("SK_RACE_WATCH", p(0).as_os_str()),
-        ("SK_RACE_TARGETS", p(64).as_os_str()),
-        ("SK_RACE_SQUAT", OsStr::new(&name(64))),
+        ("SK_RACE_TARGETS", p(99).as_os_str()),
+        ("SK_RACE_SQUAT", OsStr::new(&name(99))),
     ]);
 
     let report = reap(root.path(), "app-*");
 
     let (held, lines) = attacker.held();
     assert!(
-        held.contains(&p(64)) && lines.iter().any(|l| l.contains("SQUATTED")),
+        held.contains(&p(99)) && lines.iter().any(|l| l.contains("SQUAT-OK")),
         "the attack did not land: {lines:?}"
     );
     // The squatter's directory has the name; the held entry was not
@@ -364,7 +356,7 @@ fn inner_name_taken() {
     let trash = root.path().join(".sandkeeper-trash");
     let waiting: Vec<PathBuf> = names_in(&trash).iter().map(|n| trash.join(n)).collect();
     assert_eq!(waiting.len(), 1, "{waiting:?} {:?}", report.roots[0]);
-    assert!(intact(&waiting[0], 64), "{}", waiting[0].display());
+    assert!(intact(&waiting[0], 99), "{}", waiting[0].display());
     assert!(
         waiting[0]
             .file_name()
@@ -377,8 +369,8 @@ fn inner_name_taken() {
     let skipped = report.roots[0]
         .skipped
         .iter()
-        .find(|s| s.path == p(64))
-        .expect("app-064 is reported");
+        .find(|s| s.path == p(99))
+        .expect("app-099 is reported");
     assert!(
         matches!(&skipped.reason, KeepReason::Changed(why)
             if why.contains("name was taken") && why.contains(waiting[0].to_str().unwrap())),
@@ -387,7 +379,7 @@ fn inner_name_taken() {
     );
     assert_eq!(
         names_in(root.path()),
-        [".sandkeeper-trash", "app-064"].map(String::from).into()
+        [".sandkeeper-trash", "app-099"].map(String::from).into()
     );
 
     // Its holder gone, the next reap checks it again and removes it (and
@@ -505,4 +497,51 @@ fn inner_pending_leftover_in_use() {
         names_in(root.path()),
         ["app-held", "app-taken"].map(String::from).into()
     );
+}
+
+/// The remover's half of the above, without a race: an entry restored
+/// while its name is taken stays pending in the quarantine (not deleted,
+/// not moved elsewhere), and is handed out again, with its name, to the
+/// next check.
+#[test]
+fn restoring_onto_a_taken_name_keeps_the_entry_pending() {
+    use sandkeeper::remove::{pending_leftovers, quarantine_entry, RemoveOptions, Restore};
+
+    let root = sandkeeper::sandbox!().unwrap();
+    let entry = root.path().join("app-1");
+    fs::create_dir(&entry).unwrap();
+    fs::write(entry.join("file"), "mine").unwrap();
+    let dir = fs::File::open(root.path()).unwrap();
+    let fd = std::os::fd::AsFd::as_fd(&dir);
+    let opts = RemoveOptions::new();
+
+    let held = quarantine_entry(fd, OsStr::new("app-1"), &opts).unwrap();
+    let in_quarantine = root.path().join(held.path_in_parent());
+    assert!(!entry.exists() && in_quarantine.join("file").exists());
+    fs::create_dir(&entry).unwrap(); // someone takes the name meanwhile
+    assert_eq!(
+        held.restore(),
+        Restore::KeptInQuarantine(in_quarantine.strip_prefix(root.path()).unwrap().into())
+    );
+    assert_eq!(
+        fs::read_to_string(in_quarantine.join("file")).unwrap(),
+        "mine"
+    );
+
+    // Other removals in the root leave it alone…
+    let report = sandkeeper::remove::remove_entry(fd, OsStr::new("app-1"), &opts).unwrap();
+    assert!(report.is_complete());
+    assert_eq!(
+        fs::read_to_string(in_quarantine.join("file")).unwrap(),
+        "mine"
+    );
+    // …and the next check gets it back, with its name: once that is free
+    // again, it can go home.
+    let mut pending = pending_leftovers(fd, &opts).unwrap();
+    assert_eq!(pending.len(), 1);
+    let again = pending.pop().unwrap();
+    assert_eq!(again.original_name(), Some(OsStr::new("app-1")));
+    assert_eq!(again.restore(), Restore::Restored);
+    assert_eq!(fs::read_to_string(entry.join("file")).unwrap(), "mine");
+    assert!(!root.path().join(".sandkeeper-trash").exists());
 }
