@@ -20,6 +20,12 @@
 //! can remove the directory without racing a second prober or a creator that
 //! wants to reclaim the same name.
 //!
+//! Readers that only report ([`look_at`]: a scan, a dry run) take no lock:
+//! they read `/proc/locks` once ([`Locks`]) and match each directory's
+//! device and inode against it, so a program's own `flock(LOCK_NB)` on its
+//! directory never fails because a scan was looking. Only an entry about to
+//! be removed is claimed.
+//!
 //! The full protocol, with an example in Python, is in `docs/lease-protocol.md`.
 //!
 //! ```
@@ -525,6 +531,155 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
     }
 }
 
+/// What a look-only probe ([`look_at`]) found. Unlike [`Probe`], nothing
+/// is locked: a look tells live from free by [`Locks`], a snapshot of
+/// `/proc/locks`, so it never disturbs the owner's own `flock` calls.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Look {
+    /// `/proc/locks` lists a lock on the directory: live.
+    Live {
+        /// Pids that hold a lock on it (empty when `/proc/locks` names none,
+        /// such as for open file description locks).
+        holders: Vec<u32>,
+        /// The record, if it could be read.
+        record: Option<LeaseRecord>,
+    },
+    /// `/proc/locks` lists no lock on the directory (when the snapshot was
+    /// taken): its owner is gone. Nothing is held; a caller that wants to
+    /// remove it must still [`probe_at`] it and remove only with the claim.
+    Free {
+        /// Device and inode of the directory that was looked at.
+        identity: (u64, u64),
+        /// The lease record found in the directory.
+        record: RecordState,
+    },
+    /// The directory could not be opened (permissions); liveness was
+    /// judged from the record's pid and start time instead.
+    Unopenable {
+        /// Why the directory could not be opened.
+        error: io::Error,
+        /// The record, if it could be read.
+        record: Option<LeaseRecord>,
+        /// The verdict of the record fallback.
+        owner: OwnerStatus,
+    },
+}
+
+/// A snapshot of the locks the kernel lists in `/proc/locks`, indexed by
+/// device and inode, so that many directories can be told live or free
+/// from one read and without taking a lock.
+///
+/// Every lock counts, not only `FLOCK`: a `POSIX`, `OFDLCK` or `LEASE`
+/// lock on a directory is not part of the protocol, but someone uses the
+/// directory, so it is taken as live (fail closed). Waiters (`->` lines)
+/// are not holders.
+///
+/// # Platform behavior
+///
+/// Linux only. Inside a child PID namespace, `/proc/locks` leaves out the
+/// locks whose locker that namespace cannot see (a process outside it, or
+/// one that exited while a child still holds the descriptor); such a
+/// directory then looks free. A look is only a report: removal always
+/// claims the lock first ([`probe_at`]), which the kernel refuses while
+/// anyone holds it. The device matched is the superblock's as
+/// `/proc/locks` prints it; where `stat` reports another device
+/// (btrfs subvolumes), a look says free and the claim decides.
+#[derive(Debug, Clone, Default)]
+pub struct Locks {
+    held: std::collections::HashMap<(u32, u32, u64), Vec<u32>>,
+}
+
+impl Locks {
+    /// Reads `/proc/locks` once.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc/locks` cannot be read.
+    pub fn read() -> io::Result<Locks> {
+        Ok(Locks::parse(&std::fs::read_to_string("/proc/locks")?))
+    }
+
+    /// Indexes the text of `/proc/locks`; malformed lines are ignored.
+    fn parse(text: &str) -> Locks {
+        let mut held: std::collections::HashMap<(u32, u32, u64), Vec<u32>> =
+            std::collections::HashMap::new();
+        for lock in text.lines().filter_map(parse_any_lock) {
+            let pids = held.entry((lock.major, lock.minor, lock.ino)).or_default();
+            if let Some(pid) = lock.pid {
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+        for pids in held.values_mut() {
+            pids.sort_unstable();
+        }
+        Locks { held }
+    }
+
+    /// The pids holding a lock on `(dev, ino)` (`stat`'s numbers), or
+    /// `None` when the snapshot lists no lock on it. `Some(&[])` means
+    /// locked by holders `/proc/locks` does not name.
+    pub fn holders(&self, dev: u64, ino: u64) -> Option<&[u32]> {
+        let key = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
+        self.held.get(&key).map(Vec::as_slice)
+    }
+}
+
+/// Looks at the entry `name` of the open directory `parent` (whose path,
+/// for messages, is `parent_path`) without locking it: live or free
+/// according to `locks`, and its record, read through the directory's own
+/// descriptor (`O_RDONLY|O_DIRECTORY|O_NOFOLLOW`).
+///
+/// For read-only callers (a scan, a dry run). To remove a directory, or
+/// to reuse its name, use [`probe_at`] and keep its [`Claim`].
+///
+/// # Errors
+///
+/// As [`probe`].
+pub fn look_at(
+    parent: BorrowedFd<'_>,
+    parent_path: &Path,
+    name: &OsStr,
+    locks: &Locks,
+) -> Result<Look> {
+    let path = || parent_path.join(name);
+    let dir = match open_dir_at(parent, name) {
+        Ok(dir) => dir,
+        Err(Errno::ACCESS | Errno::PERM) => {
+            let error = io::Error::from(Errno::ACCESS);
+            let record = read_record_beneath(parent, name).ok().flatten();
+            let owner = record
+                .as_ref()
+                .map_or(OwnerStatus::Unknown, LeaseRecord::owner_status);
+            return Ok(Look::Unopenable {
+                error,
+                record,
+                owner,
+            });
+        }
+        Err(Errno::LOOP) => {
+            return Err(
+                Error::new(ErrorKind::InvalidInput, "refusing to probe a symlink").at(path()),
+            )
+        }
+        Err(e) => return Err(e).with_path("cannot open sandbox", path),
+    };
+    let stat = rustix::fs::fstat(&dir).with_path("cannot inspect sandbox", path)?;
+    let record = read_record(dir.as_fd(), &path());
+    Ok(match locks.holders(stat.st_dev, stat.st_ino) {
+        Some(holders) => Look::Live {
+            holders: holders.to_vec(),
+            record: record.record().cloned(),
+        },
+        None => Look::Free {
+            identity: (stat.st_dev, stat.st_ino),
+            record,
+        },
+    })
+}
+
 /// Reads the lease record of an open directory.
 ///
 /// Never opens anything but a regular file, and never follows a symlink.
@@ -653,6 +808,40 @@ fn parse_locks_line(line: &str) -> Option<LockLine> {
     let ino = id.next()?.parse().ok()?;
     Some(LockLine {
         pid: u32::try_from(pid).ok().filter(|&p| p > 0)?,
+        major,
+        minor,
+        ino,
+    })
+}
+
+/// One granted lock of any kind from `/proc/locks`.
+#[derive(Debug, PartialEq, Eq)]
+struct AnyLock {
+    /// `None` for locks without a visible owner pid (`OFDLCK`: `-1`).
+    pid: Option<u32>,
+    major: u32,
+    minor: u32,
+    ino: u64,
+}
+
+/// Parses a line of `/proc/locks` of any lock kind (`FLOCK`, `POSIX`,
+/// `OFDLCK`, `LEASE`, …). `None` for waiters (`->`) and malformed lines.
+fn parse_any_lock(line: &str) -> Option<AnyLock> {
+    let mut fields = line.split_whitespace();
+    fields.next()?; // "N:"
+    let kind = fields.next()?;
+    if kind == "->" {
+        return None;
+    }
+    let _class = fields.next()?;
+    let _access = fields.next()?;
+    let pid: i64 = fields.next()?.parse().ok()?;
+    let mut id = fields.next()?.splitn(3, ':');
+    let major = u32::from_str_radix(id.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(id.next()?, 16).ok()?;
+    let ino = id.next()?.parse().ok()?;
+    Some(AnyLock {
+        pid: u32::try_from(pid).ok().filter(|&p| p > 0),
         major,
         minor,
         ino,
@@ -927,6 +1116,27 @@ mod tests {
     }
 
     #[test]
+    fn locks_index_counts_every_kind_but_waiters() {
+        let text = "1: FLOCK  ADVISORY  READ  1234 00:2e:5678 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 1000 00:2e:5678 0 EOF\n\
+                    2: FLOCK  ADVISORY  READ  1235 00:2e:5678 0 EOF\n\
+                    3: POSIX  ADVISORY  WRITE 678 fd:01:42 0 EOF\n\
+                    4: OFDLCK ADVISORY  READ  -1 00:05:9 0 EOF\n\
+                    5: LEASE  ACTIVE    READ  77 00:05:10 0 EOF\n\
+                    6: -> FLOCK  ADVISORY  WRITE 1000 08:01:1 0 EOF\n\
+                    garbage\n";
+        let locks = Locks::parse(text);
+        let dev = |major, minor| rustix::fs::makedev(major, minor);
+        assert_eq!(locks.holders(dev(0, 0x2e), 5678), Some(&[1234, 1235][..]));
+        assert_eq!(locks.holders(dev(0xfd, 1), 42), Some(&[678][..]));
+        assert_eq!(locks.holders(dev(0, 5), 9), Some(&[][..]), "OFD: no pid");
+        assert_eq!(locks.holders(dev(0, 5), 10), Some(&[77][..]));
+        assert_eq!(locks.holders(dev(8, 1), 1), None, "a waiter holds nothing");
+        assert_eq!(locks.holders(dev(0, 0x2e), 5679), None);
+        assert_eq!(locks.holders(dev(1, 0x2e), 5678), None, "other device");
+    }
+
+    #[test]
     fn parse_start_ticks_cases() {
         let cases: &[(&[u8], Option<u64>)] = &[
             (
@@ -1011,6 +1221,8 @@ mod tests {
         check::<Lease>();
         check::<Claim>();
         check::<Probe>();
+        check::<Look>();
+        check::<Locks>();
         check::<Hold>();
         check::<LeaseRecord>();
     }

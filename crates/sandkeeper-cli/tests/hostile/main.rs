@@ -13,3 +13,4 @@ mod output;
 mod records;
 mod roots;
 mod run_tmpdir;
+mod scan_locks;

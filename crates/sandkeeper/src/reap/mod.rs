@@ -2,22 +2,46 @@
 //! explicit rule selects), safely beside live work.
 //!
 //! A reap scans each root ([`scan`]), decides per entry
-//! ([`Verdict`], with the reason), and then, oldest first, for each entry
-//! to remove:
+//! ([`Verdict`], with the reason), and then first deals with what a killed
+//! reaper left in the root's quarantine (entries that had passed their
+//! check are deleted; *pending* ones, moved in but never checked, are
+//! checked against a fresh `/proc` pass like new ones), then, oldest first,
+//! for each entry to remove:
 //!
-//! 1. takes its lock (`flock(LOCK_EX|LOCK_NB)` on the directory, managed or
-//!    not): a creator reclaiming the same keyed name, or a second reaper,
-//!    now sees it as held and leaves it;
+//! 1. takes its lock (`flock(LOCK_EX|LOCK_NB)` on the opened directory,
+//!    managed or not): a creator reclaiming the same keyed name, or a
+//!    second reaper, now sees it as held and leaves it; a file, socket or
+//!    symlink has no lock;
 //! 2. checks it is still the inode that was scanned;
-//! 3. re-checks, against a fresh pass over `/proc`, that nothing inside is
-//!    in use (things change between the scan and the removal);
-//! 4. with a free-space target, stops if the target is already met
+//! 3. moves it into the root's quarantine under a pending name
+//!    ([`remove::quarantine_entry`]), checking that the inode that arrived
+//!    is the one claimed: from now on no new path lookup reaches it;
+//! 4. checks it against a pass over `/proc` taken **after** that move:
+//!    the entry is walked in the quarantine through descriptors, every
+//!    inode matched against open files, working directories, mappings and
+//!    kernel users (loop devices, overlays), and mounts and bound unix
+//!    sockets are asked about both its old and its new path (a mount of
+//!    another mount namespace moves with the directory). Anything held, or
+//!    anything that cannot be told: it is put back under its name
+//!    (`RENAME_NOREPLACE`); if that name was taken meanwhile it stays
+//!    pending in the quarantine, is reported, and is never deleted without
+//!    a fresh check;
+//! 5. with a free-space target, stops if the target is already met
 //!    (re-measured after each removal: unlinked-but-open files free nothing);
-//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised;
-//! 5. removes it through [`remove`]: renamed into the root's
-//!    quarantine first, then deleted, never leaving its tree.
+//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised
+//!    (entries already moved are put back);
+//! 6. removes it: renamed to a condemned name inside the quarantine (so a
+//!    reaper killed from here on leaves it to be finished, one killed
+//!    before leaves it pending), then deleted, never leaving its tree.
 //!
-//! A dry run decides with the same probes and removes nothing.
+//! Steps 1–3 run for up to 64 entries, then one `/proc` pass serves step 4
+//! for each of them (a pass costs about 25 ms on a busy host; one per entry
+//! would make a reap of thousands take minutes); each entry's check still
+//! follows its own move. With a free-space target the batches grow 1, 2,
+//! 4, … 64, so few entries are moved only to be put back.
+//!
+//! A dry run decides on the scan alone, which takes no lock (live or free
+//! is read from `/proc/locks`), and removes nothing.
 //!
 //! ```
 //! use sandkeeper::reap::{Policy, Reaper};
@@ -32,6 +56,7 @@ mod clock;
 mod policy;
 mod verdict;
 
+use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
@@ -41,14 +66,32 @@ pub use verdict::{KeepReason, ReapReason, Verdict};
 use crate::error::{Error, ErrorKind, Result};
 use crate::inuse::InUse;
 use crate::lease::{self, Claim, Probe};
-use crate::remove::{self, RemoveOptions};
+use crate::remove::{self, Quarantined, RemoveOptions, Restore};
 use crate::root::Root;
 use crate::scan::{self, Entry, EntryState, RootReport, Scanner};
 use crate::walk::{self, FileKind, WalkState};
 
-/// How many entries are locked and re-checked against one fresh `/proc`
-/// pass: amortizes the pass, bounds the descriptors held.
+/// How many entries are claimed and moved into the quarantine before one
+/// fresh `/proc` pass checks them all: amortizes the pass (about 25 ms on
+/// a busy host), bounds the descriptors held.
 const BATCH: usize = 64;
+
+/// Splits `candidates` into batches of [`BATCH`]; with a free-space target,
+/// of 1, 2, 4, … up to [`BATCH`] instead, so that few entries are moved out
+/// of their names only to be put back once the target is met.
+fn batches<T>(candidates: &[T], target: bool) -> impl Iterator<Item = &[T]> {
+    let mut rest = candidates;
+    let mut size = if target { 1 } else { BATCH };
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (batch, tail) = rest.split_at(size.min(rest.len()));
+        rest = tail;
+        size = (size * 2).min(BATCH);
+        Some(batch)
+    })
+}
 
 /// Runs reaps with one policy.
 #[derive(Debug, Clone)]
@@ -95,7 +138,10 @@ pub struct RootReap {
     pub errors: Vec<ReapError>,
     /// Disk bytes freed (in a dry run: the scanned sizes of `removed`).
     pub freed_bytes: u64,
-    /// Entries finished from the quarantine a killed reaper left.
+    /// Files and directories removed, first, of what killed reapers left
+    /// in the root's quarantine: entries that had passed their check, and
+    /// pending ones that a fresh check cleared (pending ones still in use
+    /// are put back, or kept there, and listed in `skipped`).
     pub quarantine_finished: u64,
 }
 
@@ -218,21 +264,19 @@ impl Reaper {
     fn reap_root(&self, root: &Root, report: &RootReport, now_ms: i64) -> Result<RootReap> {
         let path = report.path.clone();
         let dir = root.fd();
-        let quarantine_finished = if self.policy.dry_run || self.policy.stop_requested() {
-            0
+        let leftovers = if self.policy.dry_run || self.policy.stop_requested() {
+            Leftovers::default()
         } else {
-            remove::finish_quarantine(dir, &RemoveOptions::new())
-                .map(|r| r.removed().entries())
-                .unwrap_or(0)
+            self.finish_leftovers(dir, &path)
         };
         let verdicts = self.decide(report, now_ms);
         let mut result = RootReap {
             path: path.clone(),
             removed: Vec::new(),
-            skipped: Vec::new(),
-            errors: Vec::new(),
+            skipped: leftovers.skipped,
+            errors: leftovers.errors,
             freed_bytes: 0,
-            quarantine_finished,
+            quarantine_finished: leftovers.finished,
         };
         let mut candidates: Vec<(usize, ReapReason)> = Vec::new();
         for (i, verdict) in verdicts.into_iter().enumerate() {
@@ -265,7 +309,7 @@ impl Reaper {
             None => report.filesystem.free_bytes,
         };
         let mut target_met = target.is_some_and(|t| free >= t);
-        for batch in candidates.chunks(BATCH) {
+        for batch in batches(&candidates, target.is_some()) {
             if self.policy.dry_run {
                 for (i, reason) in batch {
                     let entry = &report.entries[*i];
@@ -299,7 +343,9 @@ impl Reaper {
         }
     }
 
-    /// Locks a batch, re-checks it against a fresh `/proc` pass, removes.
+    /// Claims a batch, moves each entry into the quarantine, checks each
+    /// against one `/proc` pass taken after all those moves, then removes
+    /// each one that nothing holds and puts back the others.
     fn reap_batch(
         &self,
         dir: BorrowedFd<'_>,
@@ -310,67 +356,63 @@ impl Reaper {
         result: &mut RootReap,
     ) -> Result<()> {
         let path = &report.path;
-        let mut locked: Vec<(usize, &ReapReason, Option<Claim>)> = Vec::new();
+        let mut moved = Vec::new();
         for (i, reason) in batch {
             let entry = &report.entries[*i];
             if let Some(why) = self.halted(*target_met) {
                 result.skipped.push(skipped(path, entry, why));
                 continue;
             }
-            match claim(dir, path, entry) {
-                Ok(claim) => locked.push((*i, reason, claim)),
-                Err(Gone) => {}
+            let claim = match claim(dir, path, entry) {
+                Ok(claim) => claim,
+                Err(Gone) => continue,
                 Err(Changed(what)) => {
                     result
                         .skipped
-                        .push(skipped(path, entry, KeepReason::Changed(what)))
+                        .push(skipped(path, entry, KeepReason::Changed(what)));
+                    continue;
                 }
-            }
-        }
-        if locked.is_empty() {
-            return Ok(());
-        }
-        let inuse = self.scanner.in_use()?;
-        for (i, reason, claim) in locked {
-            let entry = &report.entries[i];
-            if let Some(why) = self.halted(*target_met) {
-                result.skipped.push(skipped(path, entry, why));
-                continue;
-            }
-            if let Some(what) = still_unused(dir, path, entry, &inuse) {
-                result
-                    .skipped
-                    .push(skipped(path, entry, KeepReason::Changed(what)));
-                continue;
-            }
+            };
             let (dev, ino) = entry.identity;
             let mut opts = RemoveOptions::new();
             opts.expect(dev, ino);
-            match remove::remove_entry(dir, &entry.name, &opts) {
-                Ok(removal) if removal.is_complete() => {
-                    // The scan measured it; the remover does not re-stat.
-                    result.freed_bytes += entry.disk_bytes;
-                    result.removed.push(removed(path, entry, reason.clone()));
+            match remove::quarantine_entry(dir, &entry.name, &opts) {
+                Ok(q) => moved.push((entry, reason, claim, q)),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => result.errors.push(ReapError {
+                    path: path.join(&entry.name),
+                    error: e.to_string(),
+                }),
+            }
+        }
+        if moved.is_empty() {
+            return Ok(());
+        }
+        // Taken after every move of the batch: whatever starts using an
+        // entry after this pass can no longer reach it by its path.
+        let inuse = match self.scanner.in_use() {
+            Ok(inuse) => inuse,
+            Err(e) => {
+                for (entry, _, claim, q) in moved {
+                    put_back(path, entry, q, KeepReason::Unknown, result);
+                    drop(claim);
                 }
-                Ok(removal) => {
-                    let left: Vec<String> = removal
-                        .left()
-                        .iter()
-                        .take(5)
-                        .map(|l| format!("{}: {}", l.path().display(), l.reason()))
-                        .collect();
-                    result.errors.push(ReapError {
-                        path: path.join(&entry.name),
-                        error: format!(
-                            "{} item(s) could not be removed: {}",
-                            removal.left().len(),
-                            left.join("; ")
-                        ),
-                    });
-                }
-                Err(e)
-                    if e.io_error()
-                        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {}
+                return Err(e);
+            }
+        };
+        for (entry, reason, claim, q) in moved {
+            if let Some(why) = self.halted(*target_met) {
+                put_back(path, entry, q, why, result);
+                drop(claim);
+                continue;
+            }
+            if let Some(what) = still_unused(path, entry, &q, &inuse) {
+                put_back(path, entry, q, KeepReason::Changed(what), result);
+                drop(claim);
+                continue;
+            }
+            match q.remove() {
+                Ok(removal) => record_removal(path, entry, reason, &removal, result),
                 Err(e) => result.errors.push(ReapError {
                     path: path.join(&entry.name),
                     error: e.to_string(),
@@ -383,6 +425,164 @@ impl Reaper {
         }
         Ok(())
     }
+
+    /// Deals with what killed reapers left in the quarantine of `dir`:
+    /// condemned entries are deleted; pending ones (moved in, never
+    /// cleared) are checked against a fresh `/proc` pass, then removed if
+    /// nothing holds them, else put back (or left pending when their name
+    /// is taken or unknown).
+    fn finish_leftovers(&self, dir: BorrowedFd<'_>, root: &Path) -> Leftovers {
+        let mut out = Leftovers::default();
+        let opts = RemoveOptions::new();
+        out.finished = remove::finish_quarantine(dir, &opts)
+            .map(|r| r.leftovers_removed().entries())
+            .unwrap_or(0);
+        let pending = match remove::pending_leftovers(dir, &opts) {
+            Ok(pending) => pending,
+            Err(e) => {
+                out.errors.push(ReapError {
+                    path: root.to_owned(),
+                    error: format!("cannot check what an interrupted reap left: {e}"),
+                });
+                return out;
+            }
+        };
+        if pending.is_empty() {
+            return out;
+        }
+        let inuse = self.scanner.in_use();
+        for q in pending {
+            let here = root.join(q.path_in_parent());
+            let shown = q
+                .original_name()
+                .map_or_else(|| here.clone(), |name| root.join(name));
+            let claim = match q.is_dir() {
+                true => match lease::probe_at(q.dir(), &here, q.name_in_quarantine()) {
+                    Ok(Probe::Free(claim)) if claim.identity() == q.identity() => Some(claim),
+                    _ => {
+                        out.keep(root, &shown, q, "its lock is held or it cannot be opened");
+                        continue;
+                    }
+                },
+                false => None,
+            };
+            let why = match &inuse {
+                Ok(inuse) => check_quarantined(root, q.original_name(), &q, inuse),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                out.keep(root, &shown, q, &why);
+                drop(claim);
+                continue;
+            }
+            match q.remove() {
+                Ok(r) => out.finished += r.removed().entries(),
+                Err(e) => out.errors.push(ReapError {
+                    path: here,
+                    error: e.to_string(),
+                }),
+            }
+            drop(claim);
+        }
+        out
+    }
+}
+
+/// What checking the quarantine's leftovers did.
+#[derive(Default)]
+struct Leftovers {
+    /// Files and directories removed.
+    finished: u64,
+    /// Pending leftovers kept, with why.
+    skipped: Vec<Skipped>,
+    /// What could not be done.
+    errors: Vec<ReapError>,
+}
+
+impl Leftovers {
+    fn keep(&mut self, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
+        let note = match q.restore() {
+            Restore::Restored => {
+                format!("left in the quarantine by an interrupted reap; {why}: put back")
+            }
+            Restore::KeptInQuarantine(at) => format!(
+                "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
+                 (its name is taken or unknown), checked again by every reap",
+                root.join(at).display()
+            ),
+        };
+        self.skipped.push(Skipped {
+            path: shown.to_owned(),
+            pattern: String::new(),
+            state: EntryState::Unknown,
+            reason: KeepReason::Changed(note),
+            disk_bytes: 0,
+        });
+    }
+}
+
+/// Puts a quarantined entry back and records why it stays. If its name was
+/// taken meanwhile it stays pending in the quarantine (never deleted
+/// without a fresh check), and the record says where.
+fn put_back(
+    root: &Path,
+    entry: &Entry,
+    q: Quarantined<'_>,
+    why: KeepReason,
+    result: &mut RootReap,
+) {
+    let why = match q.restore() {
+        Restore::Restored => why,
+        Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(
+            "{}; its name was taken meanwhile, so it stays in the quarantine at {}, \
+             checked again by every reap and removed only once nothing uses it",
+            why_text(&why),
+            root.join(at).display()
+        )),
+    };
+    result.skipped.push(skipped(root, entry, why));
+}
+
+fn why_text(why: &KeepReason) -> String {
+    match why {
+        KeepReason::Changed(what) => what.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Records a finished removal: removed, or what was left of it.
+fn record_removal(
+    root: &Path,
+    entry: &Entry,
+    reason: &ReapReason,
+    removal: &remove::RemovalReport,
+    result: &mut RootReap,
+) {
+    if removal.is_complete() {
+        // The scan measured it; the remover does not re-stat.
+        result.freed_bytes += entry.disk_bytes;
+        result.removed.push(removed(root, entry, reason.clone()));
+        return;
+    }
+    let left: Vec<String> = removal
+        .left()
+        .iter()
+        .take(5)
+        .map(|l| format!("{}: {}", l.path().display(), l.reason()))
+        .collect();
+    result.errors.push(ReapError {
+        path: root.join(&entry.name),
+        error: format!(
+            "{} item(s) could not be removed: {}",
+            removal.left().len(),
+            left.join("; ")
+        ),
+    });
+}
+
+fn is_not_found(e: &Error) -> bool {
+    e.io_error()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Why an entry could not be claimed.
@@ -395,6 +595,8 @@ enum ClaimFailure {
 use ClaimFailure::{Changed, Gone};
 
 /// Takes the entry's lock (directories) and checks it is the scanned inode.
+/// Anything else (a file, socket, symlink) has no lock: its identity is
+/// checked, and the move into the quarantine checks it again.
 fn claim(
     dir: BorrowedFd<'_>,
     root: &Path,
@@ -412,32 +614,46 @@ fn claim(
         Ok(Probe::Free(_)) => Err(Changed("replaced by another directory".into())),
         Ok(Probe::Live { .. }) => Err(Changed("its lock is now held".into())),
         Ok(_) => Err(Changed("it can no longer be opened".into())),
-        Err(e)
-            if e.io_error()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
-        {
-            Err(Gone)
-        }
+        Err(e) if is_not_found(&e) => Err(Gone),
         Err(e) => Err(Changed(e.to_string())),
     }
 }
 
-/// Re-walks a claimed entry against a fresh in-use index; `Some(what)` if
-/// anything inside is in use now, or the index cannot tell.
-fn still_unused(dir: BorrowedFd<'_>, root: &Path, entry: &Entry, inuse: &InUse) -> Option<String> {
+/// Checks a quarantined entry against an in-use index taken after it was
+/// moved; `Some(what)` if anything holds it, or the index cannot tell.
+fn still_unused(root: &Path, entry: &Entry, q: &Quarantined<'_>, inuse: &InUse) -> Option<String> {
+    check_quarantined(root, Some(&entry.name), q, inuse)
+}
+
+/// See [`still_unused`]. Path-based kernel users (mounts, loop devices,
+/// overlays, bound unix sockets) are asked about the entry's old path
+/// (`original`, when known) and its path in the quarantine (mounts of
+/// other mount namespaces move with it); everything else is found by
+/// walking the entry in the quarantine through descriptors.
+fn check_quarantined(
+    root: &Path,
+    original: Option<&OsStr>,
+    q: &Quarantined<'_>,
+    inuse: &InUse,
+) -> Option<String> {
     if !inuse.is_complete() {
         return Some("some processes cannot be inspected".into());
     }
-    let entry_path = root.join(&entry.name);
-    if let Some(k) = inuse.kernel_users_under(&entry_path).first() {
-        return Some(k.to_string());
-    }
-    if let Some(s) = inuse.socket_paths_under(&entry_path).first() {
-        return Some(format!("unix socket {}", s.display()));
+    let paths = original
+        .map(|name| root.join(name))
+        .into_iter()
+        .chain([root.join(q.path_in_parent())]);
+    for path in paths {
+        if let Some(k) = inuse.kernel_users_under(&path).first() {
+            return Some(k.to_string());
+        }
+        if let Some(s) = inuse.socket_paths_under(&path).first() {
+            return Some(format!("unix socket {}", s.display()));
+        }
     }
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
-    let walked = walk::usage_at(dir, &entry.name, &mut links, &mut |v| {
+    let walked = walk::usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
         if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
             found = Some(h.to_string());
             return WalkState::Quit;
@@ -449,11 +665,16 @@ fn still_unused(dir: BorrowedFd<'_>, root: &Path, entry: &Entry, inuse: &InUse) 
         WalkState::Continue
     });
     match walked {
-        Ok(usage) if found.is_none() && usage.error_count > 0 => Some(format!(
+        Ok(_) if found.is_some() => found,
+        Ok(usage) if usage.error_count > 0 => Some(format!(
             "{} place(s) inside cannot be read",
             usage.error_count
         )),
-        Ok(_) => found,
+        Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
+            "a mount point inside ({})",
+            usage.mount_points[0].display()
+        )),
+        Ok(_) => None,
         Err(e) => Some(e.to_string()),
     }
 }

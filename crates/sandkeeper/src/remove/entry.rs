@@ -45,6 +45,16 @@ pub(crate) fn remove(
     display: &Path,
     options: &RemoveOptions,
 ) -> Result<RemovalReport> {
+    check_name(name, display)?;
+    let mut job = Job::new(parent, name, display, options)?;
+    match job.open_entry()? {
+        Target::Dir(fd, st) => job.remove_dir(fd, st),
+        Target::File(report) => Ok(report),
+    }
+}
+
+/// Refuses what is not one name of a directory entry, and the quarantine.
+fn check_name(name: &OsStr, display: &Path) -> Result<()> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
         return Err(Error::new(
@@ -61,56 +71,366 @@ pub(crate) fn remove(
         .at(display)
         .with_hint("remove any other entry of that directory, or the directory itself"));
     }
-    let parent_st = at::fstat_dir(parent)
-        .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
-    let mut job = Job {
-        parent,
-        name: CString::new(bytes)
-            .map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL in name"))?,
-        display,
-        fence: Fence::of(&parent_st),
-        plan: options.plan(),
-        expect: options.expect,
-        leftovers: Tally::default(),
-    };
+    Ok(())
+}
+
+/// What [`Job::open_entry`] found.
+enum Target {
+    /// A directory, open.
+    Dir(OwnedFd, DirStat),
+    /// Not a directory: already removed.
+    File(RemovalReport),
+}
+
+/// See [`super::quarantine_entry`].
+pub(crate) fn quarantine<'a>(
+    parent: BorrowedFd<'a>,
+    name: &'a OsStr,
+    display: &'a Path,
+    options: &RemoveOptions,
+) -> Result<Quarantined<'a>> {
+    check_name(name, display)?;
+    let mut job = Job::new(parent, name, display, options)?;
     for _ in 0..MAX_TRIES {
-        let opened = match at::open_dir(parent, &job.name, &job.fence) {
+        if let Some((fd, st)) = job.open_one()? {
+            if job.expect.is_some_and(|want| want != st.id) {
+                return Err(job.mismatch());
+            }
+            let pending = Quarantine::pending_name(job.name.as_bytes());
+            let (q, unique) =
+                job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending)?;
+            return Ok(Quarantined {
+                id: st.id,
+                dir: Some((fd, st)),
+                original: Some(job.name.clone()),
+                job,
+                q: Some(q),
+                unique,
+            });
+        }
+        // Not a directory: identity, then the move.
+        let st = match at::lstat(job.parent, &job.name) {
+            Ok(st) => st,
+            Err(errno) => return Err(io_error("cannot inspect", errno, job.display)),
+        };
+        if st.is_dir {
+            continue;
+        }
+        if job.expect.is_some_and(|want| want != st.id) {
+            return Err(job.mismatch());
+        }
+        let pending = Quarantine::pending_name(job.name.as_bytes());
+        let (q, unique) = job.quarantine_and_move(st.id, None, &pending)?;
+        return Ok(Quarantined {
+            id: st.id,
+            dir: None,
+            original: Some(job.name.clone()),
+            job,
+            q: Some(q),
+            unique,
+        });
+    }
+    Err(job.flapping())
+}
+
+/// See [`super::pending_leftovers`].
+pub(crate) fn pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    display: &'a Path,
+    options: &RemoveOptions,
+) -> Result<Vec<Quarantined<'a>>> {
+    let mut job = Job::new(parent, OsStr::new("."), display, options)?;
+    let mut q = job.quarantine()?;
+    let names = q.take_pending();
+    let mut out = Vec::with_capacity(names.len());
+    let mut q = Some(q);
+    for unique in names {
+        // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
+        // other remover takes these over while they are checked.
+        let share = match q.take() {
+            Some(q) => q,
+            None => job.quarantine()?,
+        };
+        let original =
+            quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+        let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
+            Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
+            Ok(Opened::Fenced) => {
+                // A mount on it: leave it pending, it is not ours to judge.
+                q = Some(share);
+                continue;
+            }
+            Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
+                Ok(st) if !st.is_dir => (st.id, None),
+                _ => {
+                    q = Some(share);
+                    continue;
+                }
+            },
+            Err(_) => {
+                q = Some(share);
+                continue;
+            }
+        };
+        let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
+        if let Some(name) = &original {
+            entry_job.name = name.clone();
+        }
+        out.push(Quarantined {
+            id,
+            dir,
+            original,
+            job: entry_job,
+            q: Some(share),
+            unique,
+        });
+    }
+    if let Some(q) = q {
+        q.close(parent);
+    }
+    Ok(out)
+}
+
+/// An entry moved into its parent's quarantine under a *pending* name and
+/// not yet cleared: no new path lookup reaches it (the quarantine is the
+/// remover's own 0700 directory), processes that had it open still can.
+///
+/// The caller checks it (against a `/proc` pass taken after the move:
+/// [`dir`](Self::dir) and [`name_in_quarantine`](Self::name_in_quarantine)
+/// reach it through descriptors), then either [`remove`](Self::remove)s
+/// it or [`restore`](Self::restore)s it. Dropped without either, it stays
+/// pending in the quarantine, where nothing deletes it without a fresh
+/// check ([`pending_leftovers`](super::pending_leftovers)).
+#[must_use = "an entry left pending stays in the quarantine until a check clears it"]
+pub struct Quarantined<'a> {
+    job: Job<'a>,
+    q: Option<Quarantine>,
+    unique: CString,
+    /// Its name in the parent, when known.
+    original: Option<CString>,
+    id: FileId,
+    dir: Option<(OwnedFd, DirStat)>,
+}
+
+/// What [`Quarantined::restore`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Restore {
+    /// Back under its own name.
+    Restored,
+    /// Its name was taken meanwhile (or is not known: a leftover whose
+    /// name was too long to carry): it stays pending in the quarantine, at
+    /// this path relative to the parent, and is never deleted without a
+    /// fresh check.
+    KeptInQuarantine(PathBuf),
+}
+
+impl std::fmt::Debug for Quarantined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quarantined")
+            .field("original", &self.original)
+            .field("in_quarantine", &self.path_in_parent())
+            .field("identity", &(self.id.dev, self.id.ino))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Quarantined<'_> {
+    /// The quarantine directory (open), which holds the entry under
+    /// [`name_in_quarantine`](Self::name_in_quarantine).
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        match &self.q {
+            Some(q) => q.fd(),
+            None => self.job.parent,
+        }
+    }
+
+    /// The entry's name in the quarantine (`pending-…`).
+    pub fn name_in_quarantine(&self) -> &OsStr {
+        OsStr::from_bytes(self.unique.as_bytes())
+    }
+
+    /// The entry's path relative to the parent
+    /// (`.sandkeeper-trash/pending-…`): join it to the parent's path to ask
+    /// path-based questions (mounts, sockets) about where it is now.
+    pub fn path_in_parent(&self) -> PathBuf {
+        let q = self.q.as_ref().map_or(&b""[..], |q| q.name().to_bytes());
+        PathBuf::from(OsStr::from_bytes(q)).join(self.name_in_quarantine())
+    }
+
+    /// Its name in the parent before it was moved, when known (a leftover
+    /// of a killed reaper carries it only when it was short enough).
+    pub fn original_name(&self) -> Option<&OsStr> {
+        self.original
+            .as_deref()
+            .map(|n| OsStr::from_bytes(n.to_bytes()))
+    }
+
+    /// Device and inode of the entry (checked when it arrived).
+    pub fn identity(&self) -> (u64, u64) {
+        (self.id.dev, self.id.ino)
+    }
+
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Puts it back under its own name (`renameat2(RENAME_NOREPLACE)`).
+    /// If that name was taken meanwhile, it is **not** deleted: it stays
+    /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
+    pub fn restore(mut self) -> Restore {
+        let Some(q) = self.q.take() else {
+            return Restore::KeptInQuarantine(self.path_in_parent());
+        };
+        let back = self.original.as_ref().is_some_and(|name| {
+            at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
+        });
+        if back {
+            q.close(self.job.parent);
+            return Restore::Restored;
+        }
+        let at =
+            PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
+        // Still pending: the quarantine is not empty, so it stays.
+        drop(q);
+        Restore::KeptInQuarantine(at)
+    }
+
+    /// Removes it: first renamed from its pending name to a condemned one
+    /// inside the quarantine (atomic: a reaper killed after this point
+    /// leaves it to be finished, one killed before leaves it pending), then
+    /// emptied and deleted as [`remove_entry`](super::remove_entry) does.
+    /// What cannot be removed is put back under its own name if free.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be renamed to its condemned name (then nothing was
+    /// removed and it stays pending).
+    pub fn remove(mut self) -> Result<RemovalReport> {
+        let Some(q) = self.q.take() else {
+            return Err(
+                Error::new(ErrorKind::Removal, "is no longer in the quarantine")
+                    .at(self.job.display),
+            );
+        };
+        let condemned = Quarantine::condemned_name();
+        if let Err(errno) = at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
+            drop(q);
+            return Err(io_error(
+                "cannot mark as condemned in the quarantine; left pending there",
+                errno,
+                self.job.display,
+            ));
+        }
+        let id = self.id;
+        match self.dir.take() {
+            Some((fd, st)) => self.job.delete_dir(q, condemned, fd, st),
+            None => {
+                let freed = match at::lstat(q.fd(), &condemned) {
+                    Ok(st) if st.id == id && st.nlink <= 1 => st.bytes,
+                    _ => 0,
+                };
+                let result = at::unlink(q.fd(), &condemned).map_err(|errno| {
+                    self.job.put_back(&q, &condemned);
+                    io_error("cannot unlink", errno, self.job.display)
+                });
+                q.close(self.job.parent);
+                result?;
+                let mut tally = Tally::default();
+                tally.counts.files = 1;
+                tally.counts.bytes = freed;
+                Ok(self.job.report(tally, None))
+            }
+        }
+    }
+}
+
+impl<'a> Job<'a> {
+    fn new(
+        parent: BorrowedFd<'a>,
+        name: &OsStr,
+        display: &'a Path,
+        options: &RemoveOptions,
+    ) -> Result<Job<'a>> {
+        let bytes = name.as_bytes();
+        let parent_st = at::fstat_dir(parent)
+            .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
+        Ok(Job {
+            parent,
+            name: CString::new(bytes)
+                .map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL in name"))?,
+            display,
+            fence: Fence::of(&parent_st),
+            plan: options.plan(),
+            expect: options.expect,
+            leftovers: Tally::default(),
+        })
+    }
+
+    /// Opens the entry: `Some(Dir)` for a directory, `None` when it is not
+    /// one (the caller looks at it by name).
+    fn open_one(&mut self) -> Result<Option<(OwnedFd, DirStat)>> {
+        let opened = match at::open_dir(self.parent, &self.name, &self.fence) {
             Err(Errno::ACCESS) => {
-                at::open_unreadable_dir(parent, &job.name, &job.fence, job.expect)
+                at::open_unreadable_dir(self.parent, &self.name, &self.fence, self.expect)
             }
             other => other,
         };
         match opened {
-            Ok(Opened::Dir(fd, st)) => return job.remove_dir(fd, st),
-            Ok(Opened::Fenced) => {
-                return Err(Error::new(
-                    ErrorKind::Removal,
-                    "is a mount point (or on another filesystem than its parent); not removing it",
-                )
-                .at(display));
-            }
-            Err(Errno::NOTDIR | Errno::LOOP) => {
-                if let Some(report) = job.remove_file()? {
-                    return Ok(report);
-                }
-            }
-            Err(Errno::STALE) => return Err(job.mismatch()),
-            Err(errno) => return Err(io_error("cannot open", errno, display)),
+            Ok(Opened::Dir(fd, st)) => Ok(Some((fd, st))),
+            Ok(Opened::Fenced) => Err(Error::new(
+                ErrorKind::Removal,
+                "is a mount point (or on another filesystem than its parent); not removing it",
+            )
+            .at(self.display)),
+            Err(Errno::NOTDIR | Errno::LOOP) => Ok(None),
+            Err(Errno::STALE) => Err(self.mismatch()),
+            Err(errno) => Err(io_error("cannot open", errno, self.display)),
         }
     }
-    Err(Error::new(
-        ErrorKind::Removal,
-        "kept changing between a directory and something else; not removing it",
-    )
-    .at(display))
-}
 
-impl Job<'_> {
+    /// Opens the entry for [`remove`]: a directory is returned open, any
+    /// other kind is removed at once.
+    fn open_entry(&mut self) -> Result<Target> {
+        for _ in 0..MAX_TRIES {
+            if let Some((fd, st)) = self.open_one()? {
+                return Ok(Target::Dir(fd, st));
+            }
+            if let Some(report) = self.remove_file()? {
+                return Ok(Target::File(report));
+            }
+        }
+        Err(self.flapping())
+    }
+
+    fn flapping(&self) -> Error {
+        Error::new(
+            ErrorKind::Removal,
+            "kept changing between a directory and something else; not removing it",
+        )
+        .at(self.display)
+    }
+
     fn remove_dir(&mut self, fd: OwnedFd, st: DirStat) -> Result<RemovalReport> {
         if self.expect.is_some_and(|want| want != st.id) {
             return Err(self.mismatch());
         }
-        let (q, unique) = self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)))?;
+        let condemned = Quarantine::condemned_name();
+        let (q, unique) =
+            self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &condemned)?;
+        self.delete_dir(q, unique, fd, st)
+    }
+
+    /// Empties and removes the directory `fd` (`st`), which is in the
+    /// quarantine `q` as `unique`; puts back what is left.
+    fn delete_dir(
+        &mut self,
+        q: Quarantine,
+        unique: CString,
+        fd: OwnedFd,
+        st: DirStat,
+    ) -> Result<RemovalReport> {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
         let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
         let mut sweeps = 0;
@@ -177,7 +497,8 @@ impl Job<'_> {
         }
         // Move it aside first, so the name cannot be swapped between the
         // identity check and the unlink.
-        let (q, unique) = self.quarantine_and_move(want, None)?;
+        let condemned = Quarantine::condemned_name();
+        let (q, unique) = self.quarantine_and_move(want, None, &condemned)?;
         let result = at::unlink(q.fd(), &unique).map_err(|errno| {
             self.put_back(&q, &unique);
             io_error("cannot unlink", errno, self.display)
@@ -196,11 +517,12 @@ impl Job<'_> {
         &mut self,
         want: FileId,
         dir: Option<(BorrowedFd<'_>, u32)>,
+        unique: &CStr,
     ) -> Result<(Quarantine, CString)> {
         let mut attempts = 0;
         loop {
             let q = self.quarantine()?;
-            match self.move_in(&q, want, dir) {
+            match self.move_in(&q, want, dir, unique) {
                 Ok(unique) => return Ok((q, unique)),
                 Err(err) => {
                     let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
@@ -239,11 +561,18 @@ impl Job<'_> {
         q: &Quarantine,
         want: FileId,
         dir: Option<(BorrowedFd<'_>, u32)>,
+        unique: &CStr,
     ) -> Result<CString> {
-        let mut unique = Quarantine::unique_name();
+        let mut unique = unique.to_owned();
         let mut moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         if moved == Err(Errno::EXIST) {
-            unique = Quarantine::unique_name();
+            // Only another remover of ours could have made the name: the
+            // same state, another unique part.
+            unique = if unique.as_bytes().starts_with(quarantine::PENDING) {
+                Quarantine::pending_name(self.name.as_bytes())
+            } else {
+                Quarantine::condemned_name()
+            };
             moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         }
         if let (Err(Errno::ACCESS), Some((fd, perm))) = (moved, dir) {

@@ -14,7 +14,9 @@ use super::RemoveOptions;
 use crate::error::{Error, Result};
 
 /// Empties the quarantine (`.sandkeeper-trash/`) of `parent` of what
-/// interrupted removals left in it, then removes it if it is empty.
+/// interrupted removals left in it to be deleted (*condemned*), then removes
+/// it if it is empty. Entries a killed reaper left *pending* (moved in, not
+/// yet checked) are left alone: see [`pending_leftovers`](super::pending_leftovers).
 ///
 /// Does nothing when there is no quarantine, and leaves it alone while
 /// another removal is using it (that one finishes it). What was removed
@@ -33,19 +35,7 @@ use crate::error::{Error, Result};
 ///
 /// When `parent` cannot be inspected or the quarantine cannot be opened.
 pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Result<RemovalReport> {
-    let exists = [
-        quarantine::TRASH.to_owned(),
-        format!(
-            "{}-{}",
-            quarantine::TRASH,
-            rustix::process::geteuid().as_raw()
-        ),
-    ]
-    .iter()
-    .any(|name| {
-        rustix::fs::statat(parent, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
-    });
-    if !exists {
+    if !quarantine_exists(parent) {
         return Ok(RemovalReport::default());
     }
     let parent_st = at::fstat_dir(parent)
@@ -66,5 +56,21 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
         leftovers: leftovers.counts,
         leftovers_left: leftovers.left,
         ..RemovalReport::default()
+    })
+}
+
+/// Whether `parent` has an entry under one of the quarantine names.
+pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
+    [
+        quarantine::TRASH.to_owned(),
+        format!(
+            "{}-{}",
+            quarantine::TRASH,
+            rustix::process::geteuid().as_raw()
+        ),
+    ]
+    .iter()
+    .any(|name| {
+        rustix::fs::statat(parent, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
     })
 }

@@ -4,6 +4,8 @@
 //! [`remove_entry`] takes an open parent directory and a name;
 //! [`remove_path`] is the same for callers that hold a path. Both return a
 //! [`RemovalReport`]: what was removed, and what was left and why.
+//! [`quarantine_entry`] is the first half of a removal, for callers that
+//! must check the entry after it left its name.
 //!
 //! # Guarantees
 //!
@@ -20,6 +22,14 @@
 //!   half-removed tree is never mistaken for a live one. A quarantine left
 //!   half full by a killed remover is finished by the next removal of a
 //!   directory in that parent; the quarantine itself is removed when empty.
+//! - **Checked after the move, when asked.** [`quarantine_entry`] stops
+//!   after the move and returns a [`Quarantined`] handle, so a caller (the
+//!   reaper) can check the entry where no new path lookup reaches it, then
+//!   [`remove`](Quarantined::remove) or [`restore`](Quarantined::restore)
+//!   it. Such an entry waits under a *pending* name and becomes
+//!   *condemned* (one rename) only when it is to be deleted; a pending
+//!   leftover of a killed caller is never deleted without a fresh check
+//!   ([`pending_leftovers`]).
 //! - **Never follows a symlink** (a symlink is unlinked as a link) and
 //!   **never opens** a FIFO, socket or device node: everything that is not a
 //!   directory is unlinked by name.
@@ -76,6 +86,7 @@ use rustix::fs::{Mode, OFlags, CWD};
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
+pub use entry::{Quarantined, Restore};
 pub use finish::finish_quarantine;
 pub(crate) use quarantine::is_quarantine;
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
@@ -227,6 +238,78 @@ pub fn remove_entry(
     options: &RemoveOptions,
 ) -> Result<RemovalReport> {
     entry::remove(parent, name, Path::new(name), options)
+}
+
+/// Moves the entry `name` of the open directory `parent` into the
+/// parent's quarantine under a *pending* name, and returns a handle to it
+/// there: the first half of a removal that must be checked after the entry
+/// left its name (a reaper: see [`crate::reap`]).
+///
+/// Like [`remove_entry`]: the entry is opened without following links
+/// (`O_NOFOLLOW`; a file, symlink, socket or FIFO is looked at by name,
+/// never opened), must be the [expected](RemoveOptions::expect) inode, and
+/// what arrives in the quarantine must be the very inode that was looked
+/// at (else it is put back and this fails). Once it is in, no new path
+/// lookup by anyone else reaches it; processes that already had it open
+/// (or a working directory inside) still can, which is what the caller
+/// checks for next. Then [`Quarantined::remove`] or
+/// [`Quarantined::restore`]; a handle dropped without either leaves the
+/// entry pending, never deleted without a fresh check.
+///
+/// # Errors
+///
+/// As [`remove_entry`]; nothing was moved then.
+///
+/// # Examples
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use sandkeeper::remove::{quarantine_entry, RemoveOptions, Restore};
+///
+/// # let sandbox = sandkeeper::Sandbox::new()?;
+/// # let root = sandbox.path();
+/// std::fs::create_dir(root.join("entry"))?;
+/// let parent = std::fs::File::open(root)?;
+/// let held = quarantine_entry(parent.as_fd(), "entry".as_ref(), &RemoveOptions::new())?;
+/// assert!(!root.join("entry").exists(), "no path reaches it now");
+/// assert!(root.join(held.path_in_parent()).exists());
+/// assert_eq!(held.restore(), Restore::Restored);
+/// assert!(root.join("entry").exists());
+///
+/// let held = quarantine_entry(parent.as_fd(), "entry".as_ref(), &RemoveOptions::new())?;
+/// assert!(held.remove()?.is_complete());
+/// assert!(!root.join("entry").exists());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn quarantine_entry<'a>(
+    parent: BorrowedFd<'a>,
+    name: &'a OsStr,
+    options: &RemoveOptions,
+) -> Result<Quarantined<'a>> {
+    entry::quarantine(parent, name, Path::new(name), options)
+}
+
+/// The *pending* entries that killed reapers left in the quarantine of
+/// `parent` (moved in, never cleared by a check), as handles to check and
+/// then remove or restore, exactly as a fresh [`quarantine_entry`].
+///
+/// Opening the quarantine also finishes its *condemned* leftovers (as
+/// every removal does). Pending ones are only listed when no other removal
+/// is using the quarantine (they would be that removal's); each handle
+/// keeps a shared lock on the quarantine, so no other remover takes them
+/// over meanwhile. Empty when there is no quarantine.
+///
+/// # Errors
+///
+/// When `parent` cannot be inspected or the quarantine cannot be used.
+pub fn pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    options: &RemoveOptions,
+) -> Result<Vec<Quarantined<'a>>> {
+    if !finish::quarantine_exists(parent) {
+        return Ok(Vec::new());
+    }
+    entry::pending_leftovers(parent, Path::new("."), options)
 }
 
 /// Removes `path` and everything below it: opens its parent

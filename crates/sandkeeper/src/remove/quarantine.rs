@@ -16,6 +16,27 @@
 //!
 //! If `.sandkeeper-trash` in the parent belongs to another user (a shared
 //! `/tmp`), `.sandkeeper-trash-<uid>` is used instead.
+//!
+//! # Names inside
+//!
+//! Every entry in the quarantine is in one of two states, told by its name:
+//!
+//! - `condemned-<unique>`: its remover decided to delete it ([`remove_entry`]
+//!   moves entries straight in under such a name; a reaper renames a
+//!   checked entry from pending to condemned, atomically, before deleting
+//!   it). Leftovers in this state are deleted by the next remover that is
+//!   alone in the quarantine. Names of older versions (no prefix) count as
+//!   condemned: those removers checked before moving.
+//! - `pending-<unique>[.<hex of the original name>]`: moved in by a reaper
+//!   and not yet checked against a `/proc` pass taken after the move (or
+//!   found in use by it and its name taken meanwhile). It is **never
+//!   deleted without a fresh check**: a remover alone in the quarantine
+//!   leaves it, and lists it (`Quarantine::pending`) for the reaper, which
+//!   checks it again ([`pending_leftovers`](super::pending_leftovers)). The
+//!   original name is kept in hex when it fits, so an entry found in use can
+//!   be put back.
+//!
+//! [`remove_entry`]: super::remove_entry
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -26,9 +47,10 @@ use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
 use super::at::{self, DirStat, Fence, Opened};
-use super::engine::{self, Plan};
+use super::engine::Plan;
 use super::node::Node;
 use super::report::Tally;
+use super::walk::Walker;
 
 /// The quarantine's name in the parent.
 pub(crate) const TRASH: &str = ".sandkeeper-trash";
@@ -40,11 +62,21 @@ const MAX_ATTEMPTS: usize = 16;
 /// Distinguishes names made by one process in the same nanosecond.
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The prefix of an entry not yet cleared by a check (see the module docs).
+pub(crate) const PENDING: &[u8] = b"pending-";
+/// The prefix of an entry that is to be deleted.
+pub(crate) const CONDEMNED: &[u8] = b"condemned-";
+/// The longest name a directory entry may have.
+const NAME_MAX: usize = 255;
+
 /// An open, locked quarantine directory.
 pub(crate) struct Quarantine {
     fd: OwnedFd,
     st: DirStat,
     name: CString,
+    /// Pending entries left by killed reapers, found when this opener was
+    /// alone in the quarantine (empty otherwise).
+    pending: Vec<CString>,
 }
 
 /// Why no quarantine could be had.
@@ -130,15 +162,16 @@ impl Quarantine {
                 // The last remover out removed it after we opened it.
                 continue;
             }
-            let quarantine = Quarantine {
+            let mut quarantine = Quarantine {
                 fd,
                 st,
                 name: name.clone(),
+                pending: Vec::new(),
             };
             if !alone {
                 return Ok(Some(quarantine));
             }
-            quarantine.finish_leftovers(fence, plan, leftovers);
+            quarantine.pending = quarantine.finish_leftovers(fence, plan, leftovers);
             // From LOCK_EX to LOCK_SH is not atomic: in between, the last
             // remover out of another removal may have removed it.
             rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared)
@@ -165,6 +198,34 @@ impl Quarantine {
         &self.name
     }
 
+    /// Pending entries of killed reapers (found when this opener was alone;
+    /// empty otherwise). Taking them makes the caller responsible for them.
+    pub(crate) fn take_pending(&mut self) -> Vec<CString> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// A fresh name for an entry that is to be deleted.
+    pub(crate) fn condemned_name() -> CString {
+        let mut name = CONDEMNED.to_vec();
+        name.extend_from_slice(Self::unique_name().as_bytes());
+        CString::new(name).unwrap_or_default()
+    }
+
+    /// A fresh name for an entry that is not yet cleared, carrying the
+    /// entry's `original` name (hex) when it fits.
+    pub(crate) fn pending_name(original: &[u8]) -> CString {
+        let mut name = PENDING.to_vec();
+        name.extend_from_slice(Self::unique_name().as_bytes());
+        if name.len() + 1 + 2 * original.len() <= NAME_MAX {
+            name.push(b'.');
+            for b in original {
+                name.extend_from_slice(format!("{b:02x}").as_bytes());
+            }
+        }
+        // Hex digits, dashes, a dot: no NUL.
+        CString::new(name).unwrap_or_default()
+    }
+
     /// A fresh name for an entry in the quarantine.
     pub(crate) fn unique_name() -> CString {
         let nanos = std::time::SystemTime::now()
@@ -180,13 +241,32 @@ impl Quarantine {
         CString::new(name).unwrap_or_default()
     }
 
-    /// Removes everything in the quarantine: entries of removers that were
-    /// killed. Only called while holding `LOCK_EX`, so none is in progress.
-    fn finish_leftovers(&self, fence: &Fence, plan: &Plan, leftovers: &mut Tally) {
-        let Ok(fd) = self.fd.try_clone() else { return };
+    /// Removes the condemned entries of removers that were killed, and
+    /// returns the names of their pending ones, which are left alone (they
+    /// are removed only after a fresh check). Only called while holding
+    /// `LOCK_EX`, so no removal is in progress.
+    fn finish_leftovers(&self, fence: &Fence, plan: &Plan, leftovers: &mut Tally) -> Vec<CString> {
+        let names = match list(self.fd.as_fd()) {
+            Ok(names) => names,
+            Err(_) => return Vec::new(),
+        };
+        let (pending, condemned): (Vec<CString>, Vec<CString>) = names
+            .into_iter()
+            .partition(|n| n.as_bytes().starts_with(PENDING));
+        if condemned.is_empty() {
+            return pending;
+        }
+        let Ok(fd) = self.fd.try_clone() else {
+            return pending;
+        };
         let display: Box<CStr> = self.name.clone().into_boxed_c_str();
         let node = Arc::new(Node::root(fd, self.st, display));
-        leftovers.merge(engine::empty_dir(&node, fence, plan, true));
+        let mut walker = Walker::new(plan);
+        for name in &condemned {
+            walker.remove_child(&node, name, fence);
+        }
+        leftovers.merge(std::mem::take(&mut walker.tally));
+        pending
     }
 
     /// Unlocks the quarantine and removes it if it is empty and no other
@@ -199,6 +279,47 @@ impl Quarantine {
             let _ = at::rmdir(parent, &self.name);
         }
     }
+}
+
+/// The names in the directory `dir`, without `.` and `..`.
+fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
+    let fd = rustix::fs::openat(
+        dir,
+        c".",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
+    while let Some(entry) = iter.next() {
+        let name = entry?.file_name().to_owned();
+        if !at::is_dot(name.to_bytes()) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// The original name carried by a pending name, if any (and if it is a
+/// valid name: the quarantine is ours, but a name is checked all the same).
+pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
+    let rest = pending.strip_prefix(PENDING)?;
+    let hex = &rest[rest.iter().position(|&b| b == b'.')? + 1..];
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return None;
+    }
+    let name: Vec<u8> = hex
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+        })
+        .collect::<Option<_>>()?;
+    let valid =
+        !at::is_dot(&name) && !name.contains(&b'/') && !name.contains(&0) && !is_quarantine(&name);
+    valid.then_some(name)
 }
 
 #[cfg(test)]
@@ -224,6 +345,33 @@ mod tests {
                 String::from_utf8_lossy(name)
             );
         }
+    }
+
+    #[test]
+    fn pending_names_carry_the_original_when_it_fits() {
+        let p = Quarantine::pending_name(b"app-235-4242");
+        assert!(p.as_bytes().starts_with(PENDING));
+        assert_eq!(
+            original_of(p.as_bytes()).as_deref(),
+            Some(&b"app-235-4242"[..])
+        );
+        let long = vec![b'x'; 120];
+        let p = Quarantine::pending_name(&long);
+        assert!(p.as_bytes().len() <= NAME_MAX);
+        assert_eq!(original_of(p.as_bytes()), None, "too long to carry");
+        for forged in [
+            &b"pending-1-2-3-4.2f"[..], // "/"
+            b"pending-1-2-3-4.2e2e",    // ".."
+            b"pending-1-2-3-4.00",      // NUL
+            b"pending-1-2-3-4.zz",
+            b"pending-1-2-3-4.6",
+            b"condemned-1-2-3-4.61",
+        ] {
+            assert_eq!(original_of(forged), None, "{forged:?}");
+        }
+        assert!(Quarantine::condemned_name()
+            .as_bytes()
+            .starts_with(CONDEMNED));
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! both cores) sizes it like `du -x` and checks every inode it visits
 //! against that index; each directory's lease is probed
 //! ([`crate::lease`]); names are grouped into families
-//! ([`crate::pattern`]). Nothing is modified: a probe that finds a
-//! free lease releases it at once.
+//! ([`crate::pattern`]). Nothing is modified and nothing is locked: live
+//! or free is read from one snapshot of `/proc/locks`
+//! ([`lease::Locks`]), so a scan never makes an owner's own non-blocking
+//! `flock` fail.
 //!
 //! ```
 //! use sandkeeper::scan::Scanner;
@@ -41,7 +43,7 @@ pub use state::{EntryState, StateReason};
 
 use crate::error::{Error, Result};
 use crate::inuse::{InUse, InUseOptions};
-use crate::lease::{self, Probe, RecordState};
+use crate::lease::{self, Look, RecordState};
 use crate::root::Root;
 use crate::walk::{self, FileKind, WalkState};
 use state::Facts;
@@ -199,13 +201,22 @@ impl Scanner {
         // The lease probe of each entry runs on the walking threads, when
         // the walk reaches the entry itself.
         let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
+        // Live or free from one snapshot of `/proc/locks`: a scan takes no
+        // lock (a program's own `flock(LOCK_NB)` must not fail because we
+        // looked).
+        let locks = lease::Locks::read().map_err(|e| e.to_string());
+        if let Err(e) = &locks {
+            warnings.push(format!(
+                "cannot read /proc/locks ({e}): whether leases are held cannot be told"
+            ));
+        }
         let visit = |i: usize, v: &walk::Visit<'_>| {
             if v.depth() == 0 {
                 let n = started.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(p) = &progress {
                     p(n, total);
                 }
-                let _ = probes[i].set(probe_entry(dir, root, &names[i], v));
+                let _ = probes[i].set(probe_entry(dir, root, &names[i], v, locks.as_ref().ok()));
             }
             let (dev, ino) = (v.dev(), v.ino());
             let holders = inuse.holders(dev, ino);
@@ -315,8 +326,17 @@ struct Probed {
     vanished: bool,
 }
 
-/// Probes the lease of the entry the walk is visiting (depth 0).
-fn probe_entry(dir: BorrowedFd<'_>, root: &Path, name: &OsStr, v: &walk::Visit<'_>) -> Probed {
+/// Looks at the lease of the entry the walk is visiting (depth 0), without
+/// locking it: live or free by `locks` (a snapshot of `/proc/locks`;
+/// `None` when it could not be read: then nothing can be told, fail
+/// closed).
+fn probe_entry(
+    dir: BorrowedFd<'_>,
+    root: &Path,
+    name: &OsStr,
+    v: &walk::Visit<'_>,
+    locks: Option<&lease::Locks>,
+) -> Probed {
     let mut probed = Probed {
         kind: v.kind(),
         uid: v.uid(),
@@ -338,22 +358,25 @@ fn probe_entry(dir: BorrowedFd<'_>, root: &Path, name: &OsStr, v: &walk::Visit<'
         return probed;
     }
     let facts = &mut probed.facts;
-    match lease::probe_at(dir, root, name) {
-        Ok(Probe::Live { holders, record }) => {
+    let Some(locks) = locks else {
+        facts.unopenable = Some(None);
+        return probed;
+    };
+    match lease::look_at(dir, root, name, locks) {
+        Ok(Look::Live { holders, record }) => {
             facts.lock_held = Some(holders);
             facts.has_lease = true;
             probed.lease = record;
         }
-        Ok(Probe::Free(claim)) => {
-            match claim.record() {
+        Ok(Look::Free { record, .. }) => {
+            match record {
                 RecordState::Missing => {}
-                RecordState::Valid(r) => probed.lease = Some(r.clone()),
+                RecordState::Valid(r) => probed.lease = Some(r),
                 RecordState::Invalid(_) => probed.lease_invalid = true,
             }
             facts.has_lease |= probed.lease.is_some() || probed.lease_invalid;
-            drop(claim); // a scan only looks
         }
-        Ok(Probe::Unopenable { record, owner, .. }) => {
+        Ok(Look::Unopenable { record, owner, .. }) => {
             facts.unopenable = Some(match owner {
                 lease::OwnerStatus::Alive => Some(true),
                 lease::OwnerStatus::Dead => Some(false),

@@ -6,5 +6,7 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod lock_free_scan;
 mod output;
+mod reap_race;
 mod records;
