@@ -139,6 +139,7 @@ mod mounts;
 #[cfg(target_os = "linux")]
 mod procs;
 mod sockets;
+mod visibility;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -165,6 +166,33 @@ pub struct InUseOptions {
     include_self: bool,
     proc_root: PathBuf,
     threads: usize,
+    trust_pid_namespace: Option<bool>,
+}
+
+/// The environment variable that trusts the pid namespace when
+/// [`InUseOptions::trust_pid_namespace`] was not called: `1` trusts it;
+/// unset does not; any other value is an error.
+pub const TRUST_PID_NAMESPACE_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
+
+/// The value of [`TRUST_PID_NAMESPACE_ENV`]: `Ok(false)` when unset.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for any
+/// value but `1`, naming the variable and the valid values.
+pub fn trust_pid_namespace_from_env() -> Result<bool> {
+    match std::env::var_os(TRUST_PID_NAMESPACE_ENV) {
+        None => Ok(false),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) => Err(crate::error::Error::new(
+            crate::ErrorKind::InvalidInput,
+            format!(
+                "{TRUST_PID_NAMESPACE_ENV}={:?} is not valid: set it to 1 to trust that \
+                 every process that can reach the roots is in this pid namespace, or unset it",
+                v.to_string_lossy()
+            ),
+        )),
+    }
 }
 
 impl Default for InUseOptions {
@@ -182,7 +210,25 @@ impl InUseOptions {
             include_self: false,
             proc_root: PathBuf::from("/proc"),
             threads: 1,
+            trust_pid_namespace: None,
         }
+    }
+
+    /// Trusts that every process that can reach the roots is in the pid
+    /// namespace the procfs shows. Default: `false`, unless
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE=1` ([`TRUST_PID_NAMESPACE_ENV`]) is
+    /// set; calling this overrides the variable.
+    ///
+    /// Without it, running in a child pid namespace (a container that
+    /// shares its temp directory with the host) or reading a procfs that
+    /// does not list the calling process is a [blind spot](InUse::blind_spots):
+    /// processes outside cannot be seen, so nothing is known to be unused.
+    /// With it, those blind spots are [assumed](InUse::assumed_blind_spots)
+    /// away instead, and the output should say so. Other blind spots
+    /// (`hidepid`, unreadable tables) are not affected.
+    pub fn trust_pid_namespace(&mut self, yes: bool) -> &mut Self {
+        self.trust_pid_namespace = Some(yes);
+        self
     }
 
     /// Vouches for `pid`: should it be uninspectable, it is assumed to hold
@@ -264,6 +310,16 @@ pub enum HoldKind {
     /// The root directory of one thread (with its thread id), where it
     /// differs from the process's.
     ThreadRoot(u32),
+    /// An open descriptor (thread id, descriptor number) in the private
+    /// descriptor table of one thread (`unshare(CLONE_FILES)`).
+    ThreadFd(u32, u32),
+    /// An inotify or fanotify watch on the inode, through the given
+    /// descriptor: a program waits for changes there.
+    Watch(u32),
+    /// A file registered with the io_uring of the given descriptor
+    /// (`IORING_REGISTER_FILES`): the ring holds it open without a
+    /// descriptor of its own.
+    IoUringFile(u32),
 }
 
 impl fmt::Display for HoldKind {
@@ -276,6 +332,9 @@ impl fmt::Display for HoldKind {
             HoldKind::Mmap => f.write_str("mmap"),
             HoldKind::ThreadCwd(tid) => write!(f, "cwd of thread {tid}"),
             HoldKind::ThreadRoot(tid) => write!(f, "root of thread {tid}"),
+            HoldKind::ThreadFd(tid, fd) => write!(f, "fd {fd} of thread {tid}"),
+            HoldKind::Watch(fd) => write!(f, "watch (fd {fd})"),
+            HoldKind::IoUringFile(fd) => write!(f, "io_uring registered file (fd {fd})"),
         }
     }
 }
@@ -450,6 +509,13 @@ pub enum InspectStep {
     Threads,
     /// Its mount namespace (`/proc/PID/ns/mnt`, `/proc/PID/mountinfo`).
     Mounts,
+    /// The descriptor table of one thread that has its own (with its
+    /// thread id), after `unshare(CLONE_FILES)`.
+    ThreadFdTable(u32),
+    /// What one descriptor watches or has registered, from
+    /// `/proc/PID/fdinfo/N`: an inotify or fanotify descriptor's watches,
+    /// an io_uring's registered files.
+    FdInfo(u32),
 }
 
 impl fmt::Display for InspectStep {
@@ -465,6 +531,10 @@ impl fmt::Display for InspectStep {
             InspectStep::Maps => f.write_str("its memory map"),
             InspectStep::Threads => f.write_str("its threads"),
             InspectStep::Mounts => f.write_str("its mount namespace"),
+            InspectStep::ThreadFdTable(tid) => {
+                write!(f, "the descriptor table of its thread {tid}")
+            }
+            InspectStep::FdInfo(n) => write!(f, "what its fd {n} watches or registered"),
         }
     }
 }
@@ -505,9 +575,27 @@ impl fmt::Display for Uninspectable {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BlindSpotKind {
-    /// procfs is mounted with `hidepid=invisible` (`2`): processes we may
-    /// not inspect are not even listed, so they cannot be named.
+    /// procfs is mounted with `hidepid=invisible` (`2`) and the caller is
+    /// not in its exempt group (`gid=`, 0 by default): processes it may not
+    /// inspect are not even listed, so they cannot be named.
     HiddenProcesses,
+    /// procfs is mounted with `hidepid=ptraceable` (`4`, systemd's
+    /// `ProtectProc=ptraceable`): processes the caller may not ptrace —
+    /// even root may not ptrace some — are not listed, and no group is
+    /// exempt.
+    HiddenUnptraceable,
+    /// The options of the procfs's mount could not be read or are not
+    /// understood, so it may hide processes.
+    ProcfsOptions,
+    /// The caller runs in a child pid namespace (a container): processes
+    /// outside it — the host's, other containers' — are never listed,
+    /// though they may share the roots. Trusting the pid namespace
+    /// ([`InUseOptions::trust_pid_namespace`]) assumes this away.
+    PidNamespace,
+    /// The procfs read does not list the caller: it belongs to another pid
+    /// namespace, and processes outside that one are not listed. Trusting
+    /// the pid namespace assumes this away.
+    ForeignProcfs,
     /// `/proc/net/unix` could not be read: bound sockets are unknown.
     Sockets,
     /// `/sys/block` could not be read: loop devices are unknown.
@@ -515,17 +603,29 @@ pub enum BlindSpotKind {
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
+///
+/// Displays as what is not visible, why, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlindSpot {
     /// What is unknown.
     pub kind: BlindSpotKind,
     errno: Option<i32>,
+    detail: Option<String>,
 }
 
 impl BlindSpot {
     /// The error that caused it, if it came from a failed read.
     pub fn error(&self) -> Option<io::Error> {
         self.errno.map(io::Error::from_raw_os_error)
+    }
+
+    /// Whether it is about the pid namespace boundary, which
+    /// [`InUseOptions::trust_pid_namespace`] may assume away.
+    pub fn is_pid_namespace(&self) -> bool {
+        matches!(
+            self.kind,
+            BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs
+        )
     }
 }
 
@@ -535,13 +635,38 @@ impl fmt::Display for BlindSpot {
             BlindSpotKind::HiddenProcesses => {
                 "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed"
             }
+            BlindSpotKind::HiddenUnptraceable => {
+                "procfs is mounted with hidepid=ptraceable: processes that may not be ptraced (even by root) are not listed"
+            }
+            BlindSpotKind::ProcfsOptions => {
+                "cannot tell whether procfs hides processes (hidepid)"
+            }
+            BlindSpotKind::PidNamespace => {
+                "this process runs in a child pid namespace: processes outside it (the host's, other containers') are not visible"
+            }
+            BlindSpotKind::ForeignProcfs => {
+                "the procfs read does not list this process: it belongs to another pid namespace, whose outside is not visible"
+            }
             BlindSpotKind::Sockets => "bound unix sockets are unknown (cannot read /proc/net/unix)",
             BlindSpotKind::LoopDevices => "loop devices are unknown (cannot read /sys/block)",
         })?;
+        if let Some(detail) = &self.detail {
+            write!(f, " ({})", Escaped(detail.as_bytes()))?;
+        }
         if let Some(e) = self.error() {
             write!(f, ": {e}")?;
         }
-        Ok(())
+        match self.kind {
+            BlindSpotKind::HiddenProcesses
+            | BlindSpotKind::HiddenUnptraceable
+            | BlindSpotKind::ProcfsOptions => f.write_str(
+                "; run where procfs is mounted without hidepid (systemd: ProtectProc=default), or give a procfs mounted without it",
+            ),
+            BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs => f.write_str(
+                "; run in the host's pid namespace with its /proc, or, if no process outside can reach the roots, trust it (--trust-pid-namespace, SANDKEEPER_TRUST_PID_NAMESPACE=1)",
+            ),
+            BlindSpotKind::Sockets | BlindSpotKind::LoopDevices => Ok(()),
+        }
     }
 }
 
@@ -563,6 +688,7 @@ pub struct InUse {
     uninspectable: Vec<Uninspectable>,
     assumed: Vec<Uninspectable>,
     blind_spots: Vec<BlindSpot>,
+    assumed_blind_spots: Vec<BlindSpot>,
     processes: usize,
 }
 
@@ -587,8 +713,20 @@ impl InUse {
                 0 => procs::auto_threads(),
                 n => n,
             };
-            let found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
-            Ok(InUse::from_found(found, &opts.ignore_pids))
+            let trust = match opts.trust_pid_namespace {
+                Some(yes) => yes,
+                None => trust_pid_namespace_from_env()?,
+            };
+            let mut found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
+            // Trusting the pid namespace turns its blind spots into
+            // assumptions, which the output reports.
+            let (assumed, blind): (Vec<_>, Vec<_>) = std::mem::take(&mut found.blind_spots)
+                .into_iter()
+                .partition(|b| trust && b.is_pid_namespace());
+            found.blind_spots = blind;
+            let mut index = InUse::from_found(found, &opts.ignore_pids);
+            index.assumed_blind_spots = assumed;
+            Ok(index)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -680,6 +818,13 @@ impl InUse {
         &self.blind_spots
     }
 
+    /// The blind spots that were assumed away because the pid namespace
+    /// was trusted ([`InUseOptions::trust_pid_namespace`]): what is not
+    /// seen, and assumed to use nothing.
+    pub fn assumed_blind_spots(&self) -> &[BlindSpot] {
+        &self.assumed_blind_spots
+    }
+
     /// Whether every process could be inspected (or was vouched for) and
     /// nothing was hidden: only then does "no holder" mean "not in use".
     pub fn is_complete(&self) -> bool {
@@ -754,6 +899,7 @@ impl InUse {
             uninspectable,
             assumed,
             blind_spots,
+            assumed_blind_spots: Vec::new(),
             processes,
         }
     }
@@ -824,7 +970,22 @@ impl Found {
     }
 
     pub(crate) fn blind_spot(&mut self, kind: BlindSpotKind, errno: Option<i32>) {
-        self.blind_spots.push(BlindSpot { kind, errno });
+        self.blind_spots.push(BlindSpot {
+            kind,
+            errno,
+            detail: None,
+        });
+    }
+
+    /// Records what [`visibility::decide`] found.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) fn visibility(&mut self, spots: Vec<visibility::Spot>) {
+        self.blind_spots
+            .extend(spots.into_iter().map(|s| BlindSpot {
+                kind: s.kind,
+                errno: None,
+                detail: s.detail,
+            }));
     }
 }
 

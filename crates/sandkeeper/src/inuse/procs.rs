@@ -17,8 +17,9 @@ use rustix::fs::{AtFlags, Mode, OFlags, RawDir, StatxFlags, CWD};
 use rustix::io::Errno;
 
 use super::mounts::{self, makedev, parse_dec, parse_dev};
+use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
 use super::{sockets, BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
-use crate::error::{IoResultExt, Result};
+use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 /// A `(device, inode)` pair.
 type Key = (u64, u64);
@@ -42,6 +43,18 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> Result<Found> {
     let proc = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty())
         .with_path("cannot open procfs", || proc_root)?;
+    let is_procfs = rustix::fs::fstatfs(&proc)
+        .with_path("cannot open procfs", || proc_root)?
+        .f_type
+        == rustix::fs::PROC_SUPER_MAGIC;
+    if !is_procfs {
+        return Err(Error::new(
+            ErrorKind::Io,
+            "not a procfs: processes cannot be inspected through it",
+        )
+        .at(proc_root)
+        .with_hint("give the mount point of a procfs, such as /proc"));
+    }
     let mut found = Found::default();
     let seen_ns = Mutex::new(HashSet::new());
     let mut scanner = Scanner::new(proc.as_fd(), &seen_ns);
@@ -52,12 +65,9 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
             proc_root.join("self/mountinfo")
         })?;
     let own_mounts = mounts::parse_mountinfo(&scanner.text);
-    if let Some(gid) = hidden_processes(&own_mounts, proc_root) {
-        let exempt = gid.is_some_and(in_group);
-        if !exempt {
-            found.blind_spot(BlindSpotKind::HiddenProcesses, None);
-        }
-    }
+    // Whether that procfs lists every process that can reach the roots.
+    let facts = visibility_facts(proc.as_fd(), &scanner.text);
+    found.visibility(visibility::decide(&facts, in_group));
     let mut stat_own = |path: &[u8], follow: bool| {
         let path = CString::new(path).ok()?;
         stat_at(CWD, &path, follow).ok()
@@ -133,17 +143,54 @@ pub(super) fn auto_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
-/// The `gid=` exemption (if any) when the procfs mounted at `proc_root`
-/// hides processes; `None` when it does not hide them.
-fn hidden_processes(own_mounts: &[mounts::MountLine], proc_root: &Path) -> Option<Option<u32>> {
-    use std::os::unix::ffi::OsStrExt;
-    let root = std::fs::canonicalize(proc_root).ok()?;
-    let root = root.as_os_str().as_bytes();
-    own_mounts
-        .iter()
-        .rev() // the last mount at a path is the visible one
-        .find(|m| m.mount_point == root && m.fstype == b"proc")
-        .and_then(|m| mounts::proc_hides_processes(&m.super_options))
+/// What [`visibility::decide`] needs to know about the opened procfs
+/// `proc` and the caller, given the caller's own `mountinfo`.
+fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::Facts {
+    let shows_self = own_pid(proc) == Some(std::process::id());
+    // Our namespaces, through this procfs if it lists us, else /proc.
+    let ns = |name: &CStr, init: u64| {
+        let mut rel = b"self/ns/".to_vec();
+        rel.extend_from_slice(name.to_bytes());
+        let rel = CString::new(rel).ok()?;
+        let fd = if shows_self {
+            rustix::fs::openat(proc, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        } else {
+            let mut abs = b"/proc/".to_vec();
+            abs.extend_from_slice(rel.as_bytes());
+            let abs = CString::new(abs).ok()?;
+            rustix::fs::open(&abs, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        }
+        .ok()?;
+        is_namespace(fd.as_fd(), init)
+    };
+    // The options of exactly the mount opened, by its mount id.
+    let options = rustix::fs::statx(proc, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)
+        .ok()
+        .filter(|st| st.stx_mask & StatxFlags::MNT_ID.bits() != 0)
+        .and_then(|st| visibility::mount_by_id(own_mountinfo, st.stx_mnt_id))
+        .filter(|(fstype, _)| fstype == b"proc")
+        .map(|(_, options)| visibility::parse_proc_options(&options));
+    visibility::Facts {
+        init_pid_ns: ns(c"pid", PROC_PID_INIT_INO),
+        init_user_ns: ns(c"user", PROC_USER_INIT_INO),
+        shows_self,
+        options,
+    }
+}
+
+/// Whether the namespace file `fd` is the initial namespace with the fixed
+/// inode number `init`: `None` when it is not a namespace file at all.
+fn is_namespace(fd: BorrowedFd<'_>, init: u64) -> Option<bool> {
+    /// `NSFS_MAGIC` from `<linux/magic.h>`.
+    const NSFS_MAGIC: u64 = 0x6e73_6673;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)] // the type varies by target
+    let fs_type = rustix::fs::fstatfs(fd).ok()?.f_type as u64;
+    if fs_type != NSFS_MAGIC {
+        return None;
+    }
+    #[allow(clippy::useless_conversion)] // the type varies by target
+    let ino = u64::from(rustix::fs::fstat(fd).ok()?.st_ino);
+    Some(ino == init)
 }
 
 /// Whether the caller is in group `gid` (as the kernel's `in_group_p`:
