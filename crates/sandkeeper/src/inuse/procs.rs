@@ -148,21 +148,24 @@ pub(super) fn auto_threads() -> usize {
 fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::Facts {
     let shows_self = own_pid(proc) == Some(std::process::id());
     // Our namespaces, through this procfs if it lists us, else /proc.
-    let ns = |name: &CStr, init: u64| {
+    let open_ns = |name: &CStr| {
         let mut rel = b"self/ns/".to_vec();
         rel.extend_from_slice(name.to_bytes());
         let rel = CString::new(rel).ok()?;
-        let fd = if shows_self {
-            rustix::fs::openat(proc, &rel, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        if shows_self {
+            rustix::fs::openat(proc, &rel, flags, Mode::empty()).ok()
         } else {
             let mut abs = b"/proc/".to_vec();
             abs.extend_from_slice(rel.as_bytes());
             let abs = CString::new(abs).ok()?;
-            rustix::fs::open(&abs, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            rustix::fs::open(&abs, flags, Mode::empty()).ok()
         }
-        .ok()?;
-        is_namespace(fd.as_fd(), init)
     };
+    let ns = |name: &CStr, init: u64| is_namespace(open_ns(name)?.as_fd(), init);
+    let pid_ns_owned_by_init_user = open_ns(c"pid")
+        .and_then(|pid_ns| crate::sys::ns_owner(pid_ns.as_fd()).ok())
+        .and_then(|owner| is_namespace(owner.as_fd(), PROC_USER_INIT_INO));
     // The options of exactly the mount opened, by its mount id.
     let options = rustix::fs::statx(proc, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)
         .ok()
@@ -173,6 +176,7 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
     visibility::Facts {
         init_pid_ns: ns(c"pid", PROC_PID_INIT_INO),
         init_user_ns: ns(c"user", PROC_USER_INIT_INO),
+        pid_ns_owned_by_init_user,
         shows_self,
         options,
     }

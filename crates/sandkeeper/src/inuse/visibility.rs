@@ -25,9 +25,10 @@
 //!   ptrace is invisible, and that cannot be counted). An unknown value, or
 //!   no `mountinfo` line for the mount, is a blind spot too. The `gid=`
 //!   value is in the user namespace that owns the procfs's pid namespace;
-//!   it is compared with our groups only when we are in the initial user
-//!   namespace (fixed inode `PROC_USER_INIT_INO`) and the pid namespace
-//!   checks above hold, so both are the same numbers.
+//!   it is compared with our groups only when the procfs is of our own pid
+//!   namespace, that namespace is owned by the initial user namespace
+//!   (`NS_GET_USERNS`, fixed inode `PROC_USER_INIT_INO`), and so are we: then
+//!   both are the same numbers.
 //!
 //! The first two are about the pid namespace boundary, and an operator who
 //! knows better (a container that owns its `/tmp`, a test in its own pid
@@ -107,6 +108,9 @@ pub(super) struct Facts {
     pub(super) init_pid_ns: Option<bool>,
     /// `Some(true)` when our user namespace is proven to be the initial one.
     pub(super) init_user_ns: Option<bool>,
+    /// `Some(true)` when our pid namespace is proven to be owned by the
+    /// initial user namespace.
+    pub(super) pid_ns_owned_by_init_user: Option<bool>,
     /// The procfs lists us under our own pid.
     pub(super) shows_self: bool,
     /// The options of the procfs's mount, if its `mountinfo` line was found.
@@ -154,7 +158,7 @@ pub(super) fn decide(facts: &Facts, in_group: impl Fn(u32) -> bool) -> Vec<Spot>
             // The exempt group is comparable with ours only when both are
             // numbers of the initial user namespace.
             let comparable = facts.init_user_ns == Some(true)
-                && facts.init_pid_ns == Some(true)
+                && facts.pid_ns_owned_by_init_user == Some(true)
                 && facts.shows_self;
             let exempt = comparable && options.gid.is_some_and(&in_group);
             if !exempt {
@@ -231,6 +235,7 @@ mod tests {
         let seen = Facts {
             init_pid_ns: Some(true),
             init_user_ns: Some(true),
+            pid_ns_owned_by_init_user: Some(true),
             shows_self: true,
             options: Some(ProcOptions {
                 hidepid: HidePid::Off,
@@ -283,10 +288,26 @@ mod tests {
                 &[HiddenProcesses],
             ),
             (
-                "container with invisible",
+                "private pid namespace, exempt",
                 Facts { init_pid_ns: Some(false), ..with(HidePid::Invisible, Some(0)) },
                 &root,
+                &[PidNamespace],
+            ),
+            (
+                "pid namespace of a user namespace: gid not comparable",
+                Facts {
+                    init_pid_ns: Some(false),
+                    pid_ns_owned_by_init_user: Some(false),
+                    ..with(HidePid::Invisible, Some(0))
+                },
+                &root,
                 &[PidNamespace, HiddenProcesses],
+            ),
+            (
+                "procfs of another namespace: gid not comparable",
+                Facts { shows_self: false, ..with(HidePid::Invisible, Some(0)) },
+                &root,
+                &[ForeignProcfs, HiddenProcesses],
             ),
         ];
         for (name, facts, in_group, want) in cases {

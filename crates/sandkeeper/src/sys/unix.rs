@@ -96,3 +96,29 @@ pub(crate) fn kcmp_files(pid1: u32, pid2: u32) -> std::io::Result<bool> {
         _ => Err(std::io::Error::last_os_error()),
     }
 }
+
+/// `ioctl(fd, NS_GET_USERNS)`—the user namespace that owns the namespace
+/// of the nsfs file `fd`, as a new descriptor.
+///
+/// rustix offers only a generic, unsafe `ioctl`. `EPERM` when the owner
+/// is outside the caller's user namespace; `ENOTTY` for a file that is not
+/// a namespace.
+///
+/// # References
+///
+/// - [ioctl_ns(2)](https://man7.org/linux/man-pages/man2/ioctl_ns.2.html)
+#[cfg(target_os = "linux")]
+pub(crate) fn ns_owner(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    /// `NS_GET_USERNS` from `<linux/nsfs.h>`: `_IO(0xb7, 0x1)`.
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor
+    // (or -1); `fd` is a valid descriptor for the duration of the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_USERNS as _) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: on success the ioctl returns a fresh descriptor that nothing
+    // else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r) })
+}

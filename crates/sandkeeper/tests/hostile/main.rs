@@ -8,3 +8,4 @@
 
 mod output;
 mod records;
+mod visibility;
