@@ -49,6 +49,9 @@ pub struct Config {
     pub poll: Duration,
     /// The roots, in file order; never empty, never overlapping.
     pub roots: Vec<RootConfig>,
+    /// `trust_pid_namespace = true`: every process that can reach the
+    /// roots is in this pid namespace (default `false`).
+    pub trust_pid_namespace: bool,
 }
 
 /// One `[[root]]`.
@@ -166,6 +169,7 @@ impl Config {
             source: None,
             interval: DEFAULT_INTERVAL,
             poll: DEFAULT_POLL,
+            trust_pid_namespace: false,
             roots: vec![RootConfig {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
@@ -400,6 +404,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         interval,
         poll,
         roots,
+        trust_pid_namespace: raw.trust_pid_namespace.unwrap_or(false),
     })
 }
 
@@ -408,6 +413,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
 struct RawConfig {
     interval: Option<Spanned<toml::Value>>,
     poll: Option<Spanned<toml::Value>>,
+    trust_pid_namespace: Option<bool>,
     #[serde(default)]
     root: Vec<RawRoot>,
 }

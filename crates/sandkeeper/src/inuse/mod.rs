@@ -604,7 +604,9 @@ pub enum BlindSpotKind {
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
 ///
-/// Displays as what is not visible, why, and what to do.
+/// Displays as what is not visible, why, and what to do; the alternate
+/// form (`{:#}`) leaves out what to do, for blind spots that were assumed
+/// away.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlindSpot {
     /// What is unknown.
@@ -655,6 +657,9 @@ impl fmt::Display for BlindSpot {
         }
         if let Some(e) = self.error() {
             write!(f, ": {e}")?;
+        }
+        if f.alternate() {
+            return Ok(());
         }
         match self.kind {
             BlindSpotKind::HiddenProcesses
