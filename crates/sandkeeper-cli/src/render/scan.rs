@@ -361,7 +361,7 @@ pub fn warnings(report: &Report) -> Vec<String> {
     }
     for b in &report.assumed_blind_spots {
         out.push(format!(
-            "assumed to use nothing (--trust-pid-namespace): what is outside: {b:#}"
+            "assumed to use nothing (--trust-pid-namespace): {b:#}"
         ));
     }
     out.extend(

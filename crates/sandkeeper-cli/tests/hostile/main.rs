@@ -12,3 +12,4 @@ mod output;
 mod records;
 mod roots;
 mod run_tmpdir;
+mod visibility;
