@@ -58,7 +58,7 @@ pub fn text(
     for b in inuse.assumed_blind_spots() {
         let _ = writeln!(
             out,
-            "  assumed to use nothing (--trust-pid-namespace): what is outside: {b:#}"
+            "  assumed to use nothing (--trust-pid-namespace): {b:#}"
         );
     }
     match (&e.lease, e.lease_invalid) {
