@@ -9,3 +9,4 @@
 mod output;
 mod records;
 mod visibility;
+mod fd_tables;
