@@ -135,6 +135,8 @@
 //! - Device numbers in `/proc/PID/maps` are the ones the kernel reports for
 //!   the mapping; for files on overlayfs that is the underlying layer's file.
 
+#[cfg(target_os = "linux")]
+mod fdinfo;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod procs;
