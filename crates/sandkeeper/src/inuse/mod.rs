@@ -5,9 +5,11 @@
 //! [`InUse::collect`] gathers, in one pass:
 //!
 //! - **processes**: for every `/proc/[0-9]*`, every open descriptor
-//!   (`/proc/PID/fd/*`), the working directory, root directory and
-//!   executable, and every file mapping (`/proc/PID/maps`), each as a
-//!   `(device, inode)` pair. Links are `stat`ed *through* the magic link, so
+//!   (`/proc/PID/fd/*`, and those of threads with a table of their own),
+//!   the working directory, root directory and executable, every file
+//!   mapping (`/proc/PID/maps`), every inode an inotify or fanotify
+//!   descriptor watches and every file registered with an io_uring
+//!   (`/proc/PID/fdinfo/N`), each as a `(device, inode)` pair. Links are `stat`ed *through* the magic link, so
 //!   a process that reached the file through another mount namespace, a bind
 //!   mount or a since-renamed parent is still found. Targets are never
 //!   opened (no FIFO, device or socket is ever touched); look them up with
@@ -51,10 +53,36 @@
 //! even from root) is listed in [`InUse::uninspectable`], and the index is
 //! then not [complete](InUse::is_complete): the scan must treat every entry
 //! as possibly in use. The same holds for [blind spots](InUse::blind_spots)
-//! that affect all processes (`hidepid=invisible`, an unreadable
-//! `/proc/net/unix` or `/sys/block`). An operator may vouch for named pids
-//! ([`InUseOptions::ignore_pid`]): those move to [`InUse::assumed`], so the
-//! output can say what was assumed rather than known.
+//! that affect all processes: processes the procfs does not list at all
+//! (the caller runs in a child pid namespace, so the host's processes are
+//! never listed; a procfs of another pid namespace; `hidepid=invisible`
+//! without the exempt group; `hidepid=ptraceable`; procfs options that
+//! cannot be read), an unreadable `/proc/net/unix` or `/sys/block`. Which
+//! processes are listed is decided from what can be proven, never from a
+//! path or one spelling of a mount option:
+//!
+//! - the caller's pid namespace is the initial one when `/proc/self/ns/pid`
+//!   is on nsfs with the initial namespace's fixed inode number
+//!   (`PROC_PID_INIT_INO`); `NSpid:` cannot tell, as a container's own
+//!   `/proc` lists one level;
+//! - the procfs read is of that namespace when it lists the caller under
+//!   its own pid;
+//! - its `hidepid=` and `gid=` are read from the `mountinfo` line whose
+//!   mount id is that of the opened procfs (`statx` `STATX_MNT_ID`), in
+//!   both spellings (`2`/`invisible`, `4`/`ptraceable`); `gid=` is absent
+//!   when it is 0, which exempts root by default; it is compared with the
+//!   caller's groups only when both are numbers of the initial user
+//!   namespace. `hidepid=ptraceable` exempts no group, and what even root
+//!   may not ptrace cannot be counted, so it is always a blind spot.
+//!
+//! An operator may vouch for named pids ([`InUseOptions::ignore_pid`]):
+//! those move to [`InUse::assumed`], so the output can say what was
+//! assumed rather than known. One who knows that no process outside the
+//! pid namespace can reach the roots (a container that owns its temp
+//! directory, a test in its own namespace) may trust it
+//! ([`InUseOptions::trust_pid_namespace`],
+//! `SANDKEEPER_TRUST_PID_NAMESPACE=1`): the pid-namespace blind spots move
+//! to [`InUse::assumed_blind_spots`].
 //!
 //! Processes that exit during the scan (`ENOENT`/`ESRCH`) are skipped, as
 //! are descriptors closed during the scan: what is gone holds nothing.
@@ -76,11 +104,33 @@
 //! (`unshare(CLONE_FS)`): for processes with more than one thread, each
 //! thread's `cwd` and `root` are stat'ed too and reported as
 //! [`HoldKind::ThreadCwd`]/[`HoldKind::ThreadRoot`] when they differ from the
-//! process's. A thread with a private descriptor table
-//! (`unshare(CLONE_FILES)`) is not scanned for descriptors: that is rare
-//! enough that the cost (one more directory per thread) is not paid. When a
-//! process's main thread has exited but other threads run on (a zombie
-//! leader), a live thread is inspected in its place.
+//! process's. A thread can also have a private descriptor table
+//! (`unshare(CLONE_FILES)`), which `/proc/PID/fd` does not show: each other
+//! thread is compared with the process by `kcmp(KCMP_FILES)` (one system
+//! call per thread), and only a table that differs — from the process's
+//! and from those already read — is read, as
+//! [`HoldKind::ThreadFd`] (descriptors it shares with the process's table
+//! are left out). Where `kcmp` cannot tell (a kernel without
+//! `CONFIG_KCMP`, a procfs of another pid namespace), every thread's table
+//! is read. When a process's main thread has exited but other threads run
+//! on (a zombie leader), a live thread is inspected in its place.
+//!
+//! # Watches and io_uring
+//!
+//! A descriptor on an anonymous inode is looked at more closely when its
+//! link names inotify, fanotify or io_uring:
+//!
+//! - inotify watches and fanotify inode marks are a use of the watched
+//!   inode ([`HoldKind::Watch`]): a program waits for files there. Their
+//!   `ino:`/`sdev:` in `fdinfo` give the inode; fanotify marks on a whole
+//!   mount or filesystem name no entry and are left out.
+//! - files registered with an io_uring stay open with no descriptor of
+//!   their own ([`HoldKind::IoUringFile`]). `fdinfo` names them by path
+//!   only, so each path is resolved from the caller's root without
+//!   following any link (`openat2` `RESOLVE_NO_SYMLINKS`, `O_PATH`) and
+//!   matched by inode; the listing must be the same after. What cannot be
+//!   resolved so, or a ring whose files the kernel counted but did not list,
+//!   makes the process uninspectable (step [`InspectStep::FdInfo`]).
 //!
 //! # Namespaces
 //!
@@ -122,6 +172,15 @@
 //!
 //! # Limitations
 //!
+//! - What the kernel does not expose cannot be seen: a descriptor in flight
+//!   over `SCM_RIGHTS` (sent on a unix socket, not yet received, the
+//!   sender's copy closed) is held by the socket's queue only, and no
+//!   `/proc` file names it; an entry held only that way is `idle`. Likewise
+//!   a file held only by an in-flight io_uring request, or by a kernel
+//!   object that is not a mount, loop device, descriptor or mapping.
+//! - Watches are matched by the filesystem's device number (`sdev`), which
+//!   differs from what `stat` reports on btrfs subvolumes: a watch there is
+//!   not matched.
 //! - Only *absolute* socket and overlay layer paths can be matched by path;
 //!   relative ones (resolved against the binder's or mounter's working
 //!   directory at the time) are kept in [`InUse::socket_paths`] and

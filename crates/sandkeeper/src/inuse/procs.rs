@@ -314,14 +314,24 @@ fn anon_holds(p: &mut Proc, base: BorrowedFd<'_>, fd: u32, kind: Anon, info: &mu
         return;
     };
     let step = InspectStep::FdInfo(fd);
-    if let Err(e) = read_at(base, &name, info) {
-        return p.fail(step, e);
+    // The descriptor (or the process) may be gone meanwhile: then it holds
+    // nothing. Any other failure is a failure, ENOENT of a path included.
+    let reread = |info: &mut Vec<u8>, p: &mut Proc| match read_at(base, &name, info) {
+        Ok(()) => true,
+        Err(e) if gone(e) => false,
+        Err(e) => {
+            p.failed(step, e);
+            false
+        }
+    };
+    if !reread(info, p) {
+        return;
     }
     match kind {
         Anon::Watches => {
             let mut keys = Vec::new();
             if fdinfo::parse_watches(info, &mut keys).is_err() {
-                return p.fail(step, Errno::INVAL);
+                return p.failed(step, Errno::INVAL);
             }
             for key in keys {
                 p.hold(found, key, HoldKind::Watch(fd));
@@ -340,10 +350,10 @@ fn anon_holds(p: &mut Proc, base: BorrowedFd<'_>, fd: u32, kind: Anon, info: &mu
                 }
                 tries += 1;
                 if tries == 3 {
-                    return p.fail(step, Errno::AGAIN);
+                    return p.failed(step, Errno::AGAIN);
                 }
-                if let Err(e) = read_at(base, &name, info) {
-                    return p.fail(step, e);
+                if !reread(info, p) {
+                    return;
                 }
             };
             if count == 0 {
@@ -355,14 +365,14 @@ fn anon_holds(p: &mut Proc, base: BorrowedFd<'_>, fd: u32, kind: Anon, info: &mu
                 match resolve_no_links(path) {
                     Ok(key) => keys.push(key),
                     Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
-                    Err(e) => return p.fail(step, e),
+                    Err(e) => return p.failed(step, e),
                 }
             }
-            if let Err(e) = read_at(base, &name, info) {
-                return p.fail(step, e);
+            if !reread(info, p) {
+                return;
             }
             if fdinfo::ring_files_section(info) != before.as_slice() {
-                return p.fail(step, Errno::AGAIN);
+                return p.failed(step, Errno::AGAIN);
             }
             for key in keys {
                 p.hold(found, key, HoldKind::IoUringFile(fd));
@@ -416,7 +426,15 @@ impl Proc {
     fn fail(&mut self, step: InspectStep, e: Errno) {
         if gone(e) {
             self.gone = true;
-        } else if self.failure.is_none() {
+        } else {
+            self.failed(step, e);
+        }
+    }
+
+    /// Records a failure whatever the error: for steps where `ENOENT` does
+    /// not mean that the process went away (a path it names is not found).
+    fn failed(&mut self, step: InspectStep, e: Errno) {
+        if self.failure.is_none() {
             self.failure = Some((step, e));
         }
     }

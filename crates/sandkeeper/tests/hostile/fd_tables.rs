@@ -199,3 +199,53 @@ time.sleep(600)
     let meta = fs::metadata(&file).unwrap();
     assert!(index.holders(meta.dev(), meta.ino()).is_empty());
 }
+
+/// A registered file whose path cannot be resolved from the scanner's root
+/// (here: in a tmpfs mounted in the holder's private mount namespace, over
+/// a directory of the entry) cannot be matched by inode: the process is
+/// uninspectable, never silently "holds nothing" (fail closed).
+#[test]
+fn an_io_uring_file_that_cannot_be_resolved_fails_closed() {
+    if !require_root("an_io_uring_file_that_cannot_be_resolved_fails_closed") {
+        return;
+    }
+    let sb = sandkeeper::sandbox!().unwrap();
+    let mnt = sb.path().join("entry-uring-ns").join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let program = format!(
+        "{PRELUDE}{}",
+        r#"
+SYS_io_uring_setup, SYS_io_uring_register, IORING_REGISTER_FILES = 425, 427, 2
+params = (ctypes.c_uint32 * 30)()
+ring = check(libc.syscall(SYS_io_uring_setup, 4, params), "io_uring_setup")
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+files = (ctypes.c_int * 1)(fd)
+check(libc.syscall(SYS_io_uring_register, ring, IORING_REGISTER_FILES, files, 1),
+      "IORING_REGISTER_FILES")
+os.close(fd)
+print("ready", flush=True)
+time.sleep(600)
+"#
+    );
+    let holder = spawn_ready(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs sk-uring \"$1\" && exec python3 -c \"$2\" \"$1/registered\"")
+            .arg("sh")
+            .arg(&mnt)
+            .arg(&program)
+            .stdin(Stdio::null()),
+    );
+    let index = collect();
+    let failed: Vec<_> = index
+        .uninspectable()
+        .iter()
+        .filter(|u| u.pid == holder.pid())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", index.uninspectable());
+    assert!(
+        matches!(failed[0].step, sandkeeper::inuse::InspectStep::FdInfo(_)),
+        "{failed:?}"
+    );
+    assert!(!index.is_complete());
+}
