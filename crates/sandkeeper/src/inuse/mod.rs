@@ -1424,6 +1424,48 @@ mod tests {
     }
 
     #[test]
+    fn blind_spots_say_what_why_and_what_to_do() {
+        let spot = |kind, detail: Option<&str>| BlindSpot {
+            kind,
+            errno: None,
+            detail: detail.map(str::to_owned),
+        };
+        let cases: &[(&str, BlindSpot, &[&str])] = &[
+            (
+                "child pid namespace",
+                spot(BlindSpotKind::PidNamespace, None),
+                &["child pid namespace", "host's", "--trust-pid-namespace", "SANDKEEPER_TRUST_PID_NAMESPACE=1"],
+            ),
+            (
+                "ptraceable",
+                spot(BlindSpotKind::HiddenUnptraceable, None),
+                &["hidepid=ptraceable", "even by root", "ProtectProc=default"],
+            ),
+            (
+                "invisible, with why",
+                spot(BlindSpotKind::HiddenProcesses, Some("this process is not in its exempt group (gid=27)")),
+                &["hidepid=invisible", "(this process is not in its exempt group (gid=27))", "ProtectProc"],
+            ),
+            (
+                "detail is escaped",
+                spot(BlindSpotKind::ProcfsOptions, Some("a\x1b[2J")),
+                &["a\\u{1b}[2J"],
+            ),
+        ];
+        for (name, b, want) in cases {
+            let text = b.to_string();
+            for w in *want {
+                assert!(text.contains(w), "{name}: {w:?} in {text:?}");
+            }
+        }
+        // The alternate form leaves out what to do: for assumptions.
+        let assumed = format!("{:#}", spot(BlindSpotKind::PidNamespace, None));
+        assert!(assumed.contains("child pid namespace") && !assumed.contains("trust it"));
+        assert!(spot(BlindSpotKind::ForeignProcfs, None).is_pid_namespace());
+        assert!(!spot(BlindSpotKind::HiddenProcesses, None).is_pid_namespace());
+    }
+
+    #[test]
     fn public_types_are_send_sync() {
         fn check<T: Send + Sync>() {}
         check::<InUse>();
