@@ -541,8 +541,7 @@ impl Watcher {
                 self.roots
                     .retain(|p, _| config.roots.iter().any(|r| &r.path == p));
                 self.config = config;
-                self.opts.trust_pid_namespace =
-                    self.trust_cli || self.config.trust_pid_namespace;
+                self.opts.trust_pid_namespace = self.trust_cli || self.config.trust_pid_namespace;
                 self.metrics.set_config_ok(true);
                 self.log.notice(&format!(
                     "SIGHUP: reloaded {}",

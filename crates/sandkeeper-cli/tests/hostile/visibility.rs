@@ -123,7 +123,13 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
 
     // A reap that would select it keeps it.
     let reap = [
-        "reap", "--json", "--match", "held-*", "--older-than", "1d", root,
+        "reap",
+        "--json",
+        "--match",
+        "held-*",
+        "--older-than",
+        "1d",
+        root,
     ];
     let out = in_child_namespace(&reap, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -191,19 +197,28 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
         "{doc}"
     );
     let held = sb.path().join("held-1");
-    let out = in_child_namespace(
-        &["explain", held.to_str().unwrap(), "--root", root],
-        &[],
-    );
+    let out = in_child_namespace(&["explain", held.to_str().unwrap(), "--root", root], &[]);
     let stdout = text(&out.stdout);
     assert!(stdout.contains(": unknown"), "{stdout}");
-    assert!(stdout.contains("blind spot: this process runs in a child pid namespace"), "{stdout}");
+    assert!(
+        stdout.contains("blind spot: this process runs in a child pid namespace"),
+        "{stdout}"
+    );
     let out = in_child_namespace(
-        &["explain", "--trust-pid-namespace", held.to_str().unwrap(), "--root", root],
+        &[
+            "explain",
+            "--trust-pid-namespace",
+            held.to_str().unwrap(),
+            "--root",
+            root,
+        ],
         &[],
     );
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("assumed to use nothing (--trust-pid-namespace)"), "{stdout}");
+    assert!(
+        stdout.contains("assumed to use nothing (--trust-pid-namespace)"),
+        "{stdout}"
+    );
 }
 
 /// Issue 10, finding 5(a): a trust value other than `1` is an error (exit
@@ -225,7 +240,8 @@ fn a_bad_trust_value_is_a_usage_error() {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
-            stderr.contains("SANDKEEPER_TRUST_PID_NAMESPACE=\"yes\"") && stderr.contains("set it to 1"),
+            stderr.contains("SANDKEEPER_TRUST_PID_NAMESPACE=\"yes\"")
+                && stderr.contains("set it to 1"),
             "{args:?}: {stderr}"
         );
     }

@@ -1434,7 +1434,12 @@ mod tests {
             (
                 "child pid namespace",
                 spot(BlindSpotKind::PidNamespace, None),
-                &["child pid namespace", "host's", "--trust-pid-namespace", "SANDKEEPER_TRUST_PID_NAMESPACE=1"],
+                &[
+                    "child pid namespace",
+                    "host's",
+                    "--trust-pid-namespace",
+                    "SANDKEEPER_TRUST_PID_NAMESPACE=1",
+                ],
             ),
             (
                 "ptraceable",
@@ -1443,8 +1448,15 @@ mod tests {
             ),
             (
                 "invisible, with why",
-                spot(BlindSpotKind::HiddenProcesses, Some("this process is not in its exempt group (gid=27)")),
-                &["hidepid=invisible", "(this process is not in its exempt group (gid=27))", "ProtectProc"],
+                spot(
+                    BlindSpotKind::HiddenProcesses,
+                    Some("this process is not in its exempt group (gid=27)"),
+                ),
+                &[
+                    "hidepid=invisible",
+                    "(this process is not in its exempt group (gid=27))",
+                    "ProtectProc",
+                ],
             ),
             (
                 "detail is escaped",

@@ -306,7 +306,14 @@ fn stat_typed(dir: BorrowedFd<'_>, name: &CStr) -> Result<(Key, bool), Errno> {
 /// list (it could not take the ring's lock) makes the process
 /// uninspectable: fail closed. A file listed as deleted (` (deleted)`, not
 /// found) is left out: no entry holds it any more.
-fn anon_holds(p: &mut Proc, base: BorrowedFd<'_>, fd: u32, kind: Anon, info: &mut Vec<u8>, found: &mut Found) {
+fn anon_holds(
+    p: &mut Proc,
+    base: BorrowedFd<'_>,
+    fd: u32,
+    kind: Anon,
+    info: &mut Vec<u8>,
+    found: &mut Found,
+) {
     let mut name = b"fdinfo/".to_vec();
     let mut num = [0u8; 12];
     name.extend_from_slice(decimal(fd, &mut num).to_bytes());
@@ -651,7 +658,10 @@ impl<'p> Scanner<'p> {
                 Err(e) => {
                     // Access is decided per process: the other links would
                     // fail alike.
-                    p.fail(thread.map_or(InspectStep::Fd(fd), InspectStep::ThreadFdTable), e);
+                    p.fail(
+                        thread.map_or(InspectStep::Fd(fd), InspectStep::ThreadFdTable),
+                        e,
+                    );
                     return;
                 }
             };
@@ -767,7 +777,8 @@ impl<'p> Scanner<'p> {
             None => {}
         }
         let mut name = [0u8; 12];
-        let dir = match rustix::fs::openat(task, decimal(tid, &mut name), DIR_FLAGS, Mode::empty()) {
+        let dir = match rustix::fs::openat(task, decimal(tid, &mut name), DIR_FLAGS, Mode::empty())
+        {
             Ok(dir) => dir,
             Err(e) if gone(e) => return,
             Err(e) => return p.fail(InspectStep::ThreadFdTable(tid), e),

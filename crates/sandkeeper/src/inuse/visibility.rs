@@ -163,7 +163,9 @@ pub(super) fn decide(facts: &Facts, in_group: impl Fn(u32) -> bool) -> Vec<Spot>
             let exempt = comparable && options.gid.is_some_and(&in_group);
             if !exempt {
                 let why = match options.gid {
-                    _ if !comparable => "its gid= exemption cannot be checked from this namespace".to_owned(),
+                    _ if !comparable => {
+                        "its gid= exemption cannot be checked from this namespace".to_owned()
+                    }
                     Some(gid) => format!("this process is not in its exempt group (gid={gid})"),
                     None => "its gid= option is not a number".to_owned(),
                 };
@@ -191,13 +193,41 @@ mod tests {
             ("plain", b"rw", o(HidePid::Off, Some(0))),
             ("off", b"rw,hidepid=off", o(HidePid::Off, Some(0))),
             ("numeric off", b"rw,hidepid=0", o(HidePid::Off, Some(0))),
-            ("noaccess", b"rw,hidepid=noaccess", o(HidePid::NoAccess, Some(0))),
-            ("numeric noaccess", b"rw,hidepid=1", o(HidePid::NoAccess, Some(0))),
-            ("invisible", b"rw,hidepid=invisible", o(HidePid::Invisible, Some(0))),
-            ("numeric invisible", b"rw,hidepid=2", o(HidePid::Invisible, Some(0))),
-            ("ptraceable", b"rw,hidepid=ptraceable", o(HidePid::Ptraceable, Some(0))),
-            ("numeric ptraceable", b"rw,hidepid=4", o(HidePid::Ptraceable, Some(0))),
-            ("unknown value", b"rw,hidepid=7", o(HidePid::Unknown, Some(0))),
+            (
+                "noaccess",
+                b"rw,hidepid=noaccess",
+                o(HidePid::NoAccess, Some(0)),
+            ),
+            (
+                "numeric noaccess",
+                b"rw,hidepid=1",
+                o(HidePid::NoAccess, Some(0)),
+            ),
+            (
+                "invisible",
+                b"rw,hidepid=invisible",
+                o(HidePid::Invisible, Some(0)),
+            ),
+            (
+                "numeric invisible",
+                b"rw,hidepid=2",
+                o(HidePid::Invisible, Some(0)),
+            ),
+            (
+                "ptraceable",
+                b"rw,hidepid=ptraceable",
+                o(HidePid::Ptraceable, Some(0)),
+            ),
+            (
+                "numeric ptraceable",
+                b"rw,hidepid=4",
+                o(HidePid::Ptraceable, Some(0)),
+            ),
+            (
+                "unknown value",
+                b"rw,hidepid=7",
+                o(HidePid::Unknown, Some(0)),
+            ),
             (
                 "gid before",
                 b"rw,gid=27,hidepid=invisible",
@@ -208,8 +238,16 @@ mod tests {
                 b"rw,hidepid=2,subset=pid,gid=4",
                 o(HidePid::Invisible, Some(4)),
             ),
-            ("bad gid", b"rw,gid=x,hidepid=2", o(HidePid::Invisible, None)),
-            ("last wins", b"hidepid=2,hidepid=0", o(HidePid::Off, Some(0))),
+            (
+                "bad gid",
+                b"rw,gid=x,hidepid=2",
+                o(HidePid::Invisible, None),
+            ),
+            (
+                "last wins",
+                b"hidepid=2,hidepid=0",
+                o(HidePid::Off, Some(0)),
+            ),
         ];
         for (name, text, want) in cases {
             assert_eq!(parse_proc_options(text), *want, "{name}");
@@ -222,7 +260,10 @@ mod tests {
                      220 22 0:99 / /proc rw,relatime - proc proc rw,hidepid=ptraceable\n\
                      2 1 0:5 / /x rw - tmpfs tmpfs rw\n";
         let (fstype, options) = mount_by_id(text, 220).unwrap();
-        assert_eq!((&fstype[..], &options[..]), (&b"proc"[..], &b"rw,hidepid=ptraceable"[..]));
+        assert_eq!(
+            (&fstype[..], &options[..]),
+            (&b"proc"[..], &b"rw,hidepid=ptraceable"[..])
+        );
         assert_eq!(mount_by_id(text, 22).unwrap().1, b"rw");
         assert_eq!(mount_by_id(text, 2).unwrap().0, b"tmpfs");
         assert!(mount_by_id(text, 27).is_none(), "a parent id is not an id");
@@ -250,46 +291,99 @@ mod tests {
         let staff = |gid: u32| gid == 50;
         let cases: Vec<(&str, Facts, &dyn Fn(u32) -> bool, &[BlindSpotKind])> = vec![
             ("host, plain procfs", seen.clone(), &root, &[]),
-            ("noaccess lists everyone", with(HidePid::NoAccess, Some(0)), &root, &[]),
-            ("invisible, root exempt by default gid", with(HidePid::Invisible, Some(0)), &root, &[]),
-            ("invisible, exempt by a supplementary group", with(HidePid::Invisible, Some(50)), &staff, &[]),
-            ("invisible, not in the group", with(HidePid::Invisible, Some(50)), &root, &[HiddenProcesses]),
-            ("invisible, gid unreadable", with(HidePid::Invisible, None), &root, &[HiddenProcesses]),
-            ("ptraceable: no exemption", with(HidePid::Ptraceable, Some(0)), &root, &[HiddenUnptraceable]),
-            ("unknown hidepid", with(HidePid::Unknown, Some(0)), &root, &[ProcfsOptions]),
+            (
+                "noaccess lists everyone",
+                with(HidePid::NoAccess, Some(0)),
+                &root,
+                &[],
+            ),
+            (
+                "invisible, root exempt by default gid",
+                with(HidePid::Invisible, Some(0)),
+                &root,
+                &[],
+            ),
+            (
+                "invisible, exempt by a supplementary group",
+                with(HidePid::Invisible, Some(50)),
+                &staff,
+                &[],
+            ),
+            (
+                "invisible, not in the group",
+                with(HidePid::Invisible, Some(50)),
+                &root,
+                &[HiddenProcesses],
+            ),
+            (
+                "invisible, gid unreadable",
+                with(HidePid::Invisible, None),
+                &root,
+                &[HiddenProcesses],
+            ),
+            (
+                "ptraceable: no exemption",
+                with(HidePid::Ptraceable, Some(0)),
+                &root,
+                &[HiddenUnptraceable],
+            ),
+            (
+                "unknown hidepid",
+                with(HidePid::Unknown, Some(0)),
+                &root,
+                &[ProcfsOptions],
+            ),
             (
                 "child pid namespace",
-                Facts { init_pid_ns: Some(false), ..seen.clone() },
+                Facts {
+                    init_pid_ns: Some(false),
+                    ..seen.clone()
+                },
                 &root,
                 &[PidNamespace],
             ),
             (
                 "cannot tell the namespace",
-                Facts { init_pid_ns: None, ..seen.clone() },
+                Facts {
+                    init_pid_ns: None,
+                    ..seen.clone()
+                },
                 &root,
                 &[PidNamespace],
             ),
             (
                 "procfs of another namespace",
-                Facts { shows_self: false, ..seen.clone() },
+                Facts {
+                    shows_self: false,
+                    ..seen.clone()
+                },
                 &root,
                 &[ForeignProcfs],
             ),
             (
                 "no mountinfo line",
-                Facts { options: None, ..seen.clone() },
+                Facts {
+                    options: None,
+                    ..seen.clone()
+                },
                 &root,
                 &[ProcfsOptions],
             ),
             (
                 "child user namespace: gid not comparable",
-                Facts { init_user_ns: Some(false), ..with(HidePid::Invisible, Some(0)) },
+                Facts {
+                    init_user_ns: Some(false),
+                    ..with(HidePid::Invisible, Some(0))
+                },
                 &root,
                 &[HiddenProcesses],
             ),
             (
                 "private pid namespace, exempt",
-                Facts { init_pid_ns: Some(false), ..with(HidePid::Invisible, Some(0)) },
+                Facts {
+                    init_pid_ns: Some(false),
+                    ..with(HidePid::Invisible, Some(0))
+                },
                 &root,
                 &[PidNamespace],
             ),
@@ -305,7 +399,10 @@ mod tests {
             ),
             (
                 "procfs of another namespace: gid not comparable",
-                Facts { shows_self: false, ..with(HidePid::Invisible, Some(0)) },
+                Facts {
+                    shows_self: false,
+                    ..with(HidePid::Invisible, Some(0))
+                },
                 &root,
                 &[ForeignProcfs, HiddenProcesses],
             ),

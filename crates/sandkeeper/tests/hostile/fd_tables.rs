@@ -92,7 +92,8 @@ time.sleep(600)
     let index = collect();
     let how = holds(&index, &file, holder.pid());
     assert!(
-        how.iter().any(|h| matches!(h, HoldKind::ThreadFd(tid, _) if *tid != holder.pid())),
+        how.iter()
+            .any(|h| matches!(h, HoldKind::ThreadFd(tid, _) if *tid != holder.pid())),
         "the thread's private table holds it: {how:?}"
     );
     assert!(

@@ -6,7 +6,7 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod fd_tables;
 mod output;
 mod records;
 mod visibility;
-mod fd_tables;

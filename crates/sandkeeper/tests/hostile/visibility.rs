@@ -209,7 +209,10 @@ fn a_child_pid_namespace_does_not_see_the_host() {
     assert_eq!(trusted.state("held"), "idle", "{trusted:?}");
     assert!(trusted.spots.is_empty(), "{trusted:?}");
     assert_eq!(trusted.assumed.len(), 1, "{trusted:?}");
-    assert!(trusted.assumed[0].starts_with("PidNamespace"), "{trusted:?}");
+    assert!(
+        trusted.assumed[0].starts_with("PidNamespace"),
+        "{trusted:?}"
+    );
 }
 
 /// Issue 10, finding 5(a): a trust value other than `1` is an error naming
@@ -305,6 +308,7 @@ impl Drop for ProcMount {
 
 #[test]
 #[ignore = "run inside a private pid and mount namespace by hidepid_is_decided_from_what_can_be_proven"]
+#[allow(clippy::type_complexity)] // table rows are tuples
 fn hidepid_cases() {
     if std::env::var_os(INNER_ENV).is_none() {
         return;
@@ -313,7 +317,13 @@ fn hidepid_cases() {
     // The scanner: root; without CAP_SYS_PTRACE it may not ptrace the
     // holder (another uid), nor root's own processes with more capabilities.
     let root: &[&str] = &["env"];
-    let no_ptrace: &[&str] = &["setpriv", "--bounding-set", "-sys_ptrace", "--inh-caps", "-sys_ptrace"];
+    let no_ptrace: &[&str] = &[
+        "setpriv",
+        "--bounding-set",
+        "-sys_ptrace",
+        "--inh-caps",
+        "-sys_ptrace",
+    ];
     let in_staff: &[&str] = &["setpriv", "--groups", "4242"];
     // Inside this private namespace every process is ours to see.
     let trust = [(TRUST_ENV, "1")];
