@@ -66,7 +66,9 @@
 //!   (`PROC_PID_INIT_INO`); `NSpid:` cannot tell, as a container's own
 //!   `/proc` lists one level;
 //! - the procfs read is of that namespace when it lists the caller under
-//!   its own pid;
+//!   its own pid; or, whatever the caller's namespace, the procfs is the
+//!   initial namespace's when it lists a process (pid 1 or 2) whose
+//!   `ns/pid` is the initial one (a container given the host's `/proc`);
 //! - its `hidepid=` and `gid=` are read from the `mountinfo` line whose
 //!   mount id is that of the opened procfs (`statx` `STATX_MNT_ID`), in
 //!   both spellings (`2`/`invisible`, `4`/`ptraceable`); `gid=` is absent

@@ -164,6 +164,14 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
         }
     };
     let ns = |name: &CStr, init: u64| is_namespace(open_ns(name)?.as_fd(), init);
+    // A listed process of the initial pid namespace proves the procfs is
+    // that namespace's (pid 1, or 2 where pid 1 may not be inspected).
+    let lists_init_process = [c"1/ns/pid", c"2/ns/pid"].iter().any(|name| {
+        rustix::fs::openat(proc, *name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            .ok()
+            .and_then(|fd| is_namespace(fd.as_fd(), PROC_PID_INIT_INO))
+            == Some(true)
+    });
     let pid_ns_owned_by_init_user = open_ns(c"pid")
         .and_then(|pid_ns| crate::sys::ns_owner(pid_ns.as_fd()).ok())
         .and_then(|owner| is_namespace(owner.as_fd(), PROC_USER_INIT_INO));
@@ -179,6 +187,7 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
         init_user_ns: ns(c"user", PROC_USER_INIT_INO),
         pid_ns_owned_by_init_user,
         shows_self,
+        lists_init_process,
         options,
     }
 }

@@ -14,6 +14,11 @@
 //! - **The procfs read is of our pid namespace.** It must list ourselves
 //!   (`self` resolves to our pid): a procfs of a namespace below ours does
 //!   not.
+//! - Or, in place of both: **the procfs read is of the initial pid
+//!   namespace**, whatever ours is (a container given the host's `/proc`):
+//!   it lists a process (pid 1 or 2, `kthreadd`) whose `ns/pid` is the
+//!   initial namespace. A procfs lists only processes of its own namespace
+//!   and those below, so no procfs of another namespace can list one.
 //! - **`hidepid` hides nothing from us.** The procfs's options are read
 //!   from the `mountinfo` line with the mount id of the opened procfs
 //!   (`statx` `STATX_MNT_ID`), not from a path. Spellings: `0`/`off`,
@@ -113,6 +118,9 @@ pub(super) struct Facts {
     pub(super) pid_ns_owned_by_init_user: Option<bool>,
     /// The procfs lists us under our own pid.
     pub(super) shows_self: bool,
+    /// The procfs lists a process of the initial pid namespace, so it is
+    /// that namespace's.
+    pub(super) lists_init_process: bool,
     /// The options of the procfs's mount, if its `mountinfo` line was found.
     pub(super) options: Option<ProcOptions>,
 }
@@ -134,16 +142,20 @@ impl Spot {
 /// in a group (as the kernel's `in_group_p`).
 pub(super) fn decide(facts: &Facts, in_group: impl Fn(u32) -> bool) -> Vec<Spot> {
     let mut spots = Vec::new();
-    match facts.init_pid_ns {
-        Some(true) => {}
-        Some(false) => spots.push(Spot::new(BlindSpotKind::PidNamespace, None)),
-        None => spots.push(Spot::new(
-            BlindSpotKind::PidNamespace,
-            Some("cannot tell which pid namespace this process is in".into()),
-        )),
-    }
-    if !facts.shows_self {
-        spots.push(Spot::new(BlindSpotKind::ForeignProcfs, None));
+    let procfs_is_initial =
+        facts.lists_init_process || (facts.init_pid_ns == Some(true) && facts.shows_self);
+    if !procfs_is_initial {
+        match facts.init_pid_ns {
+            Some(true) => {}
+            Some(false) => spots.push(Spot::new(BlindSpotKind::PidNamespace, None)),
+            None => spots.push(Spot::new(
+                BlindSpotKind::PidNamespace,
+                Some("cannot tell which pid namespace this process is in".into()),
+            )),
+        }
+        if !facts.shows_self {
+            spots.push(Spot::new(BlindSpotKind::ForeignProcfs, None));
+        }
     }
     let Some(options) = facts.options else {
         spots.push(Spot::new(
@@ -158,8 +170,8 @@ pub(super) fn decide(facts: &Facts, in_group: impl Fn(u32) -> bool) -> Vec<Spot>
             // The exempt group is comparable with ours only when both are
             // numbers of the initial user namespace.
             let comparable = facts.init_user_ns == Some(true)
-                && facts.pid_ns_owned_by_init_user == Some(true)
-                && facts.shows_self;
+                && (procfs_is_initial
+                    || (facts.shows_self && facts.pid_ns_owned_by_init_user == Some(true)));
             let exempt = comparable && options.gid.is_some_and(&in_group);
             if !exempt {
                 let why = match options.gid {
@@ -278,6 +290,7 @@ mod tests {
             init_user_ns: Some(true),
             pid_ns_owned_by_init_user: Some(true),
             shows_self: true,
+            lists_init_process: false,
             options: Some(ProcOptions {
                 hidepid: HidePid::Off,
                 gid: Some(0),
@@ -359,6 +372,29 @@ mod tests {
                 },
                 &root,
                 &[ForeignProcfs],
+            ),
+            (
+                "child namespace reading the host's procfs",
+                Facts {
+                    init_pid_ns: Some(false),
+                    shows_self: false,
+                    lists_init_process: true,
+                    ..seen.clone()
+                },
+                &root,
+                &[],
+            ),
+            (
+                "the host's procfs, invisible, root exempt",
+                Facts {
+                    init_pid_ns: Some(false),
+                    pid_ns_owned_by_init_user: None,
+                    shows_self: false,
+                    lists_init_process: true,
+                    ..with(HidePid::Invisible, Some(0))
+                },
+                &root,
+                &[],
             ),
             (
                 "no mountinfo line",

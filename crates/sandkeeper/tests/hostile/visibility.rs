@@ -204,6 +204,16 @@ fn a_child_pid_namespace_does_not_see_the_host() {
         "the warning says what is not visible and what to do: {warning}"
     );
 
+    // In a child pid namespace but reading the host's procfs (no
+    // --mount-proc), which provably lists every process: no blind spot.
+    let host_proc = scan_through(
+        &["unshare", "--pid", "--fork", "--kill-child"],
+        sb.path(),
+        &[],
+    );
+    assert_eq!(host_proc.state("held"), "in_use", "{host_proc:?}");
+    assert!(host_proc.spots.is_empty(), "{host_proc:?}");
+
     // Trusted: what it sees is what there is, and the output says so.
     let trusted = scan_through(&unshare, sb.path(), &[(TRUST_ENV, "1")]);
     assert_eq!(trusted.state("held"), "idle", "{trusted:?}");
