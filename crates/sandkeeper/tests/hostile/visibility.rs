@@ -365,6 +365,14 @@ fn hidepid_cases() {
             &["HiddenUnptraceable"],
         ),
         (
+            "noaccess lists everyone; the unreadable are named, not hidden",
+            "hidepid=1,gid=4242",
+            no_ptrace,
+            "unknown",
+            "unknown",
+            &[],
+        ),
+        (
             "invisible: root is exempt by the default gid=0",
             "hidepid=invisible",
             root,
