@@ -53,12 +53,13 @@ pub fn text(
         let _ = writeln!(out, "  could not inspect: {}", escape::line(&u.to_string()));
     }
     for b in inuse.blind_spots() {
-        let _ = writeln!(out, "  blind spot: {b}");
+        let _ = writeln!(out, "  blind spot: {}", escape::line(&b.to_string()));
     }
     for b in inuse.assumed_blind_spots() {
         let _ = writeln!(
             out,
-            "  assumed to use nothing (--trust-pid-namespace): {b:#}"
+            "  assumed to use nothing (--trust-pid-namespace): {}",
+            escape::line(&format!("{b:#}"))
         );
     }
     match (&e.lease, e.lease_invalid) {
