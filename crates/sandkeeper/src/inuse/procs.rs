@@ -176,10 +176,8 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
         .and_then(|pid_ns| crate::sys::ns_owner(pid_ns.as_fd()).ok())
         .and_then(|owner| is_namespace(owner.as_fd(), PROC_USER_INIT_INO));
     // The options of exactly the mount opened, by its mount id.
-    let options = rustix::fs::statx(proc, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)
-        .ok()
-        .filter(|st| st.stx_mask & StatxFlags::MNT_ID.bits() != 0)
-        .and_then(|st| visibility::mount_by_id(own_mountinfo, st.stx_mnt_id))
+    let options = mount_id(proc)
+        .and_then(|id| visibility::mount_by_id(own_mountinfo, id))
         .filter(|(fstype, _)| fstype == b"proc")
         .map(|(_, options)| visibility::parse_proc_options(&options));
     visibility::Facts {
@@ -190,6 +188,23 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
         lists_init_process,
         options,
     }
+}
+
+/// The mount id of the mount `fd` is on: `statx` `STATX_MNT_ID` (Linux
+/// 5.8), else the `mnt_id:` line of our own `/proc/self/fdinfo/FD` (3.15).
+fn mount_id(fd: BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let st = rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok();
+    if let Some(st) = st.filter(|st| st.stx_mask & StatxFlags::MNT_ID.bits() != 0) {
+        return Some(st.stx_mnt_id);
+    }
+    let path = CString::new(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    let mut text = Vec::new();
+    read_at(CWD, &path, &mut text).ok()?;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let v = line.strip_prefix(b"mnt_id:")?;
+        std::str::from_utf8(v).ok()?.trim().parse().ok()
+    })
 }
 
 /// Whether the namespace file `fd` is the initial namespace with the fixed
@@ -1152,6 +1167,19 @@ mod tests {
             c"4294967295/root"
         );
         assert_eq!(thread_link(7, b"/cwd\0", &mut buf), c"7/cwd");
+    }
+
+    #[test]
+    fn mount_id_is_the_one_fdinfo_and_mountinfo_give() {
+        use std::os::fd::AsRawFd;
+        let proc = rustix::fs::open("/proc", DIR_FLAGS, Mode::empty()).unwrap();
+        let id = mount_id(proc.as_fd()).expect("a mount id");
+        let fdinfo =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", proc.as_raw_fd())).unwrap();
+        assert!(fdinfo.contains(&format!("mnt_id:\t{id}\n")), "{fdinfo}");
+        let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap();
+        let (fstype, _) = visibility::mount_by_id(&mountinfo, id).expect("its mountinfo line");
+        assert_eq!(fstype, b"proc");
     }
 
     #[test]
