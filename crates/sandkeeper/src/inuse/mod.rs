@@ -769,7 +769,10 @@ impl InUse {
     /// # Errors
     ///
     /// Only when procfs itself is unusable: the proc root cannot be opened
-    /// or listed, or the caller's own `mountinfo` cannot be read.
+    /// or listed, is not a procfs, or the caller's own `mountinfo` cannot be
+    /// read; and [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)
+    /// when [`InUseOptions::trust_pid_namespace`] was not called and
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE` has a value other than `1`.
     ///
     /// # Platform behavior
     ///
