@@ -105,6 +105,13 @@ pub struct RuleArgs {
     /// Vouch for a process that cannot be inspected (repeatable).
     #[arg(long = "ignore-pid", value_name = "PID")]
     pub ignore_pids: Vec<u32>,
+
+    /// Trust that every process that can reach the roots is in this pid
+    /// namespace (a container that owns its temp directory): without it, a
+    /// run in a child pid namespace calls every entry `unknown`. Reported as
+    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
+    #[arg(long)]
+    pub trust_pid_namespace: bool,
 }
 
 /// `sandkeeper reap`.
@@ -148,6 +155,13 @@ pub struct LsArgs {
     /// Vouch for a process that cannot be inspected (repeatable).
     #[arg(long = "ignore-pid", value_name = "PID")]
     pub ignore_pids: Vec<u32>,
+
+    /// Trust that every process that can reach the roots is in this pid
+    /// namespace (a container that owns its temp directory): without it, a
+    /// run in a child pid namespace calls every entry `unknown`. Reported as
+    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
+    #[arg(long)]
+    pub trust_pid_namespace: bool,
 }
 
 /// `sandkeeper explain`.
@@ -187,6 +201,13 @@ pub struct ScanArgs {
     /// `unknown`.
     #[arg(long = "ignore-pid", value_name = "PID")]
     pub ignore_pids: Vec<u32>,
+
+    /// Trust that every process that can reach the roots is in this pid
+    /// namespace (a container that owns its temp directory): without it, a
+    /// run in a child pid namespace calls every entry `unknown`. Reported as
+    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
+    #[arg(long)]
+    pub trust_pid_namespace: bool,
 
     /// Walking threads (default: one per core).
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
@@ -285,4 +306,11 @@ pub struct WatchArgs {
     /// Vouch for a process that cannot be inspected (repeatable).
     #[arg(long = "ignore-pid", value_name = "PID")]
     pub ignore_pids: Vec<u32>,
+
+    /// Trust that every process that can reach the roots is in this pid
+    /// namespace (a container that owns its temp directory): without it, a
+    /// run in a child pid namespace calls every entry `unknown`. Reported as
+    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
+    #[arg(long)]
+    pub trust_pid_namespace: bool,
 }

@@ -49,6 +49,9 @@ pub struct Config {
     pub poll: Duration,
     /// The roots, in file order; never empty, never overlapping.
     pub roots: Vec<RootConfig>,
+    /// `trust_pid_namespace = true`: every process that can reach the
+    /// roots is in this pid namespace (default `false`).
+    pub trust_pid_namespace: bool,
 }
 
 /// One `[[root]]`.
@@ -166,6 +169,7 @@ impl Config {
             source: None,
             interval: DEFAULT_INTERVAL,
             poll: DEFAULT_POLL,
+            trust_pid_namespace: false,
             roots: vec![RootConfig {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
@@ -400,6 +404,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         interval,
         poll,
         roots,
+        trust_pid_namespace: raw.trust_pid_namespace.unwrap_or(false),
     })
 }
 
@@ -408,6 +413,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
 struct RawConfig {
     interval: Option<Spanned<toml::Value>>,
     poll: Option<Spanned<toml::Value>>,
+    trust_pid_namespace: Option<bool>,
     #[serde(default)]
     root: Vec<RawRoot>,
 }
@@ -772,6 +778,19 @@ keep_last = 3
         assert_eq!(root.rules[1].keep_last, None);
     }
 
+    /// Issue 10, finding 5(a): trusting the pid namespace is one explicit
+    /// top-level key, off by default.
+    #[test]
+    fn trust_pid_namespace_key() {
+        let root = "[[root]]\npath = \"/tmp\"\n";
+        assert!(!parse_str(root).unwrap().trust_pid_namespace);
+        assert!(!Config::defaults().trust_pid_namespace);
+        let on = format!("trust_pid_namespace = true\n{root}");
+        assert!(parse_str(&on).unwrap().trust_pid_namespace);
+        let off = format!("trust_pid_namespace = false\n{root}");
+        assert!(!parse_str(&off).unwrap().trust_pid_namespace);
+    }
+
     /// Each bad file: the line and words of its error.
     #[test]
     fn bad_files_name_the_line_and_the_reason() {
@@ -805,6 +824,7 @@ keep_last = 3
             ("unknown owner", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nowner = \"no-such-user-xyz\"\n", Some(5), "owner: unknown user \"no-such-user-xyz\""),
             ("owner of the wrong type", "[[root]]\npath = \"/tmp\"\n[[root.rule]]\nmatch = \"a*\"\nowner = true\n", Some(5), "expected a user name or a uid"),
             ("syntax error", "[[root]]\npath = \"/tmp\n", Some(2), ""),
+            ("trust as a string", "trust_pid_namespace = \"yes\"\n[[root]]\npath = \"/tmp\"\n", Some(1), "expected a boolean"),
             ("rule outside a root", "[[rule]]\nmatch = \"a*\"\n", Some(1), "unknown field `rule`"),
         ];
         for (name, text, line, words) in cases {

@@ -45,6 +45,8 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     for &pid in &args.rules.ignore_pids {
         reaper.scanner().ignore_pid(pid);
     }
+    let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
+    reaper.scanner().trust_pid_namespace(trust);
     let inuse = reaper.scanner().in_use()?;
     let report = reaper.scanner().scan_root(root, &inuse)?;
     let Some(index) = report

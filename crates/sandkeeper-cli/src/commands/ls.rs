@@ -15,6 +15,7 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     for &pid in &args.ignore_pids {
         scanner.ignore_pid(pid);
     }
+    scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
     let report = scanner.scan_roots(&roots)?;
     let text = if args.json {
         render::ls::json(&report)

@@ -16,6 +16,15 @@ use sandkeeper::root::{Root, UserDirs};
 use crate::cli::RuleArgs;
 use crate::error::CliError;
 
+/// Whether the pid namespace is trusted: `--trust-pid-namespace`, the
+/// config's `trust_pid_namespace = true`, or
+/// `SANDKEEPER_TRUST_PID_NAMESPACE=1`, which is checked even when one of the
+/// others says yes (a bad value is an error, never silently ignored).
+pub fn trust_pid_namespace(flag: bool, config: bool) -> Result<bool, CliError> {
+    let env = sandkeeper::inuse::trust_pid_namespace_from_env()?;
+    Ok(flag || config || env)
+}
+
 /// What the roots are opened for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {

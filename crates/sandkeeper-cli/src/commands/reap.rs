@@ -18,6 +18,8 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             for &pid in &args.rules.ignore_pids {
                 reaper.scanner().ignore_pid(pid);
             }
+            let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
+            reaper.scanner().trust_pid_namespace(trust);
             reaper.reap_roots(&roots)?
         }
     };

@@ -19,6 +19,7 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     for &pid in &args.ignore_pids {
         scanner.ignore_pid(pid);
     }
+    scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
     let bar = printer.progress_allowed().then(progress_bar);
     if let Some(bar) = &bar {
         let bar = bar.clone();

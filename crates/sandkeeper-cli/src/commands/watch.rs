@@ -56,12 +56,15 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
     }
     let signals =
         Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
+    let trust_cli = super::trust_pid_namespace(args.trust_pid_namespace, false)?;
     let mut watcher = Watcher {
         opts: Options {
             dry_run: args.dry_run,
             ignore_pids: args.ignore_pids.clone(),
+            trust_pid_namespace: trust_cli || config.trust_pid_namespace,
             stop: Some(signals.stop_flag()),
         },
+        trust_cli,
         explicit: args.config.clone(),
         metrics_file: args.metrics_file.clone(),
         log: Log::new(printer),
@@ -124,6 +127,11 @@ fn describe(config: &Config) -> Vec<String> {
         humantime::format_duration(config.interval),
         humantime::format_duration(config.poll)
     ));
+    if config.trust_pid_namespace {
+        lines.push(
+            "trust_pid_namespace: every process that can reach the roots is assumed to be in this pid namespace".into(),
+        );
+    }
     for root in &config.roots {
         let mut parts = vec![format!("grace {}", humantime::format_duration(root.grace))];
         if let Some(age) = root.orphan_age {
@@ -185,6 +193,9 @@ struct Watcher {
     explicit: Option<PathBuf>,
     metrics_file: Option<PathBuf>,
     opts: Options,
+    /// `--trust-pid-namespace` or `SANDKEEPER_TRUST_PID_NAMESPACE=1`,
+    /// whatever the config says.
+    trust_cli: bool,
     log: Log,
     metrics: Metrics,
     signals: Signals,
@@ -490,6 +501,7 @@ impl Watcher {
         for &pid in &self.opts.ignore_pids {
             scanner.ignore_pid(pid);
         }
+        scanner.trust_pid_namespace(self.opts.trust_pid_namespace);
         for path in rescan {
             match scanner.scan(&[&path]) {
                 Ok(fresh) => {
@@ -529,6 +541,7 @@ impl Watcher {
                 self.roots
                     .retain(|p, _| config.roots.iter().any(|r| &r.path == p));
                 self.config = config;
+                self.opts.trust_pid_namespace = self.trust_cli || self.config.trust_pid_namespace;
                 self.metrics.set_config_ok(true);
                 self.log.notice(&format!(
                     "SIGHUP: reloaded {}",
@@ -594,6 +607,10 @@ pub fn reap_configured(
     let opts = Options {
         dry_run: args.dry_run,
         ignore_pids: args.rules.ignore_pids.clone(),
+        trust_pid_namespace: super::trust_pid_namespace(
+            args.rules.trust_pid_namespace,
+            config.trust_pid_namespace,
+        )?,
         stop: None,
     };
     let mut merged: Option<ReapReport> = None;
@@ -627,6 +644,16 @@ pub fn reap_configured(
                     for u in report.scan.uninspectable {
                         if !m.scan.uninspectable.iter().any(|x| x.pid == u.pid) {
                             m.scan.uninspectable.push(u);
+                        }
+                    }
+                    for b in report.scan.blind_spots {
+                        if !m.scan.blind_spots.contains(&b) {
+                            m.scan.blind_spots.push(b);
+                        }
+                    }
+                    for b in report.scan.assumed_blind_spots {
+                        if !m.scan.assumed_blind_spots.contains(&b) {
+                            m.scan.assumed_blind_spots.push(b);
                         }
                     }
                 }

@@ -52,6 +52,16 @@ pub fn text(
     for u in inuse.uninspectable() {
         let _ = writeln!(out, "  could not inspect: {}", escape::line(&u.to_string()));
     }
+    for b in inuse.blind_spots() {
+        let _ = writeln!(out, "  blind spot: {}", escape::line(&b.to_string()));
+    }
+    for b in inuse.assumed_blind_spots() {
+        let _ = writeln!(
+            out,
+            "  assumed to use nothing (--trust-pid-namespace): {}",
+            escape::line(&format!("{b:#}"))
+        );
+    }
     match (&e.lease, e.lease_invalid) {
         (Some(l), _) => record(&mut out, e, l, now),
         (None, true) => {

@@ -61,6 +61,7 @@ pub fn json(report: &ReapReport) -> String {
         "errors": errors,
         "freed_bytes": report.freed_bytes(),
         "roots": roots,
+        "assumed_blind_spots": super::scan::assumed_blind_spots(&report.scan),
     });
     let mut text = escape::json_pretty(&doc);
     text.push('\n');

@@ -60,6 +60,7 @@ impl Serialize for Document<'_> {
             .map(ToString::to_string)
             .collect();
         m.serialize_entry("blind_spots", &blind)?;
+        m.serialize_entry("assumed_blind_spots", &assumed_blind_spots(self.report))?;
         m.end()
     }
 }
@@ -318,6 +319,16 @@ fn truncate(text: &str, width: usize) -> String {
     cut
 }
 
+/// The blind spots assumed away by trusting the pid namespace, as the JSON
+/// documents give them (`assumed_blind_spots`).
+pub fn assumed_blind_spots(report: &Report) -> Vec<String> {
+    report
+        .assumed_blind_spots
+        .iter()
+        .map(|b| format!("{b:#}"))
+        .collect()
+}
+
 /// Warnings for stderr: uninspectable processes, blind spots, assumptions,
 /// entries that could not be read.
 pub fn warnings(report: &Report) -> Vec<String> {
@@ -350,6 +361,11 @@ pub fn warnings(report: &Report) -> Vec<String> {
     }
     for a in &report.assumed {
         out.push(format!("assumed to use nothing (--ignore-pid): {a}"));
+    }
+    for b in &report.assumed_blind_spots {
+        out.push(format!(
+            "assumed to use nothing (--trust-pid-namespace): {b:#}"
+        ));
     }
     out.extend(
         report

@@ -14,3 +14,4 @@ mod records;
 mod roots;
 mod run_tmpdir;
 mod scan_locks;
+mod visibility;

@@ -5,9 +5,11 @@
 //! [`InUse::collect`] gathers, in one pass:
 //!
 //! - **processes**: for every `/proc/[0-9]*`, every open descriptor
-//!   (`/proc/PID/fd/*`), the working directory, root directory and
-//!   executable, and every file mapping (`/proc/PID/maps`), each as a
-//!   `(device, inode)` pair. Links are `stat`ed *through* the magic link, so
+//!   (`/proc/PID/fd/*`, and those of threads with a table of their own),
+//!   the working directory, root directory and executable, every file
+//!   mapping (`/proc/PID/maps`), every inode an inotify or fanotify
+//!   descriptor watches and every file registered with an io_uring
+//!   (`/proc/PID/fdinfo/N`), each as a `(device, inode)` pair. Links are `stat`ed *through* the magic link, so
 //!   a process that reached the file through another mount namespace, a bind
 //!   mount or a since-renamed parent is still found. Targets are never
 //!   opened (no FIFO, device or socket is ever touched); look them up with
@@ -51,10 +53,38 @@
 //! even from root) is listed in [`InUse::uninspectable`], and the index is
 //! then not [complete](InUse::is_complete): the scan must treat every entry
 //! as possibly in use. The same holds for [blind spots](InUse::blind_spots)
-//! that affect all processes (`hidepid=invisible`, an unreadable
-//! `/proc/net/unix` or `/sys/block`). An operator may vouch for named pids
-//! ([`InUseOptions::ignore_pid`]): those move to [`InUse::assumed`], so the
-//! output can say what was assumed rather than known.
+//! that affect all processes: processes the procfs does not list at all
+//! (the caller runs in a child pid namespace, so the host's processes are
+//! never listed; a procfs of another pid namespace; `hidepid=invisible`
+//! without the exempt group; `hidepid=ptraceable`; procfs options that
+//! cannot be read), an unreadable `/proc/net/unix` or `/sys/block`. Which
+//! processes are listed is decided from what can be proven, never from a
+//! path or one spelling of a mount option:
+//!
+//! - the caller's pid namespace is the initial one when `/proc/self/ns/pid`
+//!   is on nsfs with the initial namespace's fixed inode number
+//!   (`PROC_PID_INIT_INO`); `NSpid:` cannot tell, as a container's own
+//!   `/proc` lists one level;
+//! - the procfs read is of that namespace when it lists the caller under
+//!   its own pid; or, whatever the caller's namespace, the procfs is the
+//!   initial namespace's when it lists a process (pid 1 or 2) whose
+//!   `ns/pid` is the initial one (a container given the host's `/proc`);
+//! - its `hidepid=` and `gid=` are read from the `mountinfo` line whose
+//!   mount id is that of the opened procfs (`statx` `STATX_MNT_ID`), in
+//!   both spellings (`2`/`invisible`, `4`/`ptraceable`); `gid=` is absent
+//!   when it is 0, which exempts root by default; it is compared with the
+//!   caller's groups only when both are numbers of the initial user
+//!   namespace. `hidepid=ptraceable` exempts no group, and what even root
+//!   may not ptrace cannot be counted, so it is always a blind spot.
+//!
+//! An operator may vouch for named pids ([`InUseOptions::ignore_pid`]):
+//! those move to [`InUse::assumed`], so the output can say what was
+//! assumed rather than known. One who knows that no process outside the
+//! pid namespace can reach the roots (a container that owns its temp
+//! directory, a test in its own namespace) may trust it
+//! ([`InUseOptions::trust_pid_namespace`],
+//! `SANDKEEPER_TRUST_PID_NAMESPACE=1`): the pid-namespace blind spots move
+//! to [`InUse::assumed_blind_spots`].
 //!
 //! Processes that exit during the scan (`ENOENT`/`ESRCH`) are skipped, as
 //! are descriptors closed during the scan: what is gone holds nothing.
@@ -76,11 +106,33 @@
 //! (`unshare(CLONE_FS)`): for processes with more than one thread, each
 //! thread's `cwd` and `root` are stat'ed too and reported as
 //! [`HoldKind::ThreadCwd`]/[`HoldKind::ThreadRoot`] when they differ from the
-//! process's. A thread with a private descriptor table
-//! (`unshare(CLONE_FILES)`) is not scanned for descriptors: that is rare
-//! enough that the cost (one more directory per thread) is not paid. When a
-//! process's main thread has exited but other threads run on (a zombie
-//! leader), a live thread is inspected in its place.
+//! process's. A thread can also have a private descriptor table
+//! (`unshare(CLONE_FILES)`), which `/proc/PID/fd` does not show: each other
+//! thread is compared with the process by `kcmp(KCMP_FILES)` (one system
+//! call per thread), and only a table that differs — from the process's
+//! and from those already read — is read, as
+//! [`HoldKind::ThreadFd`] (descriptors it shares with the process's table
+//! are left out). Where `kcmp` cannot tell (a kernel without
+//! `CONFIG_KCMP`, a procfs of another pid namespace), every thread's table
+//! is read. When a process's main thread has exited but other threads run
+//! on (a zombie leader), a live thread is inspected in its place.
+//!
+//! # Watches and io_uring
+//!
+//! A descriptor on an anonymous inode is looked at more closely when its
+//! link names inotify, fanotify or io_uring:
+//!
+//! - inotify watches and fanotify inode marks are a use of the watched
+//!   inode ([`HoldKind::Watch`]): a program waits for files there. Their
+//!   `ino:`/`sdev:` in `fdinfo` give the inode; fanotify marks on a whole
+//!   mount or filesystem name no entry and are left out.
+//! - files registered with an io_uring stay open with no descriptor of
+//!   their own ([`HoldKind::IoUringFile`]). `fdinfo` names them by path
+//!   only, so each path is resolved from the caller's root without
+//!   following any link (`openat2` `RESOLVE_NO_SYMLINKS`, `O_PATH`) and
+//!   matched by inode; the listing must be the same after. What cannot be
+//!   resolved so, or a ring whose files the kernel counted but did not list,
+//!   makes the process uninspectable (step [`InspectStep::FdInfo`]).
 //!
 //! # Namespaces
 //!
@@ -122,6 +174,15 @@
 //!
 //! # Limitations
 //!
+//! - What the kernel does not expose cannot be seen: a descriptor in flight
+//!   over `SCM_RIGHTS` (sent on a unix socket, not yet received, the
+//!   sender's copy closed) is held by the socket's queue only, and no
+//!   `/proc` file names it; an entry held only that way is `idle`. Likewise
+//!   a file held only by an in-flight io_uring request, or by a kernel
+//!   object that is not a mount, loop device, descriptor or mapping.
+//! - Watches are matched by the filesystem's device number (`sdev`), which
+//!   differs from what `stat` reports on btrfs subvolumes: a watch there is
+//!   not matched.
 //! - Only *absolute* socket and overlay layer paths can be matched by path;
 //!   relative ones (resolved against the binder's or mounter's working
 //!   directory at the time) are kept in [`InUse::socket_paths`] and
@@ -135,10 +196,13 @@
 //! - Device numbers in `/proc/PID/maps` are the ones the kernel reports for
 //!   the mapping; for files on overlayfs that is the underlying layer's file.
 
+#[cfg(target_os = "linux")]
+mod fdinfo;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod procs;
 mod sockets;
+mod visibility;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -165,6 +229,33 @@ pub struct InUseOptions {
     include_self: bool,
     proc_root: PathBuf,
     threads: usize,
+    trust_pid_namespace: Option<bool>,
+}
+
+/// The environment variable that trusts the pid namespace when
+/// [`InUseOptions::trust_pid_namespace`] was not called: `1` trusts it;
+/// unset does not; any other value is an error.
+pub const TRUST_PID_NAMESPACE_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
+
+/// The value of [`TRUST_PID_NAMESPACE_ENV`]: `Ok(false)` when unset.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for any
+/// value but `1`, naming the variable and the valid values.
+pub fn trust_pid_namespace_from_env() -> Result<bool> {
+    match std::env::var_os(TRUST_PID_NAMESPACE_ENV) {
+        None => Ok(false),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) => Err(crate::error::Error::new(
+            crate::ErrorKind::InvalidInput,
+            format!(
+                "{TRUST_PID_NAMESPACE_ENV}={:?} is not valid: set it to 1 to trust that \
+                 every process that can reach the roots is in this pid namespace, or unset it",
+                v.to_string_lossy()
+            ),
+        )),
+    }
 }
 
 impl Default for InUseOptions {
@@ -182,7 +273,25 @@ impl InUseOptions {
             include_self: false,
             proc_root: PathBuf::from("/proc"),
             threads: 1,
+            trust_pid_namespace: None,
         }
+    }
+
+    /// Trusts that every process that can reach the roots is in the pid
+    /// namespace the procfs shows. Default: `false`, unless
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE=1` ([`TRUST_PID_NAMESPACE_ENV`]) is
+    /// set; calling this overrides the variable.
+    ///
+    /// Without it, running in a child pid namespace (a container that
+    /// shares its temp directory with the host) or reading a procfs that
+    /// does not list the calling process is a [blind spot](InUse::blind_spots):
+    /// processes outside cannot be seen, so nothing is known to be unused.
+    /// With it, those blind spots are [assumed](InUse::assumed_blind_spots)
+    /// away instead, and the output should say so. Other blind spots
+    /// (`hidepid`, unreadable tables) are not affected.
+    pub fn trust_pid_namespace(&mut self, yes: bool) -> &mut Self {
+        self.trust_pid_namespace = Some(yes);
+        self
     }
 
     /// Vouches for `pid`: should it be uninspectable, it is assumed to hold
@@ -264,6 +373,16 @@ pub enum HoldKind {
     /// The root directory of one thread (with its thread id), where it
     /// differs from the process's.
     ThreadRoot(u32),
+    /// An open descriptor (thread id, descriptor number) in the private
+    /// descriptor table of one thread (`unshare(CLONE_FILES)`).
+    ThreadFd(u32, u32),
+    /// An inotify or fanotify watch on the inode, through the given
+    /// descriptor: a program waits for changes there.
+    Watch(u32),
+    /// A file registered with the io_uring of the given descriptor
+    /// (`IORING_REGISTER_FILES`): the ring holds it open without a
+    /// descriptor of its own.
+    IoUringFile(u32),
 }
 
 impl fmt::Display for HoldKind {
@@ -276,6 +395,9 @@ impl fmt::Display for HoldKind {
             HoldKind::Mmap => f.write_str("mmap"),
             HoldKind::ThreadCwd(tid) => write!(f, "cwd of thread {tid}"),
             HoldKind::ThreadRoot(tid) => write!(f, "root of thread {tid}"),
+            HoldKind::ThreadFd(tid, fd) => write!(f, "fd {fd} of thread {tid}"),
+            HoldKind::Watch(fd) => write!(f, "watch (fd {fd})"),
+            HoldKind::IoUringFile(fd) => write!(f, "io_uring registered file (fd {fd})"),
         }
     }
 }
@@ -450,6 +572,13 @@ pub enum InspectStep {
     Threads,
     /// Its mount namespace (`/proc/PID/ns/mnt`, `/proc/PID/mountinfo`).
     Mounts,
+    /// The descriptor table of one thread that has its own (with its
+    /// thread id), after `unshare(CLONE_FILES)`.
+    ThreadFdTable(u32),
+    /// What one descriptor watches or has registered, from
+    /// `/proc/PID/fdinfo/N`: an inotify or fanotify descriptor's watches,
+    /// an io_uring's registered files.
+    FdInfo(u32),
 }
 
 impl fmt::Display for InspectStep {
@@ -465,6 +594,10 @@ impl fmt::Display for InspectStep {
             InspectStep::Maps => f.write_str("its memory map"),
             InspectStep::Threads => f.write_str("its threads"),
             InspectStep::Mounts => f.write_str("its mount namespace"),
+            InspectStep::ThreadFdTable(tid) => {
+                write!(f, "the descriptor table of its thread {tid}")
+            }
+            InspectStep::FdInfo(n) => write!(f, "what its fd {n} watches or registered"),
         }
     }
 }
@@ -505,9 +638,27 @@ impl fmt::Display for Uninspectable {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BlindSpotKind {
-    /// procfs is mounted with `hidepid=invisible` (`2`): processes we may
-    /// not inspect are not even listed, so they cannot be named.
+    /// procfs is mounted with `hidepid=invisible` (`2`) and the caller is
+    /// not in its exempt group (`gid=`, 0 by default): processes it may not
+    /// inspect are not even listed, so they cannot be named.
     HiddenProcesses,
+    /// procfs is mounted with `hidepid=ptraceable` (`4`, systemd's
+    /// `ProtectProc=ptraceable`): processes the caller may not ptrace —
+    /// even root may not ptrace some — are not listed, and no group is
+    /// exempt.
+    HiddenUnptraceable,
+    /// The options of the procfs's mount could not be read or are not
+    /// understood, so it may hide processes.
+    ProcfsOptions,
+    /// The caller runs in a child pid namespace (a container): processes
+    /// outside it — the host's, other containers' — are never listed,
+    /// though they may share the roots. Trusting the pid namespace
+    /// ([`InUseOptions::trust_pid_namespace`]) assumes this away.
+    PidNamespace,
+    /// The procfs read does not list the caller: it belongs to another pid
+    /// namespace, and processes outside that one are not listed. Trusting
+    /// the pid namespace assumes this away.
+    ForeignProcfs,
     /// `/proc/net/unix` could not be read: bound sockets are unknown.
     Sockets,
     /// `/sys/block` could not be read: loop devices are unknown.
@@ -515,17 +666,31 @@ pub enum BlindSpotKind {
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
+///
+/// Displays as what is not visible, why, and what to do; the alternate
+/// form (`{:#}`) leaves out what to do, for blind spots that were assumed
+/// away.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlindSpot {
     /// What is unknown.
     pub kind: BlindSpotKind,
     errno: Option<i32>,
+    detail: Option<String>,
 }
 
 impl BlindSpot {
     /// The error that caused it, if it came from a failed read.
     pub fn error(&self) -> Option<io::Error> {
         self.errno.map(io::Error::from_raw_os_error)
+    }
+
+    /// Whether it is about the pid namespace boundary, which
+    /// [`InUseOptions::trust_pid_namespace`] may assume away.
+    pub fn is_pid_namespace(&self) -> bool {
+        matches!(
+            self.kind,
+            BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs
+        )
     }
 }
 
@@ -535,13 +700,41 @@ impl fmt::Display for BlindSpot {
             BlindSpotKind::HiddenProcesses => {
                 "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed"
             }
+            BlindSpotKind::HiddenUnptraceable => {
+                "procfs is mounted with hidepid=ptraceable: processes that may not be ptraced (even by root) are not listed"
+            }
+            BlindSpotKind::ProcfsOptions => {
+                "cannot tell whether procfs hides processes (hidepid)"
+            }
+            BlindSpotKind::PidNamespace => {
+                "this process runs in a child pid namespace: processes outside it (the host's, other containers') are not visible"
+            }
+            BlindSpotKind::ForeignProcfs => {
+                "the procfs read does not list this process: it belongs to another pid namespace, whose outside is not visible"
+            }
             BlindSpotKind::Sockets => "bound unix sockets are unknown (cannot read /proc/net/unix)",
             BlindSpotKind::LoopDevices => "loop devices are unknown (cannot read /sys/block)",
         })?;
+        if let Some(detail) = &self.detail {
+            write!(f, " ({})", Escaped(detail.as_bytes()))?;
+        }
         if let Some(e) = self.error() {
             write!(f, ": {e}")?;
         }
-        Ok(())
+        if f.alternate() {
+            return Ok(());
+        }
+        match self.kind {
+            BlindSpotKind::HiddenProcesses
+            | BlindSpotKind::HiddenUnptraceable
+            | BlindSpotKind::ProcfsOptions => f.write_str(
+                "; run where procfs is mounted without hidepid (systemd: ProtectProc=default), or give a procfs mounted without it",
+            ),
+            BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs => f.write_str(
+                "; run in the host's pid namespace with its /proc, or, if no process outside can reach the roots, trust it (--trust-pid-namespace, SANDKEEPER_TRUST_PID_NAMESPACE=1)",
+            ),
+            BlindSpotKind::Sockets | BlindSpotKind::LoopDevices => Ok(()),
+        }
     }
 }
 
@@ -563,6 +756,7 @@ pub struct InUse {
     uninspectable: Vec<Uninspectable>,
     assumed: Vec<Uninspectable>,
     blind_spots: Vec<BlindSpot>,
+    assumed_blind_spots: Vec<BlindSpot>,
     processes: usize,
 }
 
@@ -575,7 +769,10 @@ impl InUse {
     /// # Errors
     ///
     /// Only when procfs itself is unusable: the proc root cannot be opened
-    /// or listed, or the caller's own `mountinfo` cannot be read.
+    /// or listed, is not a procfs, or the caller's own `mountinfo` cannot be
+    /// read; and [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput)
+    /// when [`InUseOptions::trust_pid_namespace`] was not called and
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE` has a value other than `1`.
     ///
     /// # Platform behavior
     ///
@@ -587,8 +784,20 @@ impl InUse {
                 0 => procs::auto_threads(),
                 n => n,
             };
-            let found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
-            Ok(InUse::from_found(found, &opts.ignore_pids))
+            let trust = match opts.trust_pid_namespace {
+                Some(yes) => yes,
+                None => trust_pid_namespace_from_env()?,
+            };
+            let mut found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
+            // Trusting the pid namespace turns its blind spots into
+            // assumptions, which the output reports.
+            let (assumed, blind): (Vec<_>, Vec<_>) = std::mem::take(&mut found.blind_spots)
+                .into_iter()
+                .partition(|b| trust && b.is_pid_namespace());
+            found.blind_spots = blind;
+            let mut index = InUse::from_found(found, &opts.ignore_pids);
+            index.assumed_blind_spots = assumed;
+            Ok(index)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -680,6 +889,13 @@ impl InUse {
         &self.blind_spots
     }
 
+    /// The blind spots that were assumed away because the pid namespace
+    /// was trusted ([`InUseOptions::trust_pid_namespace`]): what is not
+    /// seen, and assumed to use nothing.
+    pub fn assumed_blind_spots(&self) -> &[BlindSpot] {
+        &self.assumed_blind_spots
+    }
+
     /// Whether every process could be inspected (or was vouched for) and
     /// nothing was hidden: only then does "no holder" mean "not in use".
     pub fn is_complete(&self) -> bool {
@@ -754,6 +970,7 @@ impl InUse {
             uninspectable,
             assumed,
             blind_spots,
+            assumed_blind_spots: Vec::new(),
             processes,
         }
     }
@@ -824,7 +1041,22 @@ impl Found {
     }
 
     pub(crate) fn blind_spot(&mut self, kind: BlindSpotKind, errno: Option<i32>) {
-        self.blind_spots.push(BlindSpot { kind, errno });
+        self.blind_spots.push(BlindSpot {
+            kind,
+            errno,
+            detail: None,
+        });
+    }
+
+    /// Records what [`visibility::decide`] found.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) fn visibility(&mut self, spots: Vec<visibility::Spot>) {
+        self.blind_spots
+            .extend(spots.into_iter().map(|s| BlindSpot {
+                kind: s.kind,
+                errno: None,
+                detail: s.detail,
+            }));
     }
 }
 
@@ -1194,6 +1426,60 @@ mod tests {
         for (name, use_, want) in cases {
             assert_eq!(use_.to_string(), *want, "{name}");
         }
+    }
+
+    #[test]
+    fn blind_spots_say_what_why_and_what_to_do() {
+        let spot = |kind, detail: Option<&str>| BlindSpot {
+            kind,
+            errno: None,
+            detail: detail.map(str::to_owned),
+        };
+        let cases: &[(&str, BlindSpot, &[&str])] = &[
+            (
+                "child pid namespace",
+                spot(BlindSpotKind::PidNamespace, None),
+                &[
+                    "child pid namespace",
+                    "host's",
+                    "--trust-pid-namespace",
+                    "SANDKEEPER_TRUST_PID_NAMESPACE=1",
+                ],
+            ),
+            (
+                "ptraceable",
+                spot(BlindSpotKind::HiddenUnptraceable, None),
+                &["hidepid=ptraceable", "even by root", "ProtectProc=default"],
+            ),
+            (
+                "invisible, with why",
+                spot(
+                    BlindSpotKind::HiddenProcesses,
+                    Some("this process is not in its exempt group (gid=27)"),
+                ),
+                &[
+                    "hidepid=invisible",
+                    "(this process is not in its exempt group (gid=27))",
+                    "ProtectProc",
+                ],
+            ),
+            (
+                "detail is escaped",
+                spot(BlindSpotKind::ProcfsOptions, Some("a\x1b[2J")),
+                &["a\\u{1b}[2J"],
+            ),
+        ];
+        for (name, b, want) in cases {
+            let text = b.to_string();
+            for w in *want {
+                assert!(text.contains(w), "{name}: {w:?} in {text:?}");
+            }
+        }
+        // The alternate form leaves out what to do: for assumptions.
+        let assumed = format!("{:#}", spot(BlindSpotKind::PidNamespace, None));
+        assert!(assumed.contains("child pid namespace") && !assumed.contains("trust it"));
+        assert!(spot(BlindSpotKind::ForeignProcfs, None).is_pid_namespace());
+        assert!(!spot(BlindSpotKind::HiddenProcesses, None).is_pid_namespace());
     }
 
     #[test]

@@ -234,24 +234,6 @@ fn strip_dir_prefix<'a>(path: &'a [u8], dir: &[u8]) -> Option<&'a [u8]> {
     }
 }
 
-/// Whether a superblock option list of procfs hides processes
-/// (`hidepid=2`/`invisible`), and the group exempt from it (`gid=`).
-pub(super) fn proc_hides_processes(super_options: &[u8]) -> Option<Option<u32>> {
-    let mut hidden = false;
-    let mut gid = None;
-    for option in super_options.split(|&b| b == b',') {
-        match option {
-            b"hidepid=2" | b"hidepid=invisible" => hidden = true,
-            _ => {
-                if let Some(v) = option.strip_prefix(b"gid=") {
-                    gid = parse_dec(v);
-                }
-            }
-        }
-    }
-    hidden.then_some(gid)
-}
-
 /// Turns the mounts of one namespace into kernel uses, appending to `out`.
 ///
 /// `stat(path, follow)` gives the `(device, inode)` of an absolute path of
@@ -606,24 +588,6 @@ mod tests {
         for (name, path, dir, want) in cases {
             let got = strip_dir_prefix(path.as_bytes(), dir.as_bytes());
             assert_eq!(got, want.map(str::as_bytes), "{name}");
-        }
-    }
-
-    #[test]
-    fn hidepid_cases() {
-        let cases: &[(&str, &[u8], Option<Option<u32>>)] = &[
-            ("plain", b"rw", None),
-            ("noaccess only denies", b"rw,hidepid=1", None),
-            ("invisible", b"rw,hidepid=2", Some(None)),
-            (
-                "invisible by name, with gid",
-                b"rw,gid=27,hidepid=invisible",
-                Some(Some(27)),
-            ),
-            ("subset only", b"rw,subset=pid", None),
-        ];
-        for (name, options, want) in cases {
-            assert_eq!(proc_hides_processes(options), *want, "{name}");
         }
     }
 

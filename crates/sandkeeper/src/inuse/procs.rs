@@ -16,9 +16,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{AtFlags, Mode, OFlags, RawDir, StatxFlags, CWD};
 use rustix::io::Errno;
 
+use super::fdinfo::{self, Anon};
 use super::mounts::{self, makedev, parse_dec, parse_dev};
+use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
 use super::{sockets, BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
-use crate::error::{IoResultExt, Result};
+use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 /// A `(device, inode)` pair.
 type Key = (u64, u64);
@@ -42,6 +44,18 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> Result<Found> {
     let proc = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty())
         .with_path("cannot open procfs", || proc_root)?;
+    let is_procfs = rustix::fs::fstatfs(&proc)
+        .with_path("cannot open procfs", || proc_root)?
+        .f_type
+        == rustix::fs::PROC_SUPER_MAGIC;
+    if !is_procfs {
+        return Err(Error::new(
+            ErrorKind::Io,
+            "not a procfs: processes cannot be inspected through it",
+        )
+        .at(proc_root)
+        .with_hint("give the mount point of a procfs, such as /proc"));
+    }
     let mut found = Found::default();
     let seen_ns = Mutex::new(HashSet::new());
     let mut scanner = Scanner::new(proc.as_fd(), &seen_ns);
@@ -52,12 +66,9 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
             proc_root.join("self/mountinfo")
         })?;
     let own_mounts = mounts::parse_mountinfo(&scanner.text);
-    if let Some(gid) = hidden_processes(&own_mounts, proc_root) {
-        let exempt = gid.is_some_and(in_group);
-        if !exempt {
-            found.blind_spot(BlindSpotKind::HiddenProcesses, None);
-        }
-    }
+    // Whether that procfs lists every process that can reach the roots.
+    let facts = visibility_facts(proc.as_fd(), &scanner.text);
+    found.visibility(visibility::decide(&facts, in_group));
     let mut stat_own = |path: &[u8], follow: bool| {
         let path = CString::new(path).ok()?;
         stat_at(CWD, &path, follow).ok()
@@ -133,17 +144,82 @@ pub(super) fn auto_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
-/// The `gid=` exemption (if any) when the procfs mounted at `proc_root`
-/// hides processes; `None` when it does not hide them.
-fn hidden_processes(own_mounts: &[mounts::MountLine], proc_root: &Path) -> Option<Option<u32>> {
-    use std::os::unix::ffi::OsStrExt;
-    let root = std::fs::canonicalize(proc_root).ok()?;
-    let root = root.as_os_str().as_bytes();
-    own_mounts
-        .iter()
-        .rev() // the last mount at a path is the visible one
-        .find(|m| m.mount_point == root && m.fstype == b"proc")
-        .and_then(|m| mounts::proc_hides_processes(&m.super_options))
+/// What [`visibility::decide`] needs to know about the opened procfs
+/// `proc` and the caller, given the caller's own `mountinfo`.
+fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::Facts {
+    let shows_self = own_pid(proc) == Some(std::process::id());
+    // Our namespaces, through this procfs if it lists us, else /proc.
+    let open_ns = |name: &CStr| {
+        let mut rel = b"self/ns/".to_vec();
+        rel.extend_from_slice(name.to_bytes());
+        let rel = CString::new(rel).ok()?;
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        if shows_self {
+            rustix::fs::openat(proc, &rel, flags, Mode::empty()).ok()
+        } else {
+            let mut abs = b"/proc/".to_vec();
+            abs.extend_from_slice(rel.as_bytes());
+            let abs = CString::new(abs).ok()?;
+            rustix::fs::open(&abs, flags, Mode::empty()).ok()
+        }
+    };
+    let ns = |name: &CStr, init: u64| is_namespace(open_ns(name)?.as_fd(), init);
+    // A listed process of the initial pid namespace proves the procfs is
+    // that namespace's (pid 1, or 2 where pid 1 may not be inspected).
+    let lists_init_process = [c"1/ns/pid", c"2/ns/pid"].iter().any(|name| {
+        rustix::fs::openat(proc, *name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+            .ok()
+            .and_then(|fd| is_namespace(fd.as_fd(), PROC_PID_INIT_INO))
+            == Some(true)
+    });
+    let pid_ns_owned_by_init_user = open_ns(c"pid")
+        .and_then(|pid_ns| crate::sys::ns_owner(pid_ns.as_fd()).ok())
+        .and_then(|owner| is_namespace(owner.as_fd(), PROC_USER_INIT_INO));
+    // The options of exactly the mount opened, by its mount id.
+    let options = mount_id(proc)
+        .and_then(|id| visibility::mount_by_id(own_mountinfo, id))
+        .filter(|(fstype, _)| fstype == b"proc")
+        .map(|(_, options)| visibility::parse_proc_options(&options));
+    visibility::Facts {
+        init_pid_ns: ns(c"pid", PROC_PID_INIT_INO),
+        init_user_ns: ns(c"user", PROC_USER_INIT_INO),
+        pid_ns_owned_by_init_user,
+        shows_self,
+        lists_init_process,
+        options,
+    }
+}
+
+/// The mount id of the mount `fd` is on: `statx` `STATX_MNT_ID` (Linux
+/// 5.8), else the `mnt_id:` line of our own `/proc/self/fdinfo/FD` (3.15).
+fn mount_id(fd: BorrowedFd<'_>) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let st = rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok();
+    if let Some(st) = st.filter(|st| st.stx_mask & StatxFlags::MNT_ID.bits() != 0) {
+        return Some(st.stx_mnt_id);
+    }
+    let path = CString::new(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    let mut text = Vec::new();
+    read_at(CWD, &path, &mut text).ok()?;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let v = line.strip_prefix(b"mnt_id:")?;
+        std::str::from_utf8(v).ok()?.trim().parse().ok()
+    })
+}
+
+/// Whether the namespace file `fd` is the initial namespace with the fixed
+/// inode number `init`: `None` when it is not a namespace file at all.
+fn is_namespace(fd: BorrowedFd<'_>, init: u64) -> Option<bool> {
+    /// `NSFS_MAGIC` from `<linux/magic.h>`.
+    const NSFS_MAGIC: u64 = 0x6e73_6673;
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)] // the type varies by target
+    let fs_type = rustix::fs::fstatfs(fd).ok()?.f_type as u64;
+    if fs_type != NSFS_MAGIC {
+        return None;
+    }
+    #[allow(clippy::useless_conversion)] // the type varies by target
+    let ino = u64::from(rustix::fs::fstat(fd).ok()?.st_ino);
+    Some(ino == init)
 }
 
 /// Whether the caller is in group `gid` (as the kernel's `in_group_p`:
@@ -216,6 +292,157 @@ fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<(u64, u64),
     }
 }
 
+/// Like [`stat_at`] following the link, and whether the target is an
+/// anonymous inode (no file type: inotify, io_uring, eventfd, …).
+fn stat_typed(dir: BorrowedFd<'_>, name: &CStr) -> Result<(Key, bool), Errno> {
+    let flags = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
+    /// `S_IFMT`, the file type bits of a mode.
+    const S_IFMT: u32 = 0o170_000;
+    match rustix::fs::statx(dir, name, flags, StatxFlags::INO | StatxFlags::TYPE) {
+        Ok(st) => Ok((
+            (makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino),
+            u32::from(st.stx_mode) & S_IFMT == 0,
+        )),
+        Err(Errno::NOSYS) => {
+            let st = rustix::fs::statat(dir, name, AtFlags::NO_AUTOMOUNT)?;
+            #[allow(clippy::useless_conversion, clippy::unnecessary_cast)] // types vary by target
+            Ok((
+                (u64::from(st.st_dev), u64::from(st.st_ino)),
+                (st.st_mode as u32) & S_IFMT == 0,
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What an inotify, fanotify or io_uring descriptor `fd` of the process
+/// (or thread) at `base` holds, from its `fdinfo`: watched inodes, and
+/// registered files.
+///
+/// Registered files are named by path only (as the reader sees it), and a
+/// path is attacker-controlled text: it is resolved from our root with
+/// `openat2(O_PATH | O_NOFOLLOW, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`
+/// — no link followed, nothing opened for reading, no FIFO or device
+/// touched — and matched by the inode found. The listing is read again
+/// afterwards and must be unchanged. A path that cannot be resolved so
+/// (renamed meanwhile, through a symlink, in a mount this process cannot
+/// reach), a listing that changed, or a count of files the kernel did not
+/// list (it could not take the ring's lock) makes the process
+/// uninspectable: fail closed. A file listed as deleted (` (deleted)`, not
+/// found) is left out: no entry holds it any more.
+fn anon_holds(
+    p: &mut Proc,
+    base: BorrowedFd<'_>,
+    fd: u32,
+    kind: Anon,
+    info: &mut Vec<u8>,
+    found: &mut Found,
+) {
+    let mut name = b"fdinfo/".to_vec();
+    let mut num = [0u8; 12];
+    name.extend_from_slice(decimal(fd, &mut num).to_bytes());
+    let Ok(name) = CString::new(name) else {
+        return;
+    };
+    let step = InspectStep::FdInfo(fd);
+    // The descriptor (or the process) may be gone meanwhile: then it holds
+    // nothing. Any other failure is a failure, ENOENT of a path included.
+    let reread = |info: &mut Vec<u8>, p: &mut Proc| match read_at(base, &name, info) {
+        Ok(()) => true,
+        Err(e) if gone(e) => false,
+        Err(e) => {
+            p.failed(step, e);
+            false
+        }
+    };
+    if !reread(info, p) {
+        return;
+    }
+    match kind {
+        Anon::Watches => {
+            let mut keys = Vec::new();
+            if fdinfo::parse_watches(info, &mut keys).is_err() {
+                return p.failed(step, Errno::INVAL);
+            }
+            for key in keys {
+                p.hold(found, key, HoldKind::Watch(fd));
+            }
+        }
+        Anon::IoUring => {
+            // Listed only when the kernel took the ring's lock: try again a
+            // few times if it counted files but listed none.
+            let mut tries = 0;
+            let (count, paths) = loop {
+                let Some((count, paths)) = fdinfo::parse_ring_files(info) else {
+                    return; // a kernel that does not list registered files
+                };
+                if count == 0 || !paths.is_empty() {
+                    break (count, paths);
+                }
+                tries += 1;
+                if tries == 3 {
+                    return p.failed(step, Errno::AGAIN);
+                }
+                if !reread(info, p) {
+                    return;
+                }
+            };
+            if count == 0 {
+                return;
+            }
+            let before = fdinfo::ring_files_section(info).to_vec();
+            let mut keys = Vec::with_capacity(paths.len());
+            for path in &paths {
+                match resolve_no_links(path) {
+                    Ok(key) => keys.push(key),
+                    Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
+                    Err(e) => return p.failed(step, e),
+                }
+            }
+            if !reread(info, p) {
+                return;
+            }
+            if fdinfo::ring_files_section(info) != before.as_slice() {
+                return p.failed(step, Errno::AGAIN);
+            }
+            for key in keys {
+                p.hold(found, key, HoldKind::IoUringFile(fd));
+            }
+        }
+    }
+}
+
+/// The `(device, inode)` of an absolute path, resolved from our root
+/// without following any symlink or magic link (`openat2` with
+/// `RESOLVE_NO_SYMLINKS`, `O_PATH | O_NOFOLLOW`: nothing is opened for
+/// reading). `ELOOP` for a path through a symlink, `EINVAL` for a
+/// relative one.
+///
+/// # References
+///
+/// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
+fn resolve_no_links(path: &[u8]) -> Result<Key, Errno> {
+    use rustix::fs::ResolveFlags;
+    if path.first() != Some(&b'/') {
+        return Err(Errno::INVAL);
+    }
+    let path = CString::new(path).map_err(|_| Errno::INVAL)?;
+    let fd = rustix::fs::openat2(
+        CWD,
+        &path,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    let st = rustix::fs::statx(
+        &fd,
+        c"",
+        AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC,
+        StatxFlags::INO,
+    )?;
+    Ok((makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))
+}
+
 /// A process being inspected.
 struct Proc {
     pid: u32,
@@ -230,7 +457,15 @@ impl Proc {
     fn fail(&mut self, step: InspectStep, e: Errno) {
         if gone(e) {
             self.gone = true;
-        } else if self.failure.is_none() {
+        } else {
+            self.failed(step, e);
+        }
+    }
+
+    /// Records a failure whatever the error: for steps where `ENOENT` does
+    /// not mean that the process went away (a path it names is not found).
+    fn failed(&mut self, step: InspectStep, e: Errno) {
+        if self.failure.is_none() {
             self.failure = Some((step, e));
         }
     }
@@ -258,6 +493,14 @@ struct Scanner<'p> {
     keys: Vec<(u64, u64)>,
     /// Thread ids of one process.
     tids: Vec<u32>,
+    /// `(fd, inode)` of the descriptors in one process's table, to leave
+    /// out of its threads' private tables what they share with it.
+    fd_keys: Vec<(u32, Key)>,
+    /// `fdinfo` contents.
+    info: Vec<u8>,
+    /// Pids in the procfs read are pids of our pid namespace, so `kcmp`
+    /// may be asked about them.
+    pids_are_ours: bool,
     /// The caller's mount namespace, and the others already read (shared
     /// by all threads).
     own_ns: Option<Key>,
@@ -272,6 +515,9 @@ impl<'p> Scanner<'p> {
             text: Vec::with_capacity(64 * 1024),
             keys: Vec::new(),
             tids: Vec::new(),
+            fd_keys: Vec::new(),
+            info: Vec::new(),
+            pids_are_ours: own_pid(proc) == Some(std::process::id()),
             own_ns: stat_at(proc, c"self/ns/mnt", true)
                 .or_else(|_| stat_at(CWD, c"/proc/self/ns/mnt", true))
                 .ok(),
@@ -369,7 +615,8 @@ impl<'p> Scanner<'p> {
             (dir, p.pid)
         };
 
-        self.fds(p, base, found);
+        self.fd_keys.clear();
+        self.fds(p, base, found, None);
         let cwd = self.link(p, base, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
         let root = self.link(p, base, c"root", HoldKind::Root, InspectStep::Root, found);
         self.link(p, base, c"exe", HoldKind::Exe, InspectStep::Exe, found);
@@ -407,30 +654,58 @@ impl<'p> Scanner<'p> {
         }
     }
 
-    /// Every open descriptor, stat'ed through `/proc/PID/fd/N`.
-    fn fds(&mut self, p: &mut Proc, base: BorrowedFd<'_>, found: &mut Found) {
+    /// Every open descriptor, stat'ed through `/proc/PID/fd/N`, of the
+    /// process (`thread` `None`: its table is remembered in `fd_keys`) or
+    /// of one thread with a private table (what it shares with the
+    /// process's is left out). Watches and registered files of inotify,
+    /// fanotify and io_uring descriptors are read from `fdinfo`.
+    fn fds(&mut self, p: &mut Proc, base: BorrowedFd<'_>, found: &mut Found, thread: Option<u32>) {
+        let table_step = thread.map_or(InspectStep::FdTable, InspectStep::ThreadFdTable);
         let fd_dir = match rustix::fs::openat(base, c"fd", DIR_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
-            Err(e) => return p.fail(InspectStep::FdTable, e),
+            Err(e) if thread.is_some() && gone(e) => return, // the thread exited
+            Err(e) => return p.fail(table_step, e),
         };
         let mut entries = RawDir::new(fd_dir.as_fd(), dents_buffer(&mut self.dents));
         while let Some(entry) = entries.next() {
             let entry = match entry {
                 Ok(entry) => entry,
-                Err(e) => return p.fail(InspectStep::FdTable, e),
+                Err(e) => return p.fail(table_step, e),
             };
             let name = entry.file_name();
             let Some(fd) = parse_dec::<u32>(name.to_bytes()) else {
                 continue; // "." and ".."
             };
-            match stat_at(fd_dir.as_fd(), name, true) {
-                Ok(key) => p.hold(found, key, HoldKind::Fd(fd)),
+            let (key, anon) = match stat_typed(fd_dir.as_fd(), name) {
+                Ok(st) => st,
                 Err(e) if gone(e) => continue, // closed meanwhile
                 Err(e) => {
                     // Access is decided per process: the other links would
                     // fail alike.
-                    p.fail(InspectStep::Fd(fd), e);
+                    p.fail(
+                        thread.map_or(InspectStep::Fd(fd), InspectStep::ThreadFdTable),
+                        e,
+                    );
                     return;
+                }
+            };
+            match thread {
+                None => {
+                    self.fd_keys.push((fd, key));
+                    p.hold(found, key, HoldKind::Fd(fd));
+                }
+                // Shared with the process's table (copied at the unshare).
+                Some(_) if self.fd_keys.contains(&(fd, key)) => continue,
+                Some(tid) => p.hold(found, key, HoldKind::ThreadFd(tid, fd)),
+            }
+            if anon {
+                // Anonymous inodes have no file type; only a few kinds
+                // hold other inodes.
+                let kind = rustix::fs::readlinkat(fd_dir.as_fd(), name, Vec::new())
+                    .ok()
+                    .and_then(|link| fdinfo::anon_kind(link.as_bytes()));
+                if let Some(kind) = kind {
+                    anon_holds(p, base, fd, kind, &mut self.info, found);
                 }
             }
         }
@@ -471,7 +746,10 @@ impl<'p> Scanner<'p> {
         if let Err(e) = list_numeric_into(task.as_fd(), &mut self.dents, &mut tids) {
             p.fail(InspectStep::Threads, e);
         }
+        // Threads whose private descriptor tables were read, each distinct.
+        let mut tables: Vec<u32> = Vec::new();
         for &tid in tids.iter().filter(|&&t| t != base_tid) {
+            self.thread_fds(p, task.as_fd(), base_tid, tid, &mut tables, found);
             let links = [
                 (&b"/cwd\0"[..], cwd, HoldKind::ThreadCwd(tid)),
                 (&b"/root\0"[..], root, HoldKind::ThreadRoot(tid)),
@@ -488,6 +766,48 @@ impl<'p> Scanner<'p> {
             }
         }
         self.tids = tids;
+    }
+
+    /// The descriptors of thread `tid` if it has a descriptor table of its
+    /// own (`unshare(CLONE_FILES)`), not shared with the process's (`base`)
+    /// nor with one read before (`tables`): `kcmp(KCMP_FILES)` tells, so a
+    /// table is read once however many threads share it. Where `kcmp`
+    /// cannot tell (no `CONFIG_KCMP`, pids of another pid namespace, no
+    /// access), the thread's table is read anyway.
+    fn thread_fds(
+        &mut self,
+        p: &mut Proc,
+        task: BorrowedFd<'_>,
+        base: u32,
+        tid: u32,
+        tables: &mut Vec<u32>,
+        found: &mut Found,
+    ) {
+        let ours = self.pids_are_ours;
+        let same = |a: u32, b: u32| {
+            if !ours {
+                return None;
+            }
+            crate::sys::kcmp_files(a, b).ok()
+        };
+        match same(base, tid) {
+            Some(true) => return,
+            Some(false) => {
+                if tables.iter().any(|&t| same(t, tid) == Some(true)) {
+                    return;
+                }
+                tables.push(tid);
+            }
+            None => {}
+        }
+        let mut name = [0u8; 12];
+        let dir = match rustix::fs::openat(task, decimal(tid, &mut name), DIR_FLAGS, Mode::empty())
+        {
+            Ok(dir) => dir,
+            Err(e) if gone(e) => return,
+            Err(e) => return p.fail(InspectStep::ThreadFdTable(tid), e),
+        };
+        self.fds(p, dir.as_fd(), found, Some(tid));
     }
 
     /// Reads the mounts of the process's mount namespace, the first time a
@@ -847,6 +1167,19 @@ mod tests {
             c"4294967295/root"
         );
         assert_eq!(thread_link(7, b"/cwd\0", &mut buf), c"7/cwd");
+    }
+
+    #[test]
+    fn mount_id_is_the_one_fdinfo_and_mountinfo_give() {
+        use std::os::fd::AsRawFd;
+        let proc = rustix::fs::open("/proc", DIR_FLAGS, Mode::empty()).unwrap();
+        let id = mount_id(proc.as_fd()).expect("a mount id");
+        let fdinfo =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", proc.as_raw_fd())).unwrap();
+        assert!(fdinfo.contains(&format!("mnt_id:\t{id}\n")), "{fdinfo}");
+        let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap();
+        let (fstype, _) = visibility::mount_by_id(&mountinfo, id).expect("its mountinfo line");
+        assert_eq!(fstype, b"proc");
     }
 
     #[test]

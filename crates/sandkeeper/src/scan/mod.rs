@@ -56,6 +56,7 @@ pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct Scanner {
     ignore_pids: Vec<u32>,
+    trust_pid_namespace: Option<bool>,
     threads: usize,
     progress: Option<Progress>,
 }
@@ -64,6 +65,7 @@ impl std::fmt::Debug for Scanner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scanner")
             .field("ignore_pids", &self.ignore_pids)
+            .field("trust_pid_namespace", &self.trust_pid_namespace)
             .field("threads", &self.threads)
             .finish_non_exhaustive()
     }
@@ -84,6 +86,16 @@ impl Scanner {
         self
     }
 
+    /// Trusts that every process that can reach the roots is in the pid
+    /// namespace of `/proc` (default: `false`, unless
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE=1`); see
+    /// [`InUseOptions::trust_pid_namespace`]. The report lists what was
+    /// assumed under [`Report::assumed_blind_spots`].
+    pub fn trust_pid_namespace(&mut self, yes: bool) -> &mut Scanner {
+        self.trust_pid_namespace = Some(yes);
+        self
+    }
+
     /// Walking threads (default 0: one per core).
     pub fn threads(&mut self, threads: usize) -> &mut Scanner {
         self.threads = threads;
@@ -100,10 +112,14 @@ impl Scanner {
     ///
     /// # Errors
     ///
-    /// When `/proc` cannot be read at all.
+    /// When `/proc` cannot be read at all, or
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE` has a value other than `1`.
     pub fn in_use(&self) -> Result<InUse> {
         let mut opts = InUseOptions::new();
         opts.ignore_pids(self.ignore_pids.iter().copied());
+        if let Some(yes) = self.trust_pid_namespace {
+            opts.trust_pid_namespace(yes);
+        }
         InUse::collect(&opts)
     }
 
@@ -144,6 +160,7 @@ impl Scanner {
             uninspectable: inuse.uninspectable().to_vec(),
             assumed: inuse.assumed().to_vec(),
             blind_spots: inuse.blind_spots().to_vec(),
+            assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
             started_ms,
         })
     }
@@ -238,7 +255,8 @@ impl Scanner {
         hits.sort_by_key(|(i, h)| (*i, h.pid));
         kernel_hits.sort_by_key(|(i, _)| *i);
 
-        let blind = inuse.uninspectable().len() + inuse.blind_spots().len();
+        let uninspectable = inuse.uninspectable().len();
+        let blind_spot = inuse.blind_spots().first().map(|b| b.kind);
         let mut entries = Vec::with_capacity(names.len());
         for (i, (name, usage)) in names.iter().zip(usages).enumerate() {
             let path = root.join(name);
@@ -268,7 +286,8 @@ impl Scanner {
                 warnings.push(w.clone());
             }
             let mut facts = probed.facts.clone();
-            facts.uninspectable = blind;
+            facts.uninspectable = uninspectable;
+            facts.blind_spot = blind_spot;
             facts.unreadable = usage.error_count as usize;
             let holders: Vec<_> = take_for(&mut hits, i);
             let mut kernel: Vec<_> = take_for(&mut kernel_hits, i);

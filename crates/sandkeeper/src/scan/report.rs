@@ -25,6 +25,10 @@ pub struct Report {
     /// Other things the in-use check could not see (hidden processes,
     /// unreadable socket table, …).
     pub blind_spots: Vec<BlindSpot>,
+    /// Blind spots assumed away because the pid namespace was trusted
+    /// ([`Scanner::trust_pid_namespace`](super::Scanner::trust_pid_namespace)):
+    /// processes there are assumed to use nothing.
+    pub assumed_blind_spots: Vec<BlindSpot>,
     /// When the scan started, ms since the Unix epoch.
     pub started_ms: i64,
 }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::inuse::BlindSpotKind;
+
 /// The state of a top-level entry of a root.
 ///
 /// | state | meaning | reapable |
@@ -87,6 +89,14 @@ pub enum StateReason {
         /// How many processes could not be inspected.
         count: usize,
     },
+    /// Something hides processes or kernel users from the whole scan (a
+    /// child pid namespace, `hidepid`, an unreadable socket table), so
+    /// something inside may be in use unseen. Carries the first blind spot;
+    /// the report lists them all.
+    BlindSpot {
+        /// What is not visible.
+        kind: BlindSpotKind,
+    },
     /// Part of the entry could not be read, so something inside may be in
     /// use unseen.
     UnreadableInside {
@@ -120,6 +130,20 @@ impl fmt::Display for StateReason {
                 f,
                 "{count} process(es) could not be inspected, so it may be in use unseen"
             ),
+            StateReason::BlindSpot { kind } => write!(
+                f,
+                "{}, so it may be in use unseen",
+                match kind {
+                    BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs =>
+                        "processes outside the pid namespace of the procfs read are not visible",
+                    BlindSpotKind::HiddenProcesses | BlindSpotKind::HiddenUnptraceable =>
+                        "procfs hides processes (hidepid)",
+                    BlindSpotKind::ProcfsOptions =>
+                        "procfs may hide processes (its hidepid option is unknown)",
+                    BlindSpotKind::Sockets => "bound unix sockets are unknown",
+                    BlindSpotKind::LoopDevices => "loop devices are unknown",
+                }
+            ),
             StateReason::UnreadableInside { errors } => write!(
                 f,
                 "{errors} place(s) inside could not be read, so it may be in use unseen"
@@ -145,6 +169,8 @@ pub(crate) struct Facts {
     pub(crate) held: bool,
     /// Processes that could not be inspected (and were not vouched for).
     pub(crate) uninspectable: usize,
+    /// The first of the scan's blind spots, if any.
+    pub(crate) blind_spot: Option<BlindSpotKind>,
     /// Places inside that could not be read.
     pub(crate) unreadable: usize,
 }
@@ -165,6 +191,9 @@ pub(crate) fn classify(facts: &Facts) -> (EntryState, StateReason) {
     }
     if facts.held {
         return (EntryState::InUse, StateReason::Held);
+    }
+    if let Some(kind) = facts.blind_spot {
+        return (EntryState::Unknown, StateReason::BlindSpot { kind });
     }
     if facts.uninspectable > 0 {
         return (
@@ -234,6 +263,24 @@ mod tests {
                     ..base.clone()
                 },
                 EntryState::Unknown,
+            ),
+            (
+                "blind spot: fail closed",
+                Facts {
+                    has_lease: true,
+                    blind_spot: Some(BlindSpotKind::PidNamespace),
+                    ..base.clone()
+                },
+                EntryState::Unknown,
+            ),
+            (
+                "in use beats a blind spot",
+                Facts {
+                    held: true,
+                    blind_spot: Some(BlindSpotKind::HiddenUnptraceable),
+                    ..base.clone()
+                },
+                EntryState::InUse,
             ),
             (
                 "unreadable inside: fail closed",

@@ -7,6 +7,6 @@
 mod unix;
 
 #[cfg(target_os = "linux")]
-pub(crate) use unix::unshare_mounts;
+pub(crate) use unix::{kcmp_files, ns_owner, unshare_mounts};
 #[cfg(unix)]
 pub(crate) use unix::{register_exit_hook, with_sigttou_ignored};

@@ -61,3 +61,64 @@ pub(crate) fn with_sigttou_ignored<T>(f: impl FnOnce() -> T) -> T {
     }
     result
 }
+
+/// `kcmp(pid1, pid2, KCMP_FILES, 0, 0)`—whether two tasks (pids or thread
+/// ids of the caller's pid namespace) share one descriptor table.
+///
+/// Neither std nor rustix wraps `kcmp`. It needs ptrace read access to
+/// both tasks; `ESRCH` when one is gone, `ENOSYS` without `CONFIG_KCMP`.
+///
+/// # References
+///
+/// - [kcmp(2)](https://man7.org/linux/man-pages/man2/kcmp.2.html)
+#[cfg(target_os = "linux")]
+pub(crate) fn kcmp_files(pid1: u32, pid2: u32) -> std::io::Result<bool> {
+    /// `KCMP_FILES` from `<linux/kcmp.h>`.
+    const KCMP_FILES: libc::c_int = 2;
+    let (Ok(a), Ok(b)) = (libc::pid_t::try_from(pid1), libc::pid_t::try_from(pid2)) else {
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+    };
+    // SAFETY: kcmp takes five integer arguments and touches no memory of
+    // the caller for KCMP_FILES; the idx arguments are unused (0).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            a,
+            b,
+            KCMP_FILES,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    match r {
+        0 => Ok(true),
+        1..=3 => Ok(false), // ordered: less, greater, not equal
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// `ioctl(fd, NS_GET_USERNS)`—the user namespace that owns the namespace
+/// of the nsfs file `fd`, as a new descriptor.
+///
+/// rustix offers only a generic, unsafe `ioctl`. `EPERM` when the owner
+/// is outside the caller's user namespace; `ENOTTY` for a file that is not
+/// a namespace.
+///
+/// # References
+///
+/// - [ioctl_ns(2)](https://man7.org/linux/man-pages/man2/ioctl_ns.2.html)
+#[cfg(target_os = "linux")]
+pub(crate) fn ns_owner(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    /// `NS_GET_USERNS` from `<linux/nsfs.h>`: `_IO(0xb7, 0x1)`.
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: NS_GET_USERNS takes no argument and returns a new descriptor
+    // (or -1); `fd` is a valid descriptor for the duration of the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_USERNS as _) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: on success the ioctl returns a fresh descriptor that nothing
+    // else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r) })
+}

@@ -6,7 +6,9 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod fd_tables;
 mod lock_free_scan;
 mod output;
 mod reap_race;
 mod records;
+mod visibility;

@@ -73,9 +73,9 @@ fn names_in(dir: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// The attacker, run as uid 65534: watches the directory `SK_RACE_WATCH`
-/// (an inode watch: it follows the directory into the quarantine) until
-/// something inside is deleted, then opens each entry of `SK_RACE_TARGETS`
+/// The attacker, run as uid 65534: watches the root for the moment the
+/// entry `SK_RACE_WATCH` leaves its name (the reaper moving it into the
+/// quarantine, or, in the old code, removing it), then opens each entry of `SK_RACE_TARGETS`
 /// (`:`-separated; `file` inside a directory) and holds what it could
 /// open. With `SK_RACE_SQUAT=NAME` it then takes the name `NAME` in the
 /// root (the parent of `SK_RACE_WATCH`) the moment it is free: it retries
@@ -90,14 +90,29 @@ fn attacker_main() {
     let watch = PathBuf::from(watch);
     let targets = std::env::var("SK_RACE_TARGETS").unwrap();
     let squat = std::env::var_os("SK_RACE_SQUAT");
+    // The watch is on the root, not on the entry: a watch inside an entry
+    // is a use of it (the entry would be kept for the watch alone).
     let fd = inotify::init(inotify::CreateFlags::CLOEXEC).unwrap();
-    inotify::add_watch(&fd, &watch, inotify::WatchFlags::DELETE).unwrap();
+    inotify::add_watch(
+        &fd,
+        watch.parent().unwrap(),
+        inotify::WatchFlags::MOVED_FROM,
+    )
+    .unwrap();
     let mut out = std::io::stdout();
     writeln!(out, "READY").unwrap();
     out.flush().unwrap();
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut events = inotify::Reader::new(&fd, &mut buf);
-    events.next().unwrap(); // blocks until the first deletion inside
+    // Blocks until the watched entry leaves its name: the reaper is at it.
+    while let Ok(event) = events.next() {
+        if event
+            .file_name()
+            .is_some_and(|n| n.to_bytes() == watch.file_name().unwrap().as_encoded_bytes())
+        {
+            break;
+        }
+    }
     let mut held = Vec::new();
     for target in targets.split(':') {
         let target = Path::new(target);

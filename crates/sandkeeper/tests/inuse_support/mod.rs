@@ -43,6 +43,7 @@ pub fn in_private_namespace(test: &str) -> bool {
 /// and mount namespace (`unshare --pid --fork --mount-proc`), where no
 /// process outside the test is visible, and fails if it fails.
 ///
+/// The inner run trusts its pid namespace (`SANDKEEPER_TRUST_PID_NAMESPACE=1`).
 /// Everything the inner test starts dies with the namespace
 /// (`--kill-child` kills it should this process die first); its mounts die
 /// with its private mount namespace.
@@ -66,6 +67,8 @@ pub fn run_in_private_namespace(inner: &str) {
             "--test-threads=1",
         ])
         .env(IN_NS_ENV, "1")
+        // The namespace is the test's own: trust it (issue 10, 5(a)).
+        .env(sandkeeper_testkit::TRUST_PID_NAMESPACE_ENV, "1")
         .env_remove(CHILD_ENV)
         .env_remove("SANDKEEPER_KEEP")
         .stdin(Stdio::null())

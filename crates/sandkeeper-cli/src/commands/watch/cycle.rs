@@ -27,6 +27,9 @@ pub struct Options {
     pub dry_run: bool,
     /// Processes vouched for (`--ignore-pid`).
     pub ignore_pids: Vec<u32>,
+    /// The pid namespace is trusted (`--trust-pid-namespace`, the
+    /// environment or the config).
+    pub trust_pid_namespace: bool,
     /// Raised to stop before the next removal.
     pub stop: Option<Arc<AtomicBool>>,
 }
@@ -201,6 +204,9 @@ pub fn reap_opened(root: &RootConfig, opened: Root, opts: &Options, mode: Mode) 
     for &pid in &opts.ignore_pids {
         reaper.scanner().ignore_pid(pid);
     }
+    reaper
+        .scanner()
+        .trust_pid_namespace(opts.trust_pid_namespace);
     let mut roots = Vec::new();
     if root.user_dirs {
         roots = opened.user_dirs(UserDirs::All);
