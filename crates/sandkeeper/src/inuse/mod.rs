@@ -137,6 +137,8 @@
 
 mod mounts;
 #[cfg(target_os = "linux")]
+mod namespaces;
+#[cfg(target_os = "linux")]
 mod procs;
 mod sockets;
 
@@ -508,10 +510,38 @@ pub enum BlindSpotKind {
     /// procfs is mounted with `hidepid=invisible` (`2`): processes we may
     /// not inspect are not even listed, so they cannot be named.
     HiddenProcesses,
-    /// `/proc/net/unix` could not be read: bound sockets are unknown.
+    /// The bound unix sockets of the caller's network namespace could not
+    /// be listed (`NETLINK_SOCK_DIAG`).
     Sockets,
+    /// The bound unix sockets of another network namespace, one that the
+    /// process `pid` lives in or holds, could not be listed (it could not
+    /// be entered: not root).
+    SocketsOf {
+        /// A process in (or holding) that network namespace.
+        pid: u32,
+    },
     /// `/sys/block` could not be read: loop devices are unknown.
     LoopDevices,
+    /// The backing file of one bound loop device (`loopN`, by number)
+    /// could not be identified: `/dev/loopN` could not be queried with
+    /// `LOOP_GET_STATUS64` (not root, no such node, or not that device).
+    LoopDevice {
+        /// The `N` of `loopN`.
+        number: u32,
+    },
+    /// A mount namespace that no process lives in, kept alive by a
+    /// descriptor that process `pid` holds or by a bind mount of its
+    /// `nsfs` file, could not be entered or read: its mounts are unknown.
+    MountNamespace {
+        /// The process holding it, if it is held by a descriptor.
+        pid: Option<u32>,
+        /// The namespace's inode number (`mnt:[N]`).
+        ns: u64,
+    },
+    /// An overlay names a layer by a relative path (relative to the
+    /// mounter's working directory at the time, which is not recorded):
+    /// that layer could be anywhere.
+    RelativeOverlayLayer,
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
@@ -520,6 +550,8 @@ pub struct BlindSpot {
     /// What is unknown.
     pub kind: BlindSpotKind,
     errno: Option<i32>,
+    /// What it concerns, for the message (a mount point, a layer).
+    detail: Option<Box<[u8]>>,
 }
 
 impl BlindSpot {
@@ -531,13 +563,38 @@ impl BlindSpot {
 
 impl fmt::Display for BlindSpot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.kind {
-            BlindSpotKind::HiddenProcesses => {
-                "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed"
+        let detail = Escaped(self.detail.as_deref().unwrap_or(b"?"));
+        match self.kind {
+            BlindSpotKind::HiddenProcesses => f.write_str(
+                "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed",
+            )?,
+            BlindSpotKind::Sockets => {
+                f.write_str("bound unix sockets are unknown (cannot list them with sock_diag)")?
             }
-            BlindSpotKind::Sockets => "bound unix sockets are unknown (cannot read /proc/net/unix)",
-            BlindSpotKind::LoopDevices => "loop devices are unknown (cannot read /sys/block)",
-        })?;
+            BlindSpotKind::SocketsOf { pid } => write!(
+                f,
+                "bound unix sockets of the network namespace of pid {pid} are unknown (cannot enter it)"
+            )?,
+            BlindSpotKind::LoopDevices => {
+                f.write_str("loop devices are unknown (cannot read /sys/block)")?
+            }
+            BlindSpotKind::LoopDevice { number } => write!(
+                f,
+                "the backing file of loop device loop{number} is unknown (cannot query /dev/loop{number})"
+            )?,
+            BlindSpotKind::MountNamespace { pid, ns } => {
+                write!(f, "mounts of mount namespace mnt:[{ns}], which no process lives in")?;
+                match pid {
+                    Some(pid) => write!(f, " (held open by pid {pid})")?,
+                    None => write!(f, " (bound at {detail})")?,
+                }
+                f.write_str(", are unknown (cannot enter it)")?
+            }
+            BlindSpotKind::RelativeOverlayLayer => write!(
+                f,
+                "an overlay names a layer by a relative path ({detail}), which cannot be resolved: the layer could be inside any entry"
+            )?,
+        }
         if let Some(e) = self.error() {
             write!(f, ": {e}")?;
         }
@@ -587,7 +644,8 @@ impl InUse {
                 0 => procs::auto_threads(),
                 n => n,
             };
-            let found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
+            let mut found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
+            namespaces::collect(&opts.proc_root, &mut found);
             Ok(InUse::from_found(found, &opts.ignore_pids))
         }
         #[cfg(not(target_os = "linux"))]
@@ -824,7 +882,26 @@ impl Found {
     }
 
     pub(crate) fn blind_spot(&mut self, kind: BlindSpotKind, errno: Option<i32>) {
-        self.blind_spots.push(BlindSpot { kind, errno });
+        self.blind_spots.push(BlindSpot {
+            kind,
+            errno,
+            detail: None,
+        });
+    }
+
+    /// A blind spot about something named by `detail` (a path).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn blind_spot_about(
+        &mut self,
+        kind: BlindSpotKind,
+        errno: Option<i32>,
+        detail: &[u8],
+    ) {
+        self.blind_spots.push(BlindSpot {
+            kind,
+            errno,
+            detail: Some(detail.into()),
+        });
     }
 }
 

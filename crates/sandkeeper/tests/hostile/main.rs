@@ -5,3 +5,6 @@
 //!
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
+
+mod kernel_support;
+mod loops;
