@@ -352,6 +352,15 @@ pub enum KernelUseKind {
     },
     /// The path is a layer of an overlay mount.
     OverlayLayer(OverlayLayer),
+    /// A unix socket is bound to the file (`bind`; a listening server's
+    /// address). Matched by the file's device and inode, which
+    /// `NETLINK_SOCK_DIAG` reports; the path is the text given to `bind`
+    /// (possibly relative, or through another mount).
+    UnixSocket {
+        /// For a socket of another network namespace, a process that
+        /// lives in (or holds) that namespace.
+        network_namespace_of: Option<u32>,
+    },
 }
 
 /// Which mount namespace a kernel use was found in.
@@ -364,6 +373,12 @@ pub enum MountNamespace {
     Of {
         /// A process living in that namespace.
         pid: u32,
+    },
+    /// A namespace that no process lives in, kept alive by a descriptor
+    /// or a bind mount of its `nsfs` file: paths are relative to its root.
+    Held {
+        /// The namespace's inode number (`mnt:[N]`).
+        ns: u64,
     },
 }
 
@@ -420,9 +435,26 @@ impl fmt::Display for KernelUse {
             (KernelUseKind::OverlayLayer(layer), None) => {
                 write!(f, "overlay {}", layer.option_name())?
             }
+            (
+                KernelUseKind::UnixSocket {
+                    network_namespace_of,
+                },
+                _,
+            ) => {
+                let path = Escaped(self.path.as_os_str().as_bytes());
+                write!(f, "unix socket bound as {path}")?;
+                if let Some(pid) = network_namespace_of {
+                    write!(f, " in the network namespace of pid {pid}")?;
+                }
+            }
         }
-        if let MountNamespace::Of { pid } = self.namespace {
-            write!(f, " (in the mount namespace of pid {pid})")?;
+        match self.namespace {
+            MountNamespace::Own => {}
+            MountNamespace::Of { pid } => write!(f, " (in the mount namespace of pid {pid})")?,
+            MountNamespace::Held { ns } => write!(
+                f,
+                " (in mount namespace mnt:[{ns}], which no process lives in)"
+            )?,
         }
         Ok(())
     }
@@ -514,11 +546,12 @@ pub enum BlindSpotKind {
     /// be listed (`NETLINK_SOCK_DIAG`).
     Sockets,
     /// The bound unix sockets of another network namespace, one that the
-    /// process `pid` lives in or holds, could not be listed (it could not
-    /// be entered: not root).
+    /// process `pid` lives in or holds (or one bound to a path), could not
+    /// be listed: it could not be entered (not root).
     SocketsOf {
-        /// A process in (or holding) that network namespace.
-        pid: u32,
+        /// A process in (or holding) that network namespace; `None` for a
+        /// namespace kept by a bind mount of its `nsfs` file.
+        pid: Option<u32>,
     },
     /// `/sys/block` could not be read: loop devices are unknown.
     LoopDevices,
@@ -571,9 +604,13 @@ impl fmt::Display for BlindSpot {
             BlindSpotKind::Sockets => {
                 f.write_str("bound unix sockets are unknown (cannot list them with sock_diag)")?
             }
-            BlindSpotKind::SocketsOf { pid } => write!(
+            BlindSpotKind::SocketsOf { pid: Some(pid) } => write!(
                 f,
                 "bound unix sockets of the network namespace of pid {pid} are unknown (cannot enter it)"
+            )?,
+            BlindSpotKind::SocketsOf { pid: None } => write!(
+                f,
+                "bound unix sockets of the network namespace bound at {detail} are unknown (cannot enter it)"
             )?,
             BlindSpotKind::LoopDevices => {
                 f.write_str("loop devices are unknown (cannot read /sys/block)")?
@@ -674,13 +711,38 @@ impl InUse {
     /// The kernel users whose path resolved to the inode `(dev, ino)` when
     /// collected: a mount point or bind mount source (the root of what is
     /// mounted), an overlay layer, a loop backing file.
+    ///
+    /// A bound unix socket is matched by the low 32 bits of the inode
+    /// number, all that the kernel reports for it: on a filesystem with
+    /// larger inode numbers another file may match too (which can only
+    /// make an entry look in use).
     pub fn kernel_users_of(&self, dev: u64, ino: u64) -> impl Iterator<Item = &KernelUse> + '_ {
-        let key = (dev, ino);
-        let start = self.kernel_inodes.partition_point(|(k, _)| *k < key);
-        self.kernel_inodes[start..]
+        let exact = self.kernel_inodes_at((dev, ino));
+        // Only the sockets among the uses of the truncated number.
+        let truncated = if ino > u64::from(u32::MAX) {
+            self.kernel_inodes_at((dev, ino & u64::from(u32::MAX)))
+        } else {
+            &[]
+        };
+        exact
             .iter()
-            .take_while(move |(k, _)| *k == key)
             .map(|&(_, i)| &self.kernel[i as usize])
+            .chain(
+                truncated
+                    .iter()
+                    .map(|&(_, i)| &self.kernel[i as usize])
+                    .filter(|k| matches!(k.kind, KernelUseKind::UnixSocket { .. })),
+            )
+    }
+
+    /// The entries of `kernel_inodes` for `key`.
+    fn kernel_inodes_at(&self, key: (u64, u64)) -> &[((u64, u64), u32)] {
+        let start = self.kernel_inodes.partition_point(|(k, _)| *k < key);
+        let len = self.kernel_inodes[start..]
+            .iter()
+            .take_while(|(k, _)| *k == key)
+            .count();
+        &self.kernel_inodes[start..start + len]
     }
 
     /// Whether any process or kernel user holds the inode `(dev, ino)`.
@@ -785,7 +847,13 @@ impl InUse {
             .filter_map(|(i, k)| Some((k.inode?, i as u32)))
             .collect();
         kernel_inodes.sort_unstable();
-        let kernel_paths = path_keys(kernel.iter().map(|k| k.path.as_os_str().as_bytes()));
+        // Sockets are matched by path through `sockets` (below), not twice.
+        let kernel_paths: Vec<(Vec<u8>, u32)> = path_keys(kernel.iter().map(|k| {
+            match k.kind {
+                KernelUseKind::UnixSocket { .. } => &b""[..],
+                _ => k.path.as_os_str().as_bytes(),
+            }
+        }));
 
         let mut sockets: Vec<PathBuf> = sockets
             .into_iter()

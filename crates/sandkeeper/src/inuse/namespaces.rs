@@ -2,13 +2,35 @@
 //! devices, the bound unix sockets of every network namespace, and mount
 //! namespaces that no process lives in.
 //!
-//! Runs after [`super::procs::collect`], on what it found: the descriptors
-//! that processes hold on `nsfs` (`mnt:[…]`, `net:[…]`) name namespaces
-//! that may have no process at all.
+//! Runs after [`super::procs::collect`], on what it found:
+//!
+//! - every process's network and mount namespace (`/proc/PID/ns/*`, one
+//!   `statx` each, deduplicated by the namespace's inode);
+//! - descriptors that processes hold on `nsfs` (links reading `mnt:[N]` or
+//!   `net:[N]`) and `nsfs` bind mounts in our `mountinfo`: they keep a
+//!   namespace alive with no process in it, and its mounts and sockets
+//!   with it.
+//!
+//! A network namespace is entered by a helper thread (`setns`), which makes
+//! the netlink socket there; a mount namespace by a helper thread that
+//! first unshares its filesystem information, then reads its own
+//! `mountinfo` through the procfs descriptor opened before. Each thread
+//! ends afterwards; no other thread changes namespace. Whatever cannot be
+//! entered is a [blind spot](super::BlindSpotKind), never silence.
 
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::{CStr, CString, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{mounts, BlindSpotKind, Found};
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
+use rustix::io::Errno;
+use rustix::thread::LinkNameSpaceType;
+
+use super::mounts::{self, makedev, parse_dec};
+use super::sockets::{self, BoundSocket};
+use super::{BlindSpotKind, Found, HoldKind, KernelUse, KernelUseKind, MountNamespace};
 
 /// Where loop devices are listed.
 const SYS_BLOCK: &str = "/sys/block";
@@ -16,19 +38,448 @@ const SYS_BLOCK: &str = "/sys/block";
 /// Where loop device nodes are opened (only `loopN`).
 const DEV: &str = "/dev";
 
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOFOLLOW);
+
+/// A `(device, inode)` pair.
+type Key = (u64, u64);
+
+/// How to get a descriptor of a namespace.
+#[derive(Debug, Clone)]
+enum Source {
+    /// `/proc/PID/ns/{net,mnt}` of a process living in it.
+    Process(u32),
+    /// `/proc/PID/fd/N`, an `nsfs` descriptor the process holds.
+    Fd(u32, u32),
+    /// A bind mount of the `nsfs` file, at this path of our namespace.
+    Bound(Vec<u8>),
+}
+
+impl Source {
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Source::Process(pid) | Source::Fd(pid, _) => Some(*pid),
+            Source::Bound(_) => None,
+        }
+    }
+}
+
 /// Adds loop devices, sockets and process-less mount namespaces to `found`.
-pub(super) fn collect(_proc_root: &Path, found: &mut Found) {
+pub(super) fn collect(proc_root: &Path, found: &mut Found) {
+    loop_devices(found);
+    let Ok(proc) = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty()) else {
+        // The process pass opened it a moment ago; without it nothing can
+        // be told about other namespaces.
+        found.blind_spot(BlindSpotKind::Sockets, Some(libc::EIO));
+        return;
+    };
+    let survey = Survey::take(proc.as_fd(), found);
+    survey.sockets(proc.as_fd(), found);
+    survey.mounts(proc.as_fd(), found);
+}
+
+fn loop_devices(found: &mut Found) {
     let mut unknown = Vec::new();
-    match mounts::loop_devices(
+    if let Err(e) = mounts::loop_devices(
         Path::new(SYS_BLOCK),
         Path::new(DEV),
         &mut found.kernel,
         &mut unknown,
     ) {
-        Ok(()) => {}
-        Err(e) => found.blind_spot(BlindSpotKind::LoopDevices, e.raw_os_error()),
+        found.blind_spot(BlindSpotKind::LoopDevices, e.raw_os_error());
     }
     for (number, errno) in unknown {
         found.blind_spot(BlindSpotKind::LoopDevice { number }, Some(errno));
+    }
+}
+
+/// Which namespaces exist, and how to reach each.
+#[derive(Debug, Default)]
+struct Survey {
+    own_net: Option<Key>,
+    /// Network namespaces other than ours.
+    net: BTreeMap<Key, Source>,
+    /// Mount namespaces that no process lives in.
+    held_mnt: BTreeMap<Key, Source>,
+}
+
+impl Survey {
+    fn take(proc: BorrowedFd<'_>, found: &mut Found) -> Survey {
+        let mut survey = Survey {
+            own_net: own_ns(proc, c"net"),
+            ..Survey::default()
+        };
+        let own_mnt = own_ns(proc, c"mnt");
+        let mut lived_mnt: HashSet<Key> = own_mnt.into_iter().collect();
+        let mut failures: Vec<(u32, Errno)> = Vec::new();
+        for pid in pids(proc) {
+            let mut name = format!("{pid}/ns/net").into_bytes();
+            match ns_key(proc, &name) {
+                Ok(key) if Some(key) != survey.own_net => {
+                    survey.net.entry(key).or_insert(Source::Process(pid));
+                }
+                Ok(_) => {}
+                Err(e) if gone(e) => continue,
+                Err(e) => {
+                    failures.push((pid, e));
+                }
+            }
+            name.truncate(name.len() - 3);
+            name.extend_from_slice(b"mnt");
+            if let Ok(key) = ns_key(proc, &name) {
+                lived_mnt.insert(key);
+            }
+        }
+        // A process whose namespaces cannot be read is one whose
+        // descriptors cannot be read either (the same ptrace check): it is
+        // reported (or vouched for) as uninspectable already.
+        let first_failure = failures
+            .into_iter()
+            .find(|(pid, _)| !found.uninspectable.iter().any(|u| u.pid == *pid));
+        if let Some((pid, e)) = first_failure {
+            found.blind_spot(
+                BlindSpotKind::SocketsOf { pid: Some(pid) },
+                Some(e.raw_os_error()),
+            );
+        }
+        // Namespaces kept by descriptors: the holds on nsfs inodes.
+        let Some(nsfs) = own_mnt.map(|k| k.0) else {
+            return survey;
+        };
+        let known = |survey: &Survey, key: &Key| {
+            lived_mnt.contains(key) || Some(*key) == survey.own_net || survey.net.contains_key(key)
+        };
+        for (key, holder) in &found.holds {
+            let HoldKind::Fd(fd) = holder.how else {
+                continue;
+            };
+            if key.0 != nsfs || known(&survey, key) || survey.held_mnt.contains_key(key) {
+                continue;
+            }
+            let link = format!("{}/fd/{fd}", holder.pid);
+            let Ok(target) = rustix::fs::readlinkat(proc, link.as_str(), Vec::new()) else {
+                continue; // closed meanwhile
+            };
+            match nsfs_name(target.as_bytes()) {
+                Some(("mnt", ino)) if ino == key.1 => {
+                    survey.held_mnt.insert(*key, Source::Fd(holder.pid, fd));
+                }
+                Some(("net", ino)) if ino == key.1 => {
+                    survey.net.insert(*key, Source::Fd(holder.pid, fd));
+                }
+                _ => {}
+            }
+        }
+        // Namespaces kept by bind mounts of their nsfs files.
+        let mut text = Vec::new();
+        if read_at(proc, c"thread-self/mountinfo", &mut text).is_ok() {
+            for (kind, ino, mount_point) in nsfs_mounts(&text) {
+                let key = (nsfs, ino);
+                if known(&survey, &key) || survey.held_mnt.contains_key(&key) {
+                    continue;
+                }
+                let source = Source::Bound(mount_point);
+                match kind {
+                    "mnt" => survey.held_mnt.insert(key, source),
+                    _ => survey.net.insert(key, source),
+                };
+            }
+        }
+        survey
+    }
+
+    /// The bound sockets of every network namespace.
+    fn sockets(&self, proc: BorrowedFd<'_>, found: &mut Found) {
+        let mut bound = Vec::new();
+        if self.own_net.is_none() {
+            found.blind_spot(BlindSpotKind::Sockets, Some(libc::ENOENT));
+        }
+        match sockets::bound_sockets(&mut bound) {
+            Ok(()) => add_sockets(found, &bound, None),
+            Err(e) => found.blind_spot(BlindSpotKind::Sockets, Some(e.raw_os_error())),
+        }
+        if self.net.is_empty() {
+            return;
+        }
+        // One helper thread visits the other namespaces in turn: setns of a
+        // network namespace needs no unshare, and the thread ends after.
+        let results = std::thread::scope(|scope| {
+            let helper = std::thread::Builder::new()
+                .name("sandkeeper-netns".into())
+                .spawn_scoped(scope, || {
+                    self.net
+                        .iter()
+                        .map(|(key, source)| {
+                            let mut bound = Vec::new();
+                            let result = open_ns(proc, source, *key, "net")
+                                .and_then(|fd| {
+                                    rustix::thread::move_into_link_name_space(
+                                        fd.as_fd(),
+                                        Some(LinkNameSpaceType::Network),
+                                    )
+                                })
+                                .and_then(|()| sockets::bound_sockets(&mut bound));
+                            (source.clone(), *key, result.map(|()| bound))
+                        })
+                        .collect::<Vec<_>>()
+                });
+            match helper {
+                Ok(helper) => helper.join().ok(),
+                Err(_) => None,
+            }
+        });
+        let Some(results) = results else {
+            found.blind_spot(BlindSpotKind::SocketsOf { pid: None }, Some(libc::EAGAIN));
+            return;
+        };
+        for (source, key, result) in results {
+            match result {
+                Ok(bound) => add_sockets(found, &bound, Some(source.pid().unwrap_or(0))),
+                Err(e) => blind_ns(found, &source, key, e, |pid| BlindSpotKind::SocketsOf { pid }),
+            }
+        }
+    }
+
+    /// The mounts of every mount namespace that no process lives in.
+    fn mounts(&self, proc: BorrowedFd<'_>, found: &mut Found) {
+        for (key, source) in &self.held_mnt {
+            let namespace = MountNamespace::Held { ns: key.1 };
+            let read = std::thread::scope(|scope| {
+                let helper = std::thread::Builder::new()
+                    .name("sandkeeper-mntns".into())
+                    .spawn_scoped(scope, || -> Result<Vec<KernelUse>, Errno> {
+                        let fd = open_ns(proc, source, *key, "mnt")?;
+                        crate::sys::namespace::enter_mount_namespace(fd.as_fd())?;
+                        let mut text = Vec::new();
+                        read_at(proc, c"thread-self/mountinfo", &mut text)?;
+                        let lines = mounts::parse_mountinfo(&text);
+                        // This thread's root is that namespace's root now.
+                        let mut stat_there = |path: &[u8], follow: bool| {
+                            if path.first() != Some(&b'/') {
+                                return None;
+                            }
+                            stat_at(CWD, &CString::new(path).ok()?, follow).ok()
+                        };
+                        let mut uses = Vec::new();
+                        mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut uses);
+                        Ok(uses)
+                    });
+                match helper {
+                    Ok(helper) => helper.join().unwrap_or(Err(Errno::IO)),
+                    Err(_) => Err(Errno::AGAIN),
+                }
+            });
+            match read {
+                Ok(uses) => found.kernel.extend(uses),
+                Err(e) => blind_ns(found, source, *key, e, |pid| BlindSpotKind::MountNamespace {
+                    pid,
+                    ns: key.1,
+                }),
+            }
+        }
+    }
+}
+
+/// Records that the namespace `key` reached through `source` could not be
+/// read.
+fn blind_ns(
+    found: &mut Found,
+    source: &Source,
+    _key: Key,
+    e: Errno,
+    kind: impl FnOnce(Option<u32>) -> BlindSpotKind,
+) {
+    match source {
+        Source::Bound(path) => found.blind_spot_about(kind(None), Some(e.raw_os_error()), path),
+        _ => found.blind_spot(kind(source.pid()), Some(e.raw_os_error())),
+    }
+}
+
+/// The sockets of one network namespace as kernel users (by inode) and as
+/// paths (the text given to `bind`).
+fn add_sockets(found: &mut Found, bound: &[BoundSocket], of: Option<u32>) {
+    for socket in bound {
+        found.kernel.push(KernelUse {
+            kind: KernelUseKind::UnixSocket {
+                network_namespace_of: of,
+            },
+            path: OsStr::from_bytes(&socket.name).into(),
+            inode: Some((socket.file.0, u64::from(socket.file.1))),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+        });
+        if !socket.name.is_empty() {
+            found.sockets.push(socket.name.clone());
+        }
+    }
+}
+
+/// Opens the namespace `key` (of type `kind`, `net` or `mnt`) through
+/// `source`, and checks that it is that namespace: a pid or descriptor
+/// number may have been reused, a bind mount replaced.
+fn open_ns(proc: BorrowedFd<'_>, source: &Source, key: Key, kind: &str) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let fd = match source {
+        Source::Process(pid) => {
+            rustix::fs::openat(proc, format!("{pid}/ns/{kind}").as_str(), flags, Mode::empty())?
+        }
+        // The magic link of a descriptor is what it is for: reopening the
+        // nsfs file the process holds.
+        Source::Fd(pid, fd) => {
+            rustix::fs::openat(proc, format!("{pid}/fd/{fd}").as_str(), flags, Mode::empty())?
+        }
+        // A path of our namespace, written by whoever could mount there
+        // (root): never through a symlink.
+        Source::Bound(path) => rustix::fs::openat2(
+            CWD,
+            OsStr::from_bytes(path),
+            flags | OFlags::NOFOLLOW,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )?,
+    };
+    let st = rustix::fs::fstat(&fd)?;
+    #[allow(clippy::useless_conversion)] // the field types vary by target
+    if (u64::from(st.st_dev), u64::from(st.st_ino)) != key {
+        return Err(Errno::STALE);
+    }
+    Ok(fd)
+}
+
+/// The key of our own namespace of type `kind` (`net`, `mnt`).
+fn own_ns(proc: BorrowedFd<'_>, kind: &CStr) -> Option<Key> {
+    let mut name = b"thread-self/ns/".to_vec();
+    name.extend_from_slice(kind.to_bytes());
+    ns_key(proc, &name).ok().or_else(|| {
+        let mut abs = b"/proc/thread-self/ns/".to_vec();
+        abs.extend_from_slice(kind.to_bytes());
+        stat_at(CWD, &CString::new(abs).ok()?, true).ok()
+    })
+}
+
+fn ns_key(proc: BorrowedFd<'_>, name: &[u8]) -> Result<Key, Errno> {
+    let name = CString::new(name).map_err(|_| Errno::INVAL)?;
+    stat_at(proc, &name, true)
+}
+
+/// The numeric entries of the procfs at hand.
+fn pids(proc: BorrowedFd<'_>) -> Vec<u32> {
+    let Ok(dir) = rustix::fs::openat(proc, c".", DIR_FLAGS, Mode::empty()) else {
+        return Vec::new();
+    };
+    let Ok(mut dir) = rustix::fs::Dir::new(dir) else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    while let Some(Ok(entry)) = dir.read() {
+        if let Some(pid) = parse_dec(entry.file_name().to_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// `mnt:[4026531841]` → `("mnt", 4026531841)`, for the types that matter.
+fn nsfs_name(link: &[u8]) -> Option<(&'static str, u64)> {
+    let (kind, rest) = if let Some(rest) = link.strip_prefix(b"mnt:[") {
+        ("mnt", rest)
+    } else {
+        ("net", link.strip_prefix(b"net:[")?)
+    };
+    Some((kind, parse_dec(rest.strip_suffix(b"]")?)?))
+}
+
+/// The `nsfs` bind mounts of network and mount namespaces in a
+/// `mountinfo` text: `(type, namespace inode, mount point)`. Their root
+/// field is the namespace's name (`mnt:[N]`), not a path.
+fn nsfs_mounts(text: &[u8]) -> Vec<(&'static str, u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == b"-") else {
+            continue;
+        };
+        if fields.get(sep + 1) != Some(&&b"nsfs"[..]) || fields.len() < 5 {
+            continue;
+        }
+        if let Some((kind, ino)) = nsfs_name(fields[3]) {
+            out.push((kind, ino, mounts::unescape_octal(fields[4])));
+        }
+    }
+    out
+}
+
+fn gone(e: Errno) -> bool {
+    matches!(e, Errno::NOENT | Errno::SRCH)
+}
+
+/// `statx` with `AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT`, as the process pass.
+fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<Key, Errno> {
+    let mut flags = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
+    if !follow {
+        flags |= AtFlags::SYMLINK_NOFOLLOW;
+    }
+    let st = rustix::fs::statx(dir, name, flags, StatxFlags::INO)?;
+    Ok((makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))
+}
+
+/// Reads `name` under `dir` whole into `buf`.
+fn read_at(dir: BorrowedFd<'_>, name: &CStr, buf: &mut Vec<u8>) -> Result<(), Errno> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )?;
+    buf.clear();
+    loop {
+        buf.reserve(16 * 1024);
+        match rustix::io::read(&fd, rustix::buffer::spare_capacity(buf)) {
+            Ok(0) => return Ok(()),
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::type_complexity)] // table rows are tuples
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nsfs_names() {
+        let cases: &[(&str, &[u8], Option<(&str, u64)>)] = &[
+            ("mount", b"mnt:[4026531841]", Some(("mnt", 4026531841))),
+            ("network", b"net:[4026531840]", Some(("net", 4026531840))),
+            ("other type", b"pid:[4026531836]", None),
+            ("a file", b"/tmp/mnt:[1]", None),
+            ("no bracket", b"mnt:[12", None),
+            ("not a number", b"mnt:[x]", None),
+        ];
+        for (name, link, want) in cases {
+            assert_eq!(nsfs_name(link), *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn nsfs_mounts_in_mountinfo() {
+        let text = b"27 1 254:0 / / rw - ext4 /dev/vda rw\n\
+            80 27 0:4 mnt:[4026532300] /run/keep\\040ns rw - nsfs nsfs rw\n\
+            81 27 0:4 net:[4026532301] /run/netns/a rw shared:5 - nsfs nsfs rw\n\
+            82 27 0:4 uts:[4026532302] /run/uts rw - nsfs nsfs rw\n\
+            83 27 0:50 mnt:[1] /fake rw - tmpfs tmpfs rw\n\
+            garbage\n";
+        assert_eq!(
+            nsfs_mounts(text),
+            vec![
+                ("mnt", 4026532300, b"/run/keep ns".to_vec()),
+                ("net", 4026532301, b"/run/netns/a".to_vec()),
+            ]
+        );
     }
 }

@@ -8,3 +8,4 @@
 
 mod kernel_support;
 mod loops;
+mod sockets;
