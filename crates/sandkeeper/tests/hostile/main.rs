@@ -8,4 +8,5 @@
 
 mod kernel_support;
 mod loops;
+mod mounts;
 mod sockets;
