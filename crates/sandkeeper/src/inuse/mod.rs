@@ -408,6 +408,9 @@ pub struct KernelUse {
     pub fstype: Option<String>,
     /// Where the use was found.
     pub namespace: MountNamespace,
+    /// The device of the mounted filesystem, for uses that come from a
+    /// mount table (`mountinfo` field 3).
+    device: Option<u64>,
 }
 
 impl fmt::Display for KernelUse {
@@ -575,6 +578,22 @@ pub enum BlindSpotKind {
     /// mounter's working directory at the time, which is not recorded):
     /// that layer could be anywhere.
     RelativeOverlayLayer,
+    /// An overlay names a layer by a path that does not resolve (any
+    /// more): the layer was moved or deleted since the mount, and could be
+    /// anywhere.
+    UnresolvedOverlayLayer,
+    /// Process `pid` works in an overlay that no mount table lists (it was
+    /// lazily unmounted): its layers are unknown.
+    DetachedOverlay {
+        /// A process using the overlay.
+        pid: u32,
+    },
+    /// Process `pid` uses a filesystem that no mount table lists and that
+    /// could not be identified in time (`statfs` did not answer).
+    UnlistedFilesystem {
+        /// A process using the filesystem.
+        pid: u32,
+    },
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
@@ -630,6 +649,18 @@ impl fmt::Display for BlindSpot {
             BlindSpotKind::RelativeOverlayLayer => write!(
                 f,
                 "an overlay names a layer by a relative path ({detail}), which cannot be resolved: the layer could be inside any entry"
+            )?,
+            BlindSpotKind::UnresolvedOverlayLayer => write!(
+                f,
+                "an overlay names a layer that is not found at its path ({detail}; moved or deleted since): the layer could be inside any entry"
+            )?,
+            BlindSpotKind::DetachedOverlay { pid } => write!(
+                f,
+                "pid {pid} works in an overlay that no mount table lists (lazily unmounted): its layers could be inside any entry"
+            )?,
+            BlindSpotKind::UnlistedFilesystem { pid } => write!(
+                f,
+                "pid {pid} uses a filesystem that no mount table lists and that did not answer statfs in time: what it uses is unknown"
             )?,
         }
         if let Some(e) = self.error() {
@@ -1120,6 +1151,7 @@ mod tests {
                 mount_point: Some(PathBuf::from(p)),
                 fstype: Some("tmpfs".into()),
                 namespace: MountNamespace::Own,
+                device: None,
             });
             found.sockets.push(p.as_bytes().to_vec());
         }
@@ -1297,6 +1329,7 @@ mod tests {
             mount_point: Some(PathBuf::from("/tmp/x/mnt")),
             fstype: Some("tmpfs".into()),
             namespace: MountNamespace::Own,
+            device: None,
         };
         let with = |kind, mount: Option<&str>, ns| KernelUse {
             kind,

@@ -273,6 +273,7 @@ pub(super) fn kernel_uses(
             mount_point: Some(mount_point.clone()),
             fstype: Some(fstype.clone()),
             namespace,
+            device: Some(makedev(m.major, m.minor)),
         };
         // The mount point resolves to the root of what is mounted: for a
         // bind mount, the source directory or file itself.
@@ -297,7 +298,14 @@ pub(super) fn kernel_uses(
         }
         if m.fstype == b"overlay" {
             for (layer, path) in overlay_layers(&m.super_options) {
-                let inode = stat(&path, true);
+                // A relative layer was relative to the mounter's working
+                // directory of the time: not to ours, nor to anything
+                // known now (the caller makes that a blind spot).
+                let inode = if path.first() == Some(&b'/') {
+                    stat(&path, true)
+                } else {
+                    None
+                };
                 out.push(use_(
                     KernelUseKind::OverlayLayer(layer),
                     &path,
@@ -417,6 +425,7 @@ pub(super) fn loop_devices(
             mount_point: None,
             fstype: None,
             namespace: MountNamespace::Own,
+            device: None,
         });
     }
     Ok(())
@@ -448,6 +457,11 @@ pub(super) fn parse_dec<T: std::str::FromStr>(text: &[u8]) -> Option<T> {
         return None;
     }
     std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// The major number of a `dev_t` encoded as `makedev(3)`.
+pub(super) fn major(dev: u64) -> u32 {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)) as u32
 }
 
 /// The `dev_t` encoding of glibc and `stat` (as `makedev(3)`).
@@ -719,6 +733,8 @@ mod tests {
             assert_eq!(parse_dev(text, *radix), *want, "{name}");
         }
         assert_eq!(makedev(8, 1), 0x801);
+        assert_eq!(major(makedev(259, 0x1_0005)), 259);
+        assert_eq!(major(makedev(0x1234_5, 7)), 0x1234_5);
         assert_eq!(makedev(259, 0x1_0005), 0x1001_0305);
     }
 

@@ -23,6 +23,8 @@ use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
 use rustix::io::Errno;
@@ -78,6 +80,128 @@ pub(super) fn collect(proc_root: &Path, found: &mut Found) {
     let survey = Survey::take(proc.as_fd(), found);
     survey.sockets(proc.as_fd(), found);
     survey.mounts(proc.as_fd(), found);
+    unresolved_layers(found);
+    unlisted_filesystems(proc.as_fd(), found);
+}
+
+/// Overlay layers that cannot be matched by inode: named by a relative
+/// path, or by a path that no longer resolves. Either could be inside any
+/// entry, so each is a blind spot.
+fn unresolved_layers(found: &mut Found) {
+    let mut spots = Vec::new();
+    for k in &found.kernel {
+        let KernelUseKind::OverlayLayer(layer) = k.kind else {
+            continue;
+        };
+        let path = k.path.as_os_str().as_bytes();
+        let kind = if path.first() != Some(&b'/') {
+            BlindSpotKind::RelativeOverlayLayer
+        } else if k.inode.is_none() {
+            BlindSpotKind::UnresolvedOverlayLayer
+        } else {
+            continue;
+        };
+        let mut detail = format!("{}=", layer.option_name()).into_bytes();
+        detail.extend_from_slice(path);
+        if let Some(m) = &k.mount_point {
+            detail.extend_from_slice(b" of ");
+            detail.extend_from_slice(m.as_os_str().as_bytes());
+        }
+        if let MountNamespace::Of { pid } = k.namespace {
+            detail.extend_from_slice(format!(" in the mount namespace of pid {pid}").as_bytes());
+        }
+        spots.push((kind, detail));
+    }
+    spots.sort_by(|a, b| a.1.cmp(&b.1));
+    spots.dedup();
+    for (kind, detail) in spots {
+        found.blind_spot_about(kind, None, &detail);
+    }
+}
+
+/// How long the `statfs` of filesystems that no mount table lists may
+/// take, in all, before they count as unknown.
+const STATFS_LIMIT: Duration = Duration::from_secs(2);
+
+/// `OVERLAYFS_SUPER_MAGIC`.
+const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+
+/// Processes that work in (or hold files of) a filesystem that no mount
+/// table lists: lazily unmounted (`umount -l`) while in use. For an
+/// overlay that hides its layers; so each such filesystem with an
+/// anonymous device (major 0: overlays, tmpfs, FUSE, pseudo filesystems) is
+/// identified with one `fstatfs` of an `O_PATH` descriptor of what the
+/// process holds, in a helper thread that is abandoned after
+/// [`STATFS_LIMIT`] (a detached network or FUSE filesystem may not
+/// answer).
+fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
+    let listed: HashSet<u64> = found.kernel.iter().filter_map(|k| k.device).collect();
+    let nsfs = own_ns(proc, c"mnt").map(|k| k.0);
+    // One holder per unlisted device.
+    let mut candidates: BTreeMap<u64, (u32, String)> = BTreeMap::new();
+    for (key, holder) in &found.holds {
+        let dev = key.0;
+        if mounts::major(dev) != 0 || listed.contains(&dev) || Some(dev) == nsfs {
+            continue;
+        }
+        let link = match holder.how {
+            HoldKind::Fd(n) => format!("{}/fd/{n}", holder.pid),
+            HoldKind::Cwd => format!("{}/cwd", holder.pid),
+            HoldKind::Root => format!("{}/root", holder.pid),
+            HoldKind::Exe => format!("{}/exe", holder.pid),
+            HoldKind::ThreadCwd(tid) => format!("{}/task/{tid}/cwd", holder.pid),
+            HoldKind::ThreadRoot(tid) => format!("{}/task/{tid}/root", holder.pid),
+            _ => continue, // mappings show the underlying file's device
+        };
+        candidates.entry(dev).or_insert((holder.pid, link));
+    }
+    if candidates.is_empty() {
+        return;
+    }
+    let Ok(proc) = proc.try_clone_to_owned() else {
+        return found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: 0 }, None);
+    };
+    let (tx, rx) = mpsc::channel();
+    let work: Vec<(u64, String)> = candidates.iter().map(|(d, (_, l))| (*d, l.clone())).collect();
+    let spawned = std::thread::Builder::new()
+        .name("sandkeeper-statfs".into())
+        .spawn(move || {
+            for (dev, link) in work {
+                // O_PATH: the magic link is followed, nothing is opened.
+                let fs_type = rustix::fs::openat(
+                    &proc,
+                    link.as_str(),
+                    OFlags::PATH | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .and_then(|fd| rustix::fs::fstatfs(&fd))
+                .map(|st| st.f_type as i64);
+                if tx.send((dev, fs_type)).is_err() {
+                    return;
+                }
+            }
+        });
+    let deadline = Instant::now() + STATFS_LIMIT;
+    let mut answered = HashSet::new();
+    if spawned.is_ok() {
+        while answered.len() < candidates.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok((dev, fs_type)) = rx.recv_timeout(left) else {
+                break;
+            };
+            answered.insert(dev);
+            if fs_type == Ok(OVERLAYFS_MAGIC) {
+                let pid = candidates[&dev].0;
+                found.blind_spot(BlindSpotKind::DetachedOverlay { pid }, None);
+            }
+            // Other failures: the holder went away, or let go.
+        }
+    }
+    for (dev, (pid, _)) in &candidates {
+        if !answered.contains(dev) {
+            found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: *pid }, None);
+        }
+    }
 }
 
 fn loop_devices(found: &mut Found) {
@@ -311,6 +435,7 @@ fn add_sockets(found: &mut Found, bound: &[BoundSocket], of: Option<u32>) {
             mount_point: None,
             fstype: None,
             namespace: MountNamespace::Own,
+            device: None,
         });
         if !socket.name.is_empty() {
             found.sockets.push(socket.name.clone());
