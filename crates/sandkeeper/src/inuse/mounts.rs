@@ -298,14 +298,11 @@ pub(super) fn kernel_uses(
         }
         if m.fstype == b"overlay" {
             for (layer, path) in overlay_layers(&m.super_options) {
-                // A relative layer was relative to the mounter's working
-                // directory of the time: not to ours, nor to anything
-                // known now (the caller makes that a blind spot).
-                let inode = if path.first() == Some(&b'/') {
-                    stat(&path, true)
-                } else {
-                    None
-                };
+                // Resolved by the caller, in the namespace's root and
+                // without following links (see `resolve_layers`); a
+                // relative layer was relative to the mounter's working
+                // directory of the time, which nothing records.
+                let inode = None;
                 out.push(use_(
                     KernelUseKind::OverlayLayer(layer),
                     &path,

@@ -80,8 +80,57 @@ pub(super) fn collect(proc_root: &Path, found: &mut Found) {
     let survey = Survey::take(proc.as_fd(), found);
     survey.sockets(proc.as_fd(), found);
     survey.mounts(proc.as_fd(), found);
+    resolve_layers(proc.as_fd(), found);
     unresolved_layers(found);
     unlisted_filesystems(proc.as_fd(), found);
+}
+
+/// Gives each overlay layer of our namespace and of the namespaces that
+/// processes live in the `(device, inode)` of its path, resolved under
+/// that namespace's root (`/proc/PID/root`) with `RESOLVE_IN_ROOT` and
+/// without following any symlink: the path is text the mounter chose, and
+/// a link in it may point elsewhere by now. (Layers of namespaces that no
+/// process lives in are resolved by the thread that reads them.)
+fn resolve_layers(proc: BorrowedFd<'_>, found: &mut Found) {
+    let mut roots: BTreeMap<Option<u32>, Option<OwnedFd>> = BTreeMap::new();
+    let root_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    for k in &mut found.kernel {
+        if !matches!(k.kind, KernelUseKind::OverlayLayer(_)) || k.inode.is_some() {
+            continue;
+        }
+        let pid = match k.namespace {
+            MountNamespace::Own => None,
+            MountNamespace::Of { pid } => Some(pid),
+            MountNamespace::Held { .. } => continue,
+        };
+        let root = roots.entry(pid).or_insert_with(|| match pid {
+            None => rustix::fs::open("/", root_flags, Mode::empty()).ok(),
+            Some(pid) => {
+                rustix::fs::openat(proc, format!("{pid}/root").as_str(), root_flags, Mode::empty())
+                    .ok()
+            }
+        });
+        if let Some(root) = root {
+            k.inode = resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes()).ok();
+        }
+    }
+}
+
+/// The `(device, inode)` of the absolute `path` under `root`, resolved
+/// with `RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`
+/// and opened `O_PATH` (nothing is opened for real).
+fn resolve_in_root(root: BorrowedFd<'_>, path: &[u8]) -> Result<Key, Errno> {
+    if path.first() != Some(&b'/') {
+        return Err(Errno::INVAL);
+    }
+    let fd = rustix::fs::openat2(
+        root,
+        OsStr::from_bytes(path),
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    stat_at(fd.as_fd(), c"", true)
 }
 
 /// Overlay layers that cannot be matched by inode: named by a relative
@@ -388,6 +437,18 @@ impl Survey {
                         };
                         let mut uses = Vec::new();
                         mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut uses);
+                        let root = rustix::fs::open(
+                            "/",
+                            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )?;
+                        for k in &mut uses {
+                            if matches!(k.kind, KernelUseKind::OverlayLayer(_)) {
+                                k.inode =
+                                    resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes())
+                                        .ok();
+                            }
+                        }
                         Ok(uses)
                     });
                 match helper {
@@ -547,6 +608,9 @@ fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<Key, Errno>
     let mut flags = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
     if !follow {
         flags |= AtFlags::SYMLINK_NOFOLLOW;
+    }
+    if name.is_empty() {
+        flags |= AtFlags::EMPTY_PATH;
     }
     let st = rustix::fs::statx(dir, name, flags, StatxFlags::INO)?;
     Ok((makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))

@@ -215,3 +215,50 @@ fn inner_overlay_detached_while_in_use() {
     assert_eq!(reap_all(root.path(), "app-overlay"), Some(KeepReason::Unknown), "{why}");
     assert!(entry.join("lower/data").exists());
 }
+
+#[test]
+fn overlay_layer_through_a_repointed_symlink_is_not_idle() {
+    run_in_pid_namespace(
+        "overlay_layer_through_a_repointed_symlink_is_not_idle",
+        "mounts::inner_overlay_layer_through_a_repointed_symlink",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_overlay_layer_through_a_repointed_symlink() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let elsewhere = sandbox!().unwrap();
+    let entry = root.path().join("app-overlay");
+    let decoy = elsewhere.path().join("decoy");
+    let link = elsewhere.path().join("link");
+    let merged = elsewhere.path().join("merged");
+    layers(&entry);
+    layers(&decoy);
+    fs::create_dir(&merged).unwrap();
+    std::os::unix::fs::symlink(&entry, &link).unwrap();
+    // The layers are named through the link; the kernel keeps the text.
+    let l = |d: &str| link.join(d).display().to_string();
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        l("lower"),
+        l("upper"),
+        l("work")
+    );
+    sh(
+        r#"mount -t overlay sk-link -o "$2" "$1""#,
+        &[&merged, Path::new(&options)],
+    );
+    let _overlay = Unmount(merged);
+    // Then the link points at a decoy with the same names.
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&decoy, &link).unwrap();
+    let (state, why) = state_of(root.path(), "app-overlay");
+    assert_eq!(state, EntryState::Unknown, "{why}");
+    assert!(why.contains("is not found at its path"), "{why}");
+    assert_eq!(reap_all(root.path(), "app-overlay"), Some(KeepReason::Unknown), "{why}");
+    assert!(entry.join("lower/data").exists());
+}
