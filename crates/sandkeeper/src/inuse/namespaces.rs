@@ -410,6 +410,7 @@ impl Survey {
         for (source, key, result) in results {
             match result {
                 Ok(bound) => add_sockets(found, &bound, Some(source.pid().unwrap_or(0))),
+                Err(_) if no_bound_sockets(proc, &source, key) => {}
                 Err(e) => blind_ns(found, &source, key, e, |pid| BlindSpotKind::SocketsOf { pid }),
             }
         }
@@ -465,6 +466,36 @@ impl Survey {
             }
         }
     }
+}
+
+/// Whether the network namespace `key`, which could not be entered, is
+/// known to have no unix socket bound to a file: the `/proc/PID/net/unix`
+/// of a process living in it lists none (and the process was in `key`
+/// before and after the read). Then nothing there can hold an entry; any
+/// listed path (or any doubt) leaves it a blind spot, as the text cannot
+/// say where the file is.
+fn no_bound_sockets(proc: BorrowedFd<'_>, source: &Source, key: Key) -> bool {
+    let Source::Process(pid) = source else {
+        return false; // /proc/PID/net shows the holder's own namespace
+    };
+    let in_ns = || ns_key(proc, format!("{pid}/ns/net").as_bytes()) == Ok(key);
+    let mut text = Vec::new();
+    let Ok(name) = CString::new(format!("{pid}/net/unix")) else {
+        return false;
+    };
+    if !in_ns() || read_at(proc, &name, &mut text).is_err() || !in_ns() {
+        return false;
+    }
+    let mut paths = Vec::new();
+    sockets::parse_net_unix(&text, &mut paths);
+    // A header and nothing unparsable: every line was understood.
+    let lines = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+    let understood = text
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .all(|l| sockets::parse_unix_line(l).is_some());
+    lines >= 1 && understood && paths.is_empty()
 }
 
 /// Records that the namespace `key` reached through `source` could not be

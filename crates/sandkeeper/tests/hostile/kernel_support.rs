@@ -92,3 +92,52 @@ pub fn sh(script: &str, args: &[&Path]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Scans `root` in a child process run through `wrapper` (such as
+/// `setpriv --bounding-set=-sys_admin`), and returns the state of `name`
+/// and the report's blind spots there, as `STATE <state>` and
+/// `BLIND <text>` lines.
+pub fn scan_via(wrapper: &[&str], root: &Path, name: &str) -> String {
+    let (program, args) = wrapper.split_first().expect("a wrapper");
+    let out = Command::new(program)
+        .args(args)
+        .arg(std::env::current_exe().expect("test binary path"))
+        .args([
+            "--ignored",
+            "--exact",
+            "kernel_support::print_state",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SK_SCAN_ROOT", root)
+        .env("SK_SCAN_NAME", name)
+        .output()
+        .expect("run the scanning child");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scanning child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+#[ignore = "the scanning child of scan_via"]
+fn print_state() {
+    let (Some(root), Some(name)) = (
+        std::env::var_os("SK_SCAN_ROOT"),
+        std::env::var_os("SK_SCAN_NAME"),
+    ) else {
+        return;
+    };
+    let report = Scanner::new().scan(&[Path::new(&root)]).expect("scan");
+    for entry in &report.roots[0].entries {
+        if entry.name == name {
+            println!("\nSTATE {}", entry.state.as_str());
+        }
+    }
+    for spot in &report.blind_spots {
+        println!("BLIND {spot}");
+    }
+}

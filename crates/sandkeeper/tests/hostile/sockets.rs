@@ -12,7 +12,7 @@ use std::process::Command;
 use sandkeeper::{sandbox, Sandbox};
 use sandkeeper_testkit::{in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready};
 
-use crate::kernel_support::{assert_in_use_and_kept, sh};
+use crate::kernel_support::{assert_in_use_and_kept, scan_via, sh};
 
 /// Binds a listening socket at `name` relative to `dir`, then moves its
 /// working directory to `/` (so only the socket ties it to `dir`), says
@@ -122,4 +122,49 @@ fn inner_socket_bound_in_another_network_namespace() {
     ));
     assert!(entry.join("s").exists());
     assert_in_use_and_kept(root.path(), "app-sock");
+}
+
+#[test]
+fn network_namespace_that_cannot_be_entered_fails_closed() {
+    run_in_pid_namespace(
+        "network_namespace_that_cannot_be_entered_fails_closed",
+        "sockets::inner_network_namespace_that_cannot_be_entered",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_network_namespace_that_cannot_be_entered() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let entry = root.path().join("app-sock");
+    fs::create_dir(&entry).unwrap();
+    // Without CAP_SYS_ADMIN the scanner cannot setns().
+    let no_setns = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"];
+    // A namespace without a socket bound to a file: its /proc/PID/net/unix
+    // proves that nothing there holds an entry.
+    let _quiet = spawn_ready(
+        Command::new("unshare")
+            .args(["--net", "sh", "-c", "echo ready; exec sleep 600"]),
+    );
+    let out = scan_via(&no_setns, root.path(), "app-sock");
+    assert!(out.contains("STATE idle"), "{out}");
+    assert!(!out.contains("BLIND"), "{out}");
+    // One with a socket bound to a file: it could be anywhere.
+    let binder = spawn_ready(&mut binder(
+        &["unshare", "--net"],
+        &entry,
+        &entry.join("s").to_string_lossy(),
+    ));
+    let out = scan_via(&no_setns, root.path(), "app-sock");
+    assert!(out.contains("STATE unknown"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "BLIND bound unix sockets of the network namespace of pid {} are unknown (cannot enter it)",
+            binder.pid()
+        )),
+        "{out}"
+    );
 }
