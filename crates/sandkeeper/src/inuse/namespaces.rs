@@ -23,8 +23,7 @@ use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
 use rustix::io::Errno;
@@ -207,49 +206,100 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     if candidates.is_empty() {
         return;
     }
-    let Ok(proc) = proc.try_clone_to_owned() else {
-        return found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: 0 }, None);
-    };
-    let (tx, rx) = mpsc::channel();
-    let work: Vec<(u64, String)> = candidates.iter().map(|(d, (_, l))| (*d, l.clone())).collect();
-    let spawned = std::thread::Builder::new()
-        .name("sandkeeper-statfs".into())
-        .spawn(move || {
-            for (dev, link) in work {
-                // O_PATH: the magic link is followed, nothing is opened.
-                let fs_type = rustix::fs::openat(
-                    &proc,
-                    link.as_str(),
-                    OFlags::PATH | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .and_then(|fd| rustix::fs::fstatfs(&fd))
-                .map(|st| st.f_type as i64);
-                if tx.send((dev, fs_type)).is_err() {
-                    return;
-                }
+    // O_PATH through the magic link: no lookup in, nor open of, the
+    // filesystem; only `fstatfs` may have to ask it, in the worker.
+    let mut jobs = Vec::new();
+    for (&dev, (_, link)) in &candidates {
+        if let Ok(fd) =
+            rustix::fs::openat(proc, link.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        {
+            jobs.push((dev, fd));
+        } // else the holder went away, or let go
+    }
+    let answers = statfs_worker::run(jobs, STATFS_LIMIT);
+    for (dev, (pid, _)) in &candidates {
+        match answers.get(dev) {
+            Some(Ok(fs_type)) if *fs_type == OVERLAYFS_MAGIC => {
+                found.blind_spot(BlindSpotKind::DetachedOverlay { pid: *pid }, None)
             }
-        });
-    let deadline = Instant::now() + STATFS_LIMIT;
-    let mut answered = HashSet::new();
-    if spawned.is_ok() {
-        while answered.len() < candidates.len() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok((dev, fs_type)) = rx.recv_timeout(left) else {
-                break;
-            };
-            answered.insert(dev);
-            if fs_type == Ok(OVERLAYFS_MAGIC) {
-                let pid = candidates[&dev].0;
-                found.blind_spot(BlindSpotKind::DetachedOverlay { pid }, None);
-            }
-            // Other failures: the holder went away, or let go.
+            Some(_) => {}
+            None => found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: *pid }, None),
         }
     }
-    for (dev, (pid, _)) in &candidates {
-        if !answered.contains(dev) {
-            found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: *pid }, None);
+}
+
+/// One long-lived thread that answers `fstatfs` for the scans of a
+/// process: spawning a thread per scan costs milliseconds on a loaded
+/// machine, and reapers collect once per entry. A worker that does not
+/// answer in time is abandoned (stuck in a filesystem that does not
+/// answer) and the next scan starts another.
+mod statfs_worker {
+    use std::collections::HashMap;
+    use std::os::fd::OwnedFd;
+    use std::sync::mpsc::{self, Receiver, Sender};
+    use std::sync::{Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use rustix::io::Errno;
+
+    type Job = (u64, OwnedFd, Sender<(u64, Result<i64, Errno>)>);
+
+    static WORKER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
+
+    fn spawn() -> Option<Sender<Job>> {
+        let (tx, rx): (Sender<Job>, Receiver<Job>) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sandkeeper-statfs".into())
+            .spawn(move || {
+                for (dev, fd, reply) in rx {
+                    let fs_type = rustix::fs::fstatfs(&fd).map(|st| st.f_type as i64);
+                    let _ = reply.send((dev, fs_type));
+                }
+            })
+            .ok()?;
+        Some(tx)
+    }
+
+    /// `fstatfs` of each descriptor, by device; those not answered within
+    /// `limit` in all are left out.
+    pub(super) fn run(
+        jobs: Vec<(u64, OwnedFd)>,
+        limit: Duration,
+    ) -> HashMap<u64, Result<i64, Errno>> {
+        let mut answers = HashMap::new();
+        if jobs.is_empty() {
+            return answers;
         }
+        // Held throughout: one scan at a time uses the worker.
+        let mut worker = WORKER.lock().unwrap_or_else(PoisonError::into_inner);
+        if worker.is_none() {
+            *worker = spawn();
+        }
+        let Some(tx) = worker.as_ref() else {
+            return answers;
+        };
+        let (reply, replies) = mpsc::channel();
+        let want = jobs.len();
+        for (dev, fd) in jobs {
+            if tx.send((dev, fd, reply.clone())).is_err() {
+                *worker = None; // it died: the next scan starts another
+                return answers;
+            }
+        }
+        let deadline = Instant::now() + limit;
+        while answers.len() < want {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match replies.recv_timeout(left) {
+                Ok((dev, fs_type)) => {
+                    answers.insert(dev, fs_type);
+                }
+                Err(_) => {
+                    *worker = None; // stuck: abandoned
+                    break;
+                }
+            }
+        }
+        answers
     }
 }
 
@@ -286,6 +336,16 @@ impl Survey {
         };
         let own_mnt = own_ns(proc, c"mnt");
         let mut lived_mnt: HashSet<Key> = own_mnt.into_iter().collect();
+        // Which mount namespaces processes live in matters only when some
+        // process holds an nsfs descriptor of another namespace.
+        let nsfs_held = own_mnt.is_some_and(|own| {
+            found.holds.iter().any(|(key, h)| {
+                key.0 == own.0
+                    && Some(*key) != survey.own_net
+                    && *key != own
+                    && matches!(h.how, HoldKind::Fd(_))
+            })
+        });
         let mut failures: Vec<(u32, Errno)> = Vec::new();
         for pid in pids(proc) {
             let mut name = format!("{pid}/ns/net").into_bytes();
@@ -299,10 +359,12 @@ impl Survey {
                     failures.push((pid, e));
                 }
             }
-            name.truncate(name.len() - 3);
-            name.extend_from_slice(b"mnt");
-            if let Ok(key) = ns_key(proc, &name) {
-                lived_mnt.insert(key);
+            if nsfs_held {
+                name.truncate(name.len() - 3);
+                name.extend_from_slice(b"mnt");
+                if let Ok(key) = ns_key(proc, &name) {
+                    lived_mnt.insert(key);
+                }
             }
         }
         // A process whose namespaces cannot be read is one whose
