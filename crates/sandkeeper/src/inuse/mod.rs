@@ -1375,6 +1375,129 @@ mod tests {
     }
 
     #[test]
+    fn kernel_user_displays_of_sockets_and_held_namespaces() {
+        let socket = |of| KernelUse {
+            kind: KernelUseKind::UnixSocket {
+                network_namespace_of: of,
+            },
+            path: PathBuf::from("rel/s\x1b[2J"),
+            inode: Some((1, 2)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        };
+        assert_eq!(
+            socket(None).to_string(),
+            "kernel: unix socket bound as rel/s\\u{1b}[2J"
+        );
+        assert_eq!(
+            socket(Some(9)).to_string(),
+            "kernel: unix socket bound as rel/s\\u{1b}[2J in the network namespace of pid 9"
+        );
+        let held = KernelUse {
+            kind: KernelUseKind::MountPoint,
+            path: PathBuf::from("/tmp/x/mnt"),
+            inode: None,
+            deleted: false,
+            mount_point: Some(PathBuf::from("/tmp/x/mnt")),
+            fstype: Some("tmpfs".into()),
+            namespace: MountNamespace::Held { ns: 4026532300 },
+            device: None,
+        };
+        assert_eq!(
+            held.to_string(),
+            "kernel: mount tmpfs at /tmp/x/mnt (in mount namespace mnt:[4026532300], which no process lives in)"
+        );
+    }
+
+    #[test]
+    fn blind_spot_displays() {
+        let spot = |kind, errno, detail: Option<&[u8]>| BlindSpot {
+            kind,
+            errno,
+            detail: detail.map(Into::into),
+        };
+        let eperm = io::Error::from_raw_os_error(1);
+        let cases: Vec<(&str, BlindSpot, String)> = vec![
+            (
+                "sockets of a process's namespace",
+                spot(BlindSpotKind::SocketsOf { pid: Some(7) }, Some(1), None),
+                format!("bound unix sockets of the network namespace of pid 7 are unknown (cannot enter it): {eperm}"),
+            ),
+            (
+                "sockets of a bound namespace",
+                spot(BlindSpotKind::SocketsOf { pid: None }, None, Some(b"/run/netns/a")),
+                "bound unix sockets of the network namespace bound at /run/netns/a are unknown (cannot enter it)".into(),
+            ),
+            (
+                "loop device",
+                spot(BlindSpotKind::LoopDevice { number: 3 }, None, None),
+                "the backing file of loop device loop3 is unknown (cannot query /dev/loop3)".into(),
+            ),
+            (
+                "held mount namespace",
+                spot(BlindSpotKind::MountNamespace { pid: Some(5), ns: 42 }, None, None),
+                "mounts of mount namespace mnt:[42], which no process lives in (held open by pid 5), are unknown (cannot enter it)".into(),
+            ),
+            (
+                "relative layer, hostile text escaped",
+                spot(BlindSpotKind::RelativeOverlayLayer, None, Some(b"lowerdir=l\x1b]0;x of /m")),
+                "an overlay names a layer by a relative path (lowerdir=l\\u{1b}]0;x of /m), which cannot be resolved: the layer could be inside any entry".into(),
+            ),
+            (
+                "detached overlay",
+                spot(BlindSpotKind::DetachedOverlay { pid: 8 }, None, None),
+                "pid 8 works in an overlay that no mount table lists (lazily unmounted): its layers could be inside any entry".into(),
+            ),
+        ];
+        for (name, spot, want) in cases {
+            assert_eq!(spot.to_string(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn sockets_match_by_the_low_32_bits_of_the_inode() {
+        let mut found = Found::default();
+        found.kernel.push(KernelUse {
+            kind: KernelUseKind::UnixSocket {
+                network_namespace_of: None,
+            },
+            path: PathBuf::from("/tmp/e/s"),
+            inode: Some((5, 0x2345)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        });
+        found.kernel.push(KernelUse {
+            kind: KernelUseKind::LoopBackingFile {
+                device: "loop0".into(),
+            },
+            path: PathBuf::from("/tmp/e/img"),
+            inode: Some((5, 0x6789)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        });
+        let index = InUse::from_found(found, &BTreeSet::new());
+        assert_eq!(index.kernel_users_of(5, 0x2345).count(), 1, "exact");
+        assert_eq!(index.kernel_users_of(5, 0x7_0000_2345).count(), 1, "truncated");
+        assert_eq!(index.kernel_users_of(6, 0x2345).count(), 0, "other device");
+        assert_eq!(
+            index.kernel_users_of(5, 0x1_0000_6789).count(),
+            0,
+            "only sockets match truncated"
+        );
+        // Sockets match by path through socket_paths_under only.
+        assert!(index.kernel_users_under(Path::new("/tmp/e")).len() == 1);
+    }
+
+    #[test]
     fn public_types_are_send_sync() {
         fn check<T: Send + Sync>() {}
         check::<InUse>();

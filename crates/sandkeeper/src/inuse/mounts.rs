@@ -376,21 +376,16 @@ pub(super) fn loop_devices(
             let Some(dev) = dev.as_ref() else {
                 return Err(rustix::io::Errno::NODEV);
             };
-            // Only the device node itself, never a link; O_NONBLOCK so that
-            // nothing waits for media.
-            let fd = rustix::fs::openat(
+            // Only the device node itself, never a link, and first O_PATH
+            // (which opens nothing): the node must be this loop device,
+            // as another driver could read the request number otherwise.
+            let path_fd = rustix::fs::openat(
                 dev,
                 name.as_os_str(),
-                OFlags::RDONLY
-                    | OFlags::NONBLOCK
-                    | OFlags::CLOEXEC
-                    | OFlags::NOFOLLOW
-                    | OFlags::NOCTTY,
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
                 Mode::empty(),
             )?;
-            // The node must be this loop device: another driver could read
-            // the request number otherwise.
-            let st = rustix::fs::fstat(&fd)?;
+            let st = rustix::fs::fstat(&path_fd)?;
             let want = makedev(rdev.0, rdev.1);
             #[allow(clippy::useless_conversion)] // the field types vary by target
             if FileType::from_raw_mode(st.st_mode) != FileType::BlockDevice
@@ -398,6 +393,16 @@ pub(super) fn loop_devices(
             {
                 return Err(rustix::io::Errno::NODEV);
             }
+            // Then that very node, read-only; O_NONBLOCK so that nothing
+            // waits for media.
+            let fd = rustix::fs::open(
+                format!(
+                    "/proc/thread-self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&path_fd)
+                ),
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+                Mode::empty(),
+            )?;
             match crate::sys::loopdev::loop_backing_inode(std::os::fd::AsFd::as_fd(&fd)) {
                 Ok(key) => Ok(Some(key)),
                 Err(rustix::io::Errno::NXIO) => Ok(None), // detached meanwhile

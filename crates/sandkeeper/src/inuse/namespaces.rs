@@ -599,20 +599,25 @@ fn add_sockets(found: &mut Found, bound: &[BoundSocket], of: Option<u32>) {
 
 /// Opens the namespace `key` (of type `kind`, `net` or `mnt`) through
 /// `source`, and checks that it is that namespace: a pid or descriptor
-/// number may have been reused, a bind mount replaced.
+/// number may have been reused, a descriptor replaced, a bind mount
+/// covered.
+///
+/// First `O_PATH` (which opens nothing: were it a FIFO or a device now,
+/// nothing would block or happen), checked by `fstat` to be that nsfs
+/// inode, and only then reopened for `setns` through our own
+/// `/proc/self/fd` link of that very file.
 fn open_ns(proc: BorrowedFd<'_>, source: &Source, key: Key, kind: &str) -> Result<OwnedFd, Errno> {
-    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let fd = match source {
+    let flags = OFlags::PATH | OFlags::CLOEXEC;
+    let path_fd = match source {
         Source::Process(pid) => {
             rustix::fs::openat(proc, format!("{pid}/ns/{kind}").as_str(), flags, Mode::empty())?
         }
-        // The magic link of a descriptor is what it is for: reopening the
-        // nsfs file the process holds.
+        // The magic link of a descriptor is what it is for: the nsfs file
+        // the process holds.
         Source::Fd(pid, fd) => {
             rustix::fs::openat(proc, format!("{pid}/fd/{fd}").as_str(), flags, Mode::empty())?
         }
-        // A path of our namespace, written by whoever could mount there
-        // (root): never through a symlink.
+        // A path of our namespace: never through a symlink.
         Source::Bound(path) => rustix::fs::openat2(
             CWD,
             OsStr::from_bytes(path),
@@ -621,12 +626,22 @@ fn open_ns(proc: BorrowedFd<'_>, source: &Source, key: Key, kind: &str) -> Resul
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
         )?,
     };
-    let st = rustix::fs::fstat(&fd)?;
-    #[allow(clippy::useless_conversion)] // the field types vary by target
-    if (u64::from(st.st_dev), u64::from(st.st_ino)) != key {
+    if stat_at(path_fd.as_fd(), c"", true)? != key {
         return Err(Errno::STALE);
     }
-    Ok(fd)
+    reopen(proc, &path_fd)
+}
+
+/// Reopens the file of an `O_PATH` descriptor for reading, through our own
+/// `/proc/thread-self/fd/N` (the same file: it cannot be swapped).
+fn reopen(proc: BorrowedFd<'_>, path_fd: &OwnedFd) -> Result<OwnedFd, Errno> {
+    use std::os::fd::AsRawFd;
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let raw = path_fd.as_raw_fd();
+    match rustix::fs::openat(proc, format!("thread-self/fd/{raw}").as_str(), flags, Mode::empty()) {
+        Err(Errno::NOENT) => rustix::fs::open(format!("/proc/thread-self/fd/{raw}"), flags, Mode::empty()),
+        other => other,
+    }
 }
 
 /// The key of our own namespace of type `kind` (`net`, `mnt`).
