@@ -6,3 +6,5 @@
 //!
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
+
+mod kernelusers;
