@@ -755,15 +755,12 @@ impl InUse {
         } else {
             &[]
         };
-        exact
-            .iter()
-            .map(|&(_, i)| &self.kernel[i as usize])
-            .chain(
-                truncated
-                    .iter()
-                    .map(|&(_, i)| &self.kernel[i as usize])
-                    .filter(|k| matches!(k.kind, KernelUseKind::UnixSocket { .. })),
-            )
+        exact.iter().map(|&(_, i)| &self.kernel[i as usize]).chain(
+            truncated
+                .iter()
+                .map(|&(_, i)| &self.kernel[i as usize])
+                .filter(|k| matches!(k.kind, KernelUseKind::UnixSocket { .. })),
+        )
     }
 
     /// The entries of `kernel_inodes` for `key`.
@@ -879,11 +876,9 @@ impl InUse {
             .collect();
         kernel_inodes.sort_unstable();
         // Sockets are matched by path through `sockets` (below), not twice.
-        let kernel_paths: Vec<(Vec<u8>, u32)> = path_keys(kernel.iter().map(|k| {
-            match k.kind {
-                KernelUseKind::UnixSocket { .. } => &b""[..],
-                _ => k.path.as_os_str().as_bytes(),
-            }
+        let kernel_paths: Vec<(Vec<u8>, u32)> = path_keys(kernel.iter().map(|k| match k.kind {
+            KernelUseKind::UnixSocket { .. } => &b""[..],
+            _ => k.path.as_os_str().as_bytes(),
         }));
 
         let mut sockets: Vec<PathBuf> = sockets
@@ -1486,7 +1481,11 @@ mod tests {
         });
         let index = InUse::from_found(found, &BTreeSet::new());
         assert_eq!(index.kernel_users_of(5, 0x2345).count(), 1, "exact");
-        assert_eq!(index.kernel_users_of(5, 0x7_0000_2345).count(), 1, "truncated");
+        assert_eq!(
+            index.kernel_users_of(5, 0x7_0000_2345).count(),
+            1,
+            "truncated"
+        );
         assert_eq!(index.kernel_users_of(6, 0x2345).count(), 0, "other device");
         assert_eq!(
             index.kernel_users_of(5, 0x1_0000_6789).count(),

@@ -104,10 +104,13 @@ fn resolve_layers(proc: BorrowedFd<'_>, found: &mut Found) {
         };
         let root = roots.entry(pid).or_insert_with(|| match pid {
             None => rustix::fs::open("/", root_flags, Mode::empty()).ok(),
-            Some(pid) => {
-                rustix::fs::openat(proc, format!("{pid}/root").as_str(), root_flags, Mode::empty())
-                    .ok()
-            }
+            Some(pid) => rustix::fs::openat(
+                proc,
+                format!("{pid}/root").as_str(),
+                root_flags,
+                Mode::empty(),
+            )
+            .ok(),
         });
         if let Some(root) = root {
             k.inode = resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes()).ok();
@@ -210,9 +213,12 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     // filesystem; only `fstatfs` may have to ask it, in the worker.
     let mut jobs = Vec::new();
     for (&dev, (_, link)) in &candidates {
-        if let Ok(fd) =
-            rustix::fs::openat(proc, link.as_str(), OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        {
+        if let Ok(fd) = rustix::fs::openat(
+            proc,
+            link.as_str(),
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
             jobs.push((dev, fd));
         } // else the holder went away, or let go
     }
@@ -473,7 +479,9 @@ impl Survey {
             match result {
                 Ok(bound) => add_sockets(found, &bound, Some(source.pid().unwrap_or(0))),
                 Err(_) if no_bound_sockets(proc, &source, key) => {}
-                Err(e) => blind_ns(found, &source, key, e, |pid| BlindSpotKind::SocketsOf { pid }),
+                Err(e) => blind_ns(found, &source, key, e, |pid| BlindSpotKind::SocketsOf {
+                    pid,
+                }),
             }
         }
     }
@@ -521,9 +529,8 @@ impl Survey {
             });
             match read {
                 Ok(uses) => found.kernel.extend(uses),
-                Err(e) => blind_ns(found, source, *key, e, |pid| BlindSpotKind::MountNamespace {
-                    pid,
-                    ns: key.1,
+                Err(e) => blind_ns(found, source, *key, e, |pid| {
+                    BlindSpotKind::MountNamespace { pid, ns: key.1 }
                 }),
             }
         }
@@ -551,7 +558,10 @@ fn no_bound_sockets(proc: BorrowedFd<'_>, source: &Source, key: Key) -> bool {
     let mut paths = Vec::new();
     sockets::parse_net_unix(&text, &mut paths);
     // A header and nothing unparsable: every line was understood.
-    let lines = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+    let lines = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
     let understood = text
         .split(|&b| b == b'\n')
         .skip(1)
@@ -609,14 +619,20 @@ fn add_sockets(found: &mut Found, bound: &[BoundSocket], of: Option<u32>) {
 fn open_ns(proc: BorrowedFd<'_>, source: &Source, key: Key, kind: &str) -> Result<OwnedFd, Errno> {
     let flags = OFlags::PATH | OFlags::CLOEXEC;
     let path_fd = match source {
-        Source::Process(pid) => {
-            rustix::fs::openat(proc, format!("{pid}/ns/{kind}").as_str(), flags, Mode::empty())?
-        }
+        Source::Process(pid) => rustix::fs::openat(
+            proc,
+            format!("{pid}/ns/{kind}").as_str(),
+            flags,
+            Mode::empty(),
+        )?,
         // The magic link of a descriptor is what it is for: the nsfs file
         // the process holds.
-        Source::Fd(pid, fd) => {
-            rustix::fs::openat(proc, format!("{pid}/fd/{fd}").as_str(), flags, Mode::empty())?
-        }
+        Source::Fd(pid, fd) => rustix::fs::openat(
+            proc,
+            format!("{pid}/fd/{fd}").as_str(),
+            flags,
+            Mode::empty(),
+        )?,
         // A path of our namespace: never through a symlink.
         Source::Bound(path) => rustix::fs::openat2(
             CWD,
@@ -638,8 +654,15 @@ fn reopen(proc: BorrowedFd<'_>, path_fd: &OwnedFd) -> Result<OwnedFd, Errno> {
     use std::os::fd::AsRawFd;
     let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY;
     let raw = path_fd.as_raw_fd();
-    match rustix::fs::openat(proc, format!("thread-self/fd/{raw}").as_str(), flags, Mode::empty()) {
-        Err(Errno::NOENT) => rustix::fs::open(format!("/proc/thread-self/fd/{raw}"), flags, Mode::empty()),
+    match rustix::fs::openat(
+        proc,
+        format!("thread-self/fd/{raw}").as_str(),
+        flags,
+        Mode::empty(),
+    ) {
+        Err(Errno::NOENT) => {
+            rustix::fs::open(format!("/proc/thread-self/fd/{raw}"), flags, Mode::empty())
+        }
         other => other,
     }
 }

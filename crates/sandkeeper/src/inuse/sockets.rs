@@ -71,12 +71,12 @@ pub(super) fn bound_sockets(out: &mut Vec<BoundSocket>) -> Result<(), Errno> {
     )?;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let (n, full, from) = match rustix::net::recvfrom(fd.as_fd(), &mut buf[..], RecvFlags::empty())
-        {
-            Ok(got) => got,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e),
-        };
+        let (n, full, from) =
+            match rustix::net::recvfrom(fd.as_fd(), &mut buf[..], RecvFlags::empty()) {
+                Ok(got) => got,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e),
+            };
         let from_kernel = from
             .and_then(|a| SocketAddrNetlink::try_from(a).ok())
             .is_some_and(|a| a.pid() == 0);
@@ -130,7 +130,11 @@ fn align4(n: usize) -> usize {
 ///
 /// `EPROTO` for a malformed message or one of another request; the
 /// kernel's error for `NLMSG_ERROR`.
-pub(super) fn parse_dump(mut b: &[u8], seq: u32, out: &mut Vec<BoundSocket>) -> Result<Dump, Errno> {
+pub(super) fn parse_dump(
+    mut b: &[u8],
+    seq: u32,
+    out: &mut Vec<BoundSocket>,
+) -> Result<Dump, Errno> {
     while !b.is_empty() {
         let len = u32_at(b, 0).ok_or(Errno::PROTO)? as usize;
         let kind = u16_at(b, 4).ok_or(Errno::PROTO)?;
@@ -376,7 +380,11 @@ mod tests {
                 message(NLMSG_ERROR, 1, &(-13i32).to_ne_bytes()),
                 Err(Errno::ACCESS),
             ),
-            ("another request", message(NLMSG_DONE, 2, &[0; 4]), Err(Errno::PROTO)),
+            (
+                "another request",
+                message(NLMSG_DONE, 2, &[0; 4]),
+                Err(Errno::PROTO),
+            ),
             ("unknown type", message(99, 1, &[]), Err(Errno::PROTO)),
             ("truncated header", vec![40, 0, 0], Err(Errno::PROTO)),
             (
@@ -396,7 +404,11 @@ mod tests {
             ),
             (
                 "short vfs attribute",
-                message(SOCK_DIAG_BY_FAMILY, 1, &socket(&[attr(UNIX_DIAG_VFS, &[1, 2])])),
+                message(
+                    SOCK_DIAG_BY_FAMILY,
+                    1,
+                    &socket(&[attr(UNIX_DIAG_VFS, &[1, 2])]),
+                ),
                 Err(Errno::PROTO),
             ),
             (

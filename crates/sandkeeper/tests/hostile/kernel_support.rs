@@ -45,7 +45,11 @@ pub fn assert_in_use_and_kept(root: &Path, name: &str) {
     let (state, why) = state_of(root, name);
     assert_eq!(state, EntryState::InUse, "{name}: {why}");
     let reason = reap_all(root, name);
-    assert_eq!(reason, Some(KeepReason::InUse), "{name} kept as in use: {why}");
+    assert_eq!(
+        reason,
+        Some(KeepReason::InUse),
+        "{name} kept as in use: {why}"
+    );
     assert!(root.join(name).exists(), "{name} still there");
 }
 

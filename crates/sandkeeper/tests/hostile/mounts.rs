@@ -169,7 +169,11 @@ fn inner_overlay_with_relative_layer_paths() {
     // report says why.
     assert_eq!(state, EntryState::Unknown, "{why}");
     assert!(why.contains("relative path (lowerdir=lower"), "{why}");
-    assert_eq!(reap_all(root.path(), "app-overlay"), Some(KeepReason::Unknown), "{why}");
+    assert_eq!(
+        reap_all(root.path(), "app-overlay"),
+        Some(KeepReason::Unknown),
+        "{why}"
+    );
     assert!(entry.join("lower/data").exists());
 }
 
@@ -225,7 +229,11 @@ fn inner_overlay_detached_while_in_use() {
         )),
         "{why}"
     );
-    assert_eq!(reap_all(root.path(), "app-overlay"), Some(KeepReason::Unknown), "{why}");
+    assert_eq!(
+        reap_all(root.path(), "app-overlay"),
+        Some(KeepReason::Unknown),
+        "{why}"
+    );
     assert!(entry.join("lower/data").exists());
 }
 
@@ -272,6 +280,10 @@ fn inner_overlay_layer_through_a_repointed_symlink() {
     let (state, why) = state_of(root.path(), "app-overlay");
     assert_eq!(state, EntryState::Unknown, "{why}");
     assert!(why.contains("is not found at its path"), "{why}");
-    assert_eq!(reap_all(root.path(), "app-overlay"), Some(KeepReason::Unknown), "{why}");
+    assert_eq!(
+        reap_all(root.path(), "app-overlay"),
+        Some(KeepReason::Unknown),
+        "{why}"
+    );
     assert!(entry.join("lower/data").exists());
 }

@@ -61,7 +61,12 @@ fn inner_socket_bound_by_a_relative_path() {
     fs::create_dir(&entry).unwrap();
     fs::set_permissions(&entry, fs::Permissions::from_mode(0o777)).unwrap();
     let _binder = spawn_ready(&mut binder(
-        &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
         &entry,
         "s",
     ));
@@ -142,13 +147,19 @@ fn inner_network_namespace_that_cannot_be_entered() {
     let entry = root.path().join("app-sock");
     fs::create_dir(&entry).unwrap();
     // Without CAP_SYS_ADMIN the scanner cannot setns().
-    let no_setns = ["setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"];
+    let no_setns = [
+        "setpriv",
+        "--bounding-set=-sys_admin",
+        "--inh-caps=-sys_admin",
+    ];
     // A namespace without a socket bound to a file: its /proc/PID/net/unix
     // proves that nothing there holds an entry.
-    let _quiet = spawn_ready(
-        Command::new("unshare")
-            .args(["--net", "sh", "-c", "echo ready; exec sleep 600"]),
-    );
+    let _quiet = spawn_ready(Command::new("unshare").args([
+        "--net",
+        "sh",
+        "-c",
+        "echo ready; exec sleep 600",
+    ]));
     let out = scan_via(&no_setns, root.path(), "app-sock");
     assert!(out.contains("STATE idle"), "{out}");
     assert!(!out.contains("BLIND"), "{out}");
