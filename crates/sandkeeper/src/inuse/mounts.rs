@@ -736,7 +736,7 @@ mod tests {
         }
         assert_eq!(makedev(8, 1), 0x801);
         assert_eq!(major(makedev(259, 0x1_0005)), 259);
-        assert_eq!(major(makedev(0x1234_5, 7)), 0x1234_5);
+        assert_eq!(major(makedev(0x0001_2345, 7)), 0x0001_2345);
         assert_eq!(makedev(259, 0x1_0005), 0x1001_0305);
     }
 

@@ -258,6 +258,7 @@ mod statfs_worker {
             .name("sandkeeper-statfs".into())
             .spawn(move || {
                 for (dev, fd, reply) in rx {
+                    #[allow(clippy::unnecessary_cast)] // the field type varies by target
                     let fs_type = rustix::fs::fstatfs(&fd).map(|st| st.f_type as i64);
                     let _ = reply.send((dev, fs_type));
                 }

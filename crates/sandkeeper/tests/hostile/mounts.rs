@@ -275,8 +275,9 @@ fn inner_overlay_layer_through_a_repointed_symlink() {
     );
     let _overlay = Unmount(merged);
     // Then the link points at a decoy with the same names.
-    fs::remove_file(&link).unwrap();
-    std::os::unix::fs::symlink(&decoy, &link).unwrap();
+    let repointed = elsewhere.path().join("link.new");
+    std::os::unix::fs::symlink(&decoy, &repointed).unwrap();
+    fs::rename(&repointed, &link).unwrap();
     let (state, why) = state_of(root.path(), "app-overlay");
     assert_eq!(state, EntryState::Unknown, "{why}");
     assert!(why.contains("is not found at its path"), "{why}");
