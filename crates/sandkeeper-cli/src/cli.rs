@@ -92,6 +92,12 @@ pub struct RuleArgs {
     #[arg(long, value_name = "USER", value_parser = config::user)]
     pub owner: Option<u32>,
 
+    /// Honour a sandbox's "keep until" (SANDKEEPER_KEEP) for at most this
+    /// long after its newest change: its lease record says how long, and
+    /// whoever made it wrote that.
+    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = config::duration)]
+    pub max_keep: Duration,
+
     /// Never remove anything younger than this.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = config::duration)]
     pub grace: Duration,

@@ -61,6 +61,9 @@ pub struct RootConfig {
     /// Orphaned sandboxes go only once older than this (relaxed under
     /// pressure); `None`: once past the grace.
     pub orphan_age: Option<Duration>,
+    /// The longest a lease's `keep_until_ms` is honoured, after the entry's
+    /// newest change.
+    pub max_keep: Duration,
     /// Whether the per-user sandbox directories `sandkeeper-<uid>` inside
     /// the root are reaped too, with the same rules.
     pub user_dirs: bool,
@@ -167,6 +170,7 @@ impl Config {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
                 orphan_age: None,
+                max_keep: sandkeeper::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
                 watermarks: None,
                 rules: Vec::new(),
@@ -204,12 +208,77 @@ pub fn default_candidates() -> Vec<PathBuf> {
 ///
 /// When it cannot be read, does not parse, or does not check out.
 pub fn load(file: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+    let fail = |message: String| ConfigError {
         file: file.to_owned(),
         line: None,
-        message: format!("cannot read the config file: {e}"),
-    })?;
+        message,
+    };
+    let text = read_bounded(file).map_err(fail)?;
     parse(&text, file)
+}
+
+/// The largest config file read: far above any real one, small enough that
+/// `/dev/zero` or a runaway generator cannot grow memory without bound.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a config file that must be a regular file of at most
+/// [`MAX_CONFIG_BYTES`]. Opened non-blocking, so a FIFO in its place is
+/// refused instead of waited on.
+fn read_bounded(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_nonblock())
+        .open(file)
+        .map_err(|e| format!("cannot read the config file: {e}"))?;
+    let meta = handle
+        .metadata()
+        .map_err(|e| format!("cannot read the config file: {e}"))?;
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_dir() {
+            "a directory"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!(
+            "the config file is {what}; give a regular file (TOML)"
+        ));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "the config file is {} bytes, more than the {MAX_CONFIG_BYTES} a config may have",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    handle
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the config file: {e}"))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "the config file grew past the {MAX_CONFIG_BYTES} bytes a config may have while it was read"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the config file is not UTF-8 (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// `O_NONBLOCK`, as `OpenOptionsExt::custom_flags` takes it.
+fn libc_nonblock() -> i32 {
+    rustix::fs::OFlags::NONBLOCK.bits() as i32
 }
 
 /// Parses and checks the text of `file`.
@@ -260,19 +329,6 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         let path = string(&r.path, "path", "a directory such as \"/tmp\"")
             .and_then(check_root_path)
             .map_err(|m| at(Some(r.path.span()), m))?;
-        for (other, span) in roots.iter().zip(&root_spans) {
-            if let Some(how) = overlap(&path, &other.path) {
-                return Err(at(
-                    Some(r.path.span()),
-                    format!(
-                        "root {} {how} root {} (line {}): an entry may belong to one root only",
-                        path.display(),
-                        other.path.display(),
-                        line_of(text, span.start)
-                    ),
-                ));
-            }
-        }
         let grace = match &r.grace {
             Some(v) => duration(v, "grace")?,
             None => DEFAULT_GRACE,
@@ -282,6 +338,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             .as_ref()
             .map(|v| duration(v, "orphan_age"))
             .transpose()?;
+        let max_keep = match &r.max_keep {
+            Some(v) => duration(v, "max_keep")?,
+            None => sandkeeper::reap::DEFAULT_MAX_KEEP,
+        };
         let watermarks = match (&r.high_watermark, &r.low_watermark) {
             (None, None) => None,
             (Some(high), None) => {
@@ -318,10 +378,22 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             path,
             grace,
             orphan_age,
+            max_keep,
             user_dirs: r.user_dirs.unwrap_or(true),
             watermarks,
             rules,
         });
+    }
+    if let Some((later, earlier, how)) = first_overlap(&roots) {
+        return Err(at(
+            Some(root_spans[later].clone()),
+            format!(
+                "root {} {how} root {} (line {}): an entry may belong to one root only",
+                roots[later].path.display(),
+                roots[earlier].path.display(),
+                line_of(text, root_spans[earlier].start)
+            ),
+        ));
     }
     Ok(Config {
         source: Some(file.to_owned()),
@@ -346,6 +418,7 @@ struct RawRoot {
     path: Spanned<toml::Value>,
     grace: Option<Spanned<toml::Value>>,
     orphan_age: Option<Spanned<toml::Value>>,
+    max_keep: Option<Spanned<toml::Value>>,
     user_dirs: Option<bool>,
     high_watermark: Option<Spanned<toml::Value>>,
     low_watermark: Option<Spanned<toml::Value>>,
@@ -518,28 +591,43 @@ fn check_root_path(text: &str) -> Result<PathBuf, String> {
     Ok(normal)
 }
 
-/// How `a` overlaps `b`, if it does: the same, inside, or containing.
-/// Compared as written and, where they exist, with symlinks resolved.
-fn overlap(a: &Path, b: &Path) -> Option<&'static str> {
-    let pairs = [
-        (a.to_owned(), b.to_owned()),
-        (
-            std::fs::canonicalize(a).unwrap_or_else(|_| a.to_owned()),
-            std::fs::canonicalize(b).unwrap_or_else(|_| b.to_owned()),
-        ),
-    ];
-    for (a, b) in &pairs {
-        if a == b {
-            return Some("is the same directory as");
-        }
-        if a.starts_with(b) {
-            return Some("is inside");
-        }
-        if b.starts_with(a) {
-            return Some("contains");
+/// The first pair of roots that overlap (the same directory, or one inside
+/// the other), compared as written and, where they exist, with symlinks
+/// resolved: `(later, earlier, how the later relates to the earlier)`.
+///
+/// Sorting makes it `n log n`: in component order everything inside a
+/// directory comes right after it, so an overlap always shows up between
+/// neighbours. Each path is resolved once.
+fn first_overlap(roots: &[RootConfig]) -> Option<(usize, usize, &'static str)> {
+    let written: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
+    let resolved: Vec<PathBuf> = roots
+        .iter()
+        .map(|r| std::fs::canonicalize(&r.path).unwrap_or_else(|_| r.path.clone()))
+        .collect();
+    let mut found: Option<(usize, usize, &'static str)> = None;
+    for paths in [written, resolved] {
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        order.sort_by(|&a, &b| paths[a].cmp(&paths[b]).then(a.cmp(&b)));
+        for pair in order.windows(2) {
+            let (outer, inner) = (pair[0], pair[1]);
+            if !paths[inner].starts_with(&paths[outer]) {
+                continue;
+            }
+            let (later, earlier) = (outer.max(inner), outer.min(inner));
+            let how = if paths[inner] == paths[outer] {
+                "is the same directory as"
+            } else if later == inner {
+                "is inside"
+            } else {
+                "contains"
+            };
+            // Report the overlap whose later root comes first in the file.
+            if found.is_none_or(|(l, _, _)| later < l) {
+                found = Some((later, earlier, how));
+            }
         }
     }
-    None
+    found
 }
 
 /// The 1-based line of byte `offset` in `text`.

@@ -42,29 +42,13 @@ pub fn age(ms: i64) -> String {
     format!("{value}{unit}")
 }
 
-/// A name or path for a terminal: control characters (newlines, escape
-/// sequences) and invalid UTF-8 become visible escapes, so a hostile file
-/// name cannot rewrite the screen or fake a line of output.
+/// A name or path for a terminal, never quoted: control characters
+/// (newlines, escape sequences), bidi and other format controls and invalid
+/// UTF-8 become visible escapes, so a hostile file name cannot rewrite the
+/// screen or fake a line of output. The one sanitizer is
+/// [`crate::render::escape`]; this is its unquoted form.
 pub fn sanitize(text: &[u8]) -> Cow<'_, str> {
-    match std::str::from_utf8(text) {
-        Ok(s) if !s.chars().any(char::is_control) => Cow::Borrowed(s),
-        _ => {
-            let mut out = String::with_capacity(text.len() + 8);
-            for chunk in text.utf8_chunks() {
-                for c in chunk.valid().chars() {
-                    if c.is_control() {
-                        out.extend(c.escape_default());
-                    } else {
-                        out.push(c);
-                    }
-                }
-                for b in chunk.invalid() {
-                    out.push_str(&format!("\\x{b:02x}"));
-                }
-            }
-            Cow::Owned(out)
-        }
-    }
+    crate::render::escape::sanitize(text)
 }
 
 #[cfg(test)]
@@ -102,20 +86,6 @@ mod tests {
         ];
         for (ms, want) in cases {
             assert_eq!(age(ms), want, "{ms}");
-        }
-    }
-
-    #[test]
-    fn sanitizing() {
-        let cases: [(&[u8], &str); 5] = [
-            (b"app-235-1", "app-235-1"),
-            (b"two\nlines", "two\\nlines"),
-            (b"\x1b[31mred", "\\u{1b}[31mred"),
-            (b"bad\xffutf8", "bad\\xffutf8"),
-            ("ünï".as_bytes(), "ünï"),
-        ];
-        for (raw, want) in cases {
-            assert_eq!(sanitize(raw), want, "{raw:?}");
         }
     }
 }

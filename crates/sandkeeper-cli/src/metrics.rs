@@ -9,10 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs;
-use std::io::{self, Write as _};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sandkeeper::reap::{ReapReason, RootReap};
@@ -144,6 +141,7 @@ impl Metrics {
             let (reason, rule) = match &removed.reason {
                 ReapReason::Orphaned => ("orphaned", String::new()),
                 ReapReason::Matched(glob) => ("matched", glob.clone()),
+                ReapReason::KeptUnderPressure(_) => ("kept_under_pressure", String::new()),
                 _ => ("other", String::new()),
             };
             let slot = self.reaped.entry((key.clone(), reason, rule)).or_default();
@@ -364,44 +362,18 @@ fn seconds(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64())
 }
 
-/// Writes `text` to `path` atomically: a temp file beside it (a name the
-/// textfile collector ignores), flushed to disk, mode 0644, renamed over.
+/// Writes `text` to `path` atomically, mode 0644, through
+/// [`sandkeeper::output`]: a random temp name beside it (a name the textfile
+/// collector ignores) made with `O_EXCL`, written, flushed and renamed over
+/// the target through the directory's descriptor; a planted symlink is never
+/// followed, and a target that is not a regular file is refused.
 ///
 /// # Errors
 ///
-/// When the temp file cannot be written or renamed; it is removed then.
-pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the metrics path names no file",
-        )
-    })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.set_permissions(fs::Permissions::from_mode(0o644))?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+/// When the directory is unsafe or missing, the target is not a regular
+/// file, or the temp file cannot be written or renamed (it is removed then).
+pub fn write_atomic(path: &Path, text: &str) -> sandkeeper::Result<()> {
+    sandkeeper::output::write_atomic(path, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]
@@ -446,6 +418,10 @@ mod tests {
 
     #[test]
     fn atomic_writes_replace_and_leave_no_temp_file() {
+        use std::fs;
+        use std::io;
+        use std::os::unix::fs::PermissionsExt;
+
         let dir = sandkeeper::Sandbox::new().unwrap();
         let path = dir.path().join("sandkeeper.prom");
         write_atomic(&path, "a 1\n").unwrap();
@@ -460,6 +436,6 @@ mod tests {
             .collect();
         assert_eq!(names, ["sandkeeper.prom"]);
         let err = write_atomic(&dir.path().join("missing/x.prom"), "").unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert_eq!(io::Error::from(err).kind(), io::ErrorKind::NotFound);
     }
 }

@@ -1,9 +1,17 @@
 //! All output goes through here: data to stdout, messages to stderr.
+//!
+//! Everything written passes [`escape::block`] (data) or [`escape::line`]
+//! (each message, its causes and hint): whatever a render put in, no control
+//! character, bidi or other format control reaches a terminal, and a
+//! message stays on its one line. Renders still escape each untrusted value
+//! themselves ([`escape::Untrusted`]); this is the layer that cannot be
+//! forgotten.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{self, IsTerminal, Write};
 
 use crate::error::CliError;
+use crate::render::escape;
 
 /// Renders output, honouring `--quiet` and `--verbose`.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +40,10 @@ impl Printer {
     /// Writes data (a table, a JSON document) to stdout.
     pub fn data(&self, text: &str) -> Result<(), BrokenPipe> {
         let mut out = io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        match out
+            .write_all(escape::block(text).as_bytes())
+            .and_then(|()| out.flush())
+        {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(BrokenPipe),
             _ => Ok(()),
         }
@@ -47,26 +58,26 @@ impl Printer {
     /// that is not data (what `run` left behind).
     pub fn note(&self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(io::stderr().lock(), "sandkeeper: {text}");
+            let _ = writeln!(io::stderr().lock(), "sandkeeper: {}", escape::line(text));
         }
     }
 
     /// `warning: …` on stderr, unless `--quiet`.
     pub fn warning(&self, text: &str) {
         if !self.quiet {
-            let _ = writeln!(io::stderr().lock(), "warning: {text}");
+            let _ = writeln!(io::stderr().lock(), "warning: {}", escape::line(text));
         }
     }
 
     /// `error: …`, its causes and a hint, on stderr.
     pub fn error(&self, err: &CliError) {
         let mut e = io::stderr().lock();
-        let _ = writeln!(e, "error: {}", err.message);
+        let _ = writeln!(e, "error: {}", escape::line(&err.message));
         for cause in &err.causes {
-            let _ = writeln!(e, "  Caused by: {cause}");
+            let _ = writeln!(e, "  Caused by: {}", escape::line(cause));
         }
         if let Some(hint) = &err.hint {
-            let _ = writeln!(e, "hint: {hint}");
+            let _ = writeln!(e, "hint: {}", escape::line(hint));
         }
     }
 

@@ -63,9 +63,11 @@
 mod error;
 pub mod inuse;
 pub mod lease;
+pub mod output;
 pub mod pattern;
 pub mod reap;
 pub mod remove;
+pub mod root;
 mod sandbox;
 pub mod scan;
 pub mod supervise;

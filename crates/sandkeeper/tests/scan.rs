@@ -37,7 +37,8 @@ fn scan(root: &Sandbox) -> RootReport {
         "everything is visible in the namespace: {:?}",
         inuse.uninspectable()
     );
-    scanner.scan_root(root.path(), &inuse).unwrap()
+    let opened = sandkeeper::root::Root::open(root.path()).unwrap();
+    scanner.scan_root(&opened, &inuse).unwrap()
 }
 
 #[test]

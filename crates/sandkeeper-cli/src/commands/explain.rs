@@ -3,42 +3,39 @@
 use std::path::{Component, Path, PathBuf};
 
 use sandkeeper::reap::Reaper;
+use sandkeeper::root::Root;
 
-use super::{default_roots, policy};
+use super::{open_roots, policy, Purpose};
 use crate::cli::ExplainArgs;
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
 use crate::render;
+use crate::render::escape::Untrusted;
 
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots = default_roots(&args.roots, true);
-    let target = std::fs::canonicalize(&args.path).map_err(|e| {
-        let mut err = CliError::usage(format!("cannot explain {}: {e}", args.path.display()));
-        err.hint = Some("give the path of an existing entry".into());
-        err
-    })?;
+    let roots = open_roots(&args.roots, true, Purpose::Read)?;
+    let target = resolve_target(&args.path)?;
     // The deepest root that holds the target: the per-user root inside
     // /tmp wins over /tmp itself.
-    let mut best: Option<(PathBuf, PathBuf)> = None;
+    let mut best: Option<(&Root, PathBuf)> = None;
     for root in &roots {
-        let Ok(root) = std::fs::canonicalize(root) else {
-            continue;
-        };
-        if let Some(entry) = top_level_entry(&root, &target) {
-            if best
-                .as_ref()
-                .is_none_or(|(r, _)| root.components().count() > r.components().count())
-            {
+        if let Some(entry) = top_level_entry(root.path(), &target) {
+            if best.as_ref().is_none_or(|(r, _)| {
+                root.path().components().count() > r.path().components().count()
+            }) {
                 best = Some((root, entry));
             }
         }
     }
     let Some((root, entry)) = best else {
-        let listed: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+        let listed: Vec<String> = roots
+            .iter()
+            .map(|r| Untrusted::path(r.path()).to_string())
+            .collect();
         let mut err = CliError::usage(format!(
             "{} is not inside any root (roots: {})",
-            args.path.display(),
+            Untrusted::path(&args.path),
             listed.join(", ")
         ));
         err.hint = Some("name its root with --root DIR".into());
@@ -49,15 +46,22 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         reaper.scanner().ignore_pid(pid);
     }
     let inuse = reaper.scanner().in_use()?;
-    let report = reaper.scanner().scan_root(&root, &inuse)?;
+    let report = reaper.scanner().scan_root(root, &inuse)?;
     let Some(index) = report
         .entries
         .iter()
-        .position(|e| root.join(&e.name) == entry)
+        .position(|e| root.path().join(&e.name) == entry)
     else {
+        if roots.iter().any(|r| r.path() == entry) {
+            return Err(CliError::usage(format!(
+                "{} is a root of its own (a per-user sandbox directory), not an entry; explain an entry inside it",
+                Untrusted::path(&entry)
+            )));
+        }
         return Err(CliError::usage(format!(
-            "{} vanished during the scan",
-            entry.display()
+            "{} is not an entry of {} (it vanished, or it is one of sandkeeper's own directories)",
+            Untrusted::path(&entry),
+            Untrusted::path(root.path())
         )));
     };
     let now = std::time::SystemTime::now()
@@ -69,6 +73,37 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         return Ok(exit_codes::SUCCESS);
     }
     Ok(exit_codes::SUCCESS)
+}
+
+/// The target's path with its directory resolved the way a root is
+/// ([`Root::open`]), and its last name kept as it is: the entry itself is
+/// never followed.
+fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
+    let unusable = |e: sandkeeper::Error| {
+        let mut err = CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
+        err.hint = Some("give the path of an existing entry".into());
+        err
+    };
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            let dir = Root::open(parent).map_err(unusable)?;
+            rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).map_err(
+                |e| {
+                    let mut err =
+                        CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
+                    err.hint = Some("give the path of an existing entry".into());
+                    err
+                },
+            )?;
+            Ok(dir.path().join(name))
+        }
+        _ => Ok(Root::open(path).map_err(unusable)?.path().to_owned()),
+    }
 }
 
 /// `root/<first component of target below root>`, if target is below root.

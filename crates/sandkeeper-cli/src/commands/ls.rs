@@ -2,7 +2,7 @@
 
 use sandkeeper::scan::Scanner;
 
-use super::default_roots;
+use super::{open_roots, Purpose};
 use crate::cli::LsArgs;
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
@@ -10,12 +10,12 @@ use crate::printer::Printer;
 use crate::render;
 
 pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots = default_roots(&args.roots, true);
+    let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
     for &pid in &args.ignore_pids {
         scanner.ignore_pid(pid);
     }
-    let report = scanner.scan(&roots)?;
+    let report = scanner.scan_roots(&roots)?;
     let text = if args.json {
         render::ls::json(&report)
     } else {

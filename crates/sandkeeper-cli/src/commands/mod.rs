@@ -8,51 +8,64 @@ pub mod run;
 pub mod scan;
 pub mod watch;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use sandkeeper::reap::Policy;
+use sandkeeper::root::{Root, UserDirs};
 
 use crate::cli::RuleArgs;
 use crate::error::CliError;
 
-/// The roots to use when none are given: the system temp directory, and,
-/// with `user_roots`, the per-user directories `sandkeeper-<uid>` in it
-/// where keyed sandboxes live (all of them for root, else the caller's).
-pub fn default_roots(given: &[PathBuf], user_roots: bool) -> Vec<PathBuf> {
+/// What the roots are opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Looking only: a root that is a symlink is followed (and the report
+    /// says so).
+    Read,
+    /// Removing: a root that is a symlink is refused.
+    Remove,
+}
+
+/// Opens the roots, each once: the given ones, or when none are given the
+/// system temp directory and, with `user_roots`, the per-user directories
+/// `sandkeeper-<uid>` in it where keyed sandboxes live (all of them for
+/// root, else the caller's), found relative to the temp directory's
+/// descriptor.
+///
+/// # Errors
+///
+/// A root that cannot be used or is unsafe (exit status 2), before anything
+/// is done.
+pub fn open_roots(
+    given: &[PathBuf],
+    user_roots: bool,
+    purpose: Purpose,
+) -> Result<Vec<Root>, CliError> {
+    let open = |path: &Path| match purpose {
+        Purpose::Read => Root::open(path),
+        Purpose::Remove => Root::open_exact(path),
+    };
     if !given.is_empty() {
-        return given.to_vec();
-    }
-    let tmp = std::env::temp_dir();
-    let mut roots = vec![tmp.clone()];
-    if user_roots {
-        let me = rustix::process::geteuid().as_raw();
-        let root = me == 0;
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&tmp)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                // Root looks into every user's directory; anyone else only
-                // into their own (the others are closed to them).
-                name.strip_prefix("sandkeeper-")
-                    .and_then(|uid| uid.parse::<u32>().ok())
-                    .is_some_and(|uid| root || uid == me)
-                    && e.file_type().is_ok_and(|t| t.is_dir())
-            })
-            .map(|e| e.path())
+        return given
+            .iter()
+            .map(|p| open(p).map_err(CliError::from))
             .collect();
-        found.sort();
-        roots.extend(found);
     }
-    roots
+    let tmp = open(&std::env::temp_dir())?;
+    let mut roots = Vec::new();
+    if user_roots {
+        roots = tmp.user_dirs(UserDirs::for_caller());
+    }
+    roots.insert(0, tmp);
+    Ok(roots)
 }
 
 /// The reap policy the rule flags describe.
 pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
     let mut b = Policy::builder();
-    b.grace(rules.grace).dry_run(dry_run);
+    b.grace(rules.grace)
+        .max_keep(rules.max_keep)
+        .dry_run(dry_run);
     for glob in &rules.globs {
         b.matching(glob.clone());
     }

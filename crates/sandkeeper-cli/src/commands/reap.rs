@@ -2,7 +2,7 @@
 
 use sandkeeper::reap::Reaper;
 
-use super::{default_roots, policy};
+use super::{open_roots, policy, Purpose};
 use crate::cli::ReapArgs;
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
@@ -13,12 +13,12 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let report = match super::watch::config_for_reap(args)? {
         Some(config) => super::watch::reap_configured(&config, args, printer)?,
         None => {
-            let roots = default_roots(&args.roots, true);
+            let roots = open_roots(&args.roots, true, Purpose::Remove)?;
             let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
             for &pid in &args.rules.ignore_pids {
                 reaper.scanner().ignore_pid(pid);
             }
-            reaper.reap(&roots)?
+            reaper.reap_roots(&roots)?
         }
     };
     let text = if args.json {

@@ -1,10 +1,13 @@
 //! `sandkeeper run -- CMD`: a private TMPDIR that is gone afterwards.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use rustix::fs::{Mode, OFlags};
 use rustix::process::Signal;
+use sandkeeper::output::OutputFile;
 use sandkeeper::supervise::{self, Exit, Signaller};
 use sandkeeper::Sandbox;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
@@ -14,7 +17,7 @@ use crate::cli::{KeepWhen, RunArgs};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
-use crate::render::run::{leftovers, RunReport};
+use crate::render::run::{leftovers, Fate, RunReport};
 
 /// The variables temp-directory lookups read, in every common language.
 const TMP_VARS: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
@@ -24,6 +27,13 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let name = std::path::Path::new(program)
         .file_name()
         .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned());
+    // The report's directory is resolved and vetted once, before anything
+    // runs: an unsafe or impossible path is bad input (exit 2).
+    let report_file = args
+        .report_json
+        .as_deref()
+        .map(OutputFile::open)
+        .transpose()?;
     let root = args.root.clone().unwrap_or_else(std::env::temp_dir);
     let sandbox = Sandbox::builder()
         .root(&root)
@@ -38,6 +48,17 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             return Err(e.into());
         }
     }
+    // The leftover summary goes through a descriptor of the directory made
+    // (with --isolate: of the tmpfs on it), taken before the command runs,
+    // so nothing it puts at the name is ever followed.
+    let summary_dir = match open_summary_dir(args, &sandbox) {
+        Ok(fd) => fd,
+        Err(e) => {
+            release(args, &sandbox);
+            drop(sandbox);
+            return Err(e);
+        }
+    };
     sandbox.share_lease_with_children()?;
 
     let mut command = Command::new(program);
@@ -85,7 +106,8 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let exit = exit?;
 
     // Children are gone; now the directory.
-    let left = leftovers(sandbox.path());
+    let left = leftovers(summary_dir.as_fd());
+    drop(summary_dir);
     let keep = stopped.survivors > 0
         || match args.keep {
             KeepWhen::Never => false,
@@ -94,7 +116,17 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         };
     let dir = sandbox.path().to_owned();
     release(args, &sandbox);
-    let kept = if keep {
+    let fate = match sandbox.try_clone_dir() {
+        Ok(fd) => Fate::of(&dir, sandbox.identity(), fd.as_fd()),
+        Err(_) => Fate::InPlace,
+    };
+    let kept = if fate != Fate::InPlace {
+        // The name no longer holds the directory made: the removal (which
+        // checks the inode) leaves whatever is there now alone, and the
+        // note below says so. Not an error of ours: the command did it.
+        let _ = sandbox.close();
+        None
+    } else if keep {
         Some(sandbox.persist_for(args.keep_for)?)
     } else {
         sandbox.close()?;
@@ -105,17 +137,25 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         dir: &dir,
         exit,
         left: &left,
+        fate,
         kept: kept.is_some(),
         keep_for: args.keep_for,
         stopped,
     };
-    if let Some(path) = &args.report_json {
-        std::fs::write(path, report.json()).map_err(|e| {
-            CliError::io(&format!("cannot write the report {}", path.display()), &e)
-        })?;
-    }
     if let Some(line) = report.line(&name) {
         printer.note(&line);
+    }
+    if let Some(note) = fate.note(&dir) {
+        printer.note(&note);
+    }
+    if let Some(file) = &report_file {
+        // Through the directory's descriptor; never through a link.
+        if let Err(e) = file.write(report.json().as_bytes(), 0o644) {
+            let mut err = CliError::from(e);
+            err.message = format!("cannot write the report: {}", err.message);
+            err.status = exit_codes::PARTIAL;
+            return Err(err);
+        }
     }
     if stopped.survivors > 0 {
         printer.warning(&format!(
@@ -124,6 +164,37 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         ));
     }
     Ok(ExitStatus(exit_status(exit)))
+}
+
+/// A descriptor to list and walk what the command leaves: the sandbox's
+/// own directory, or with `--isolate` the root of the tmpfs just mounted
+/// on it (opened before the command exists, and checked to be a mount on
+/// a different device than the directory made).
+fn open_summary_dir(args: &RunArgs, sandbox: &Sandbox) -> Result<OwnedFd, CliError> {
+    let own = sandbox.try_clone_dir()?;
+    if !args.isolate {
+        return Ok(own);
+    }
+    let cannot = |e: rustix::io::Errno| {
+        CliError::io(
+            &format!("cannot open the run's tmpfs {}", sandbox.path().display()),
+            &e.into(),
+        )
+    };
+    let fd = rustix::fs::open(
+        sandbox.path(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(cannot)?;
+    let (mounted, under) = (
+        rustix::fs::fstat(&fd).map_err(cannot)?,
+        rustix::fs::fstat(&own).map_err(cannot)?,
+    );
+    if mounted.st_dev == under.st_dev {
+        return Err(cannot(rustix::io::Errno::XDEV));
+    }
+    Ok(fd)
 }
 
 /// Unmounts the --isolate tmpfs (after its contents were summarized).

@@ -1,11 +1,11 @@
 //! `sandkeeper scan`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sandkeeper::scan::Scanner;
 
+use super::{open_roots, Purpose};
 use crate::cli::ScanArgs;
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
@@ -13,11 +13,7 @@ use crate::printer::Printer;
 use crate::render;
 
 pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots: Vec<PathBuf> = if args.roots.is_empty() {
-        vec![std::env::temp_dir()]
-    } else {
-        args.roots.clone()
-    };
+    let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
     scanner.threads(args.threads);
     for &pid in &args.ignore_pids {
@@ -35,7 +31,7 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             }
         }));
     }
-    let report = scanner.scan(&roots);
+    let report = scanner.scan_roots(&roots);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

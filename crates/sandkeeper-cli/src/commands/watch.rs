@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use sandkeeper::reap::{KeepReason, ReapReport};
+use sandkeeper::root::Root;
 use sandkeeper::scan::Scanner;
 
 use crate::cli::{ReapArgs, WatchArgs};
@@ -42,6 +43,16 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
         let text = describe(&config).join("\n") + "\n";
         let _ = printer.data(&text);
         return Ok(exit_codes::SUCCESS);
+    }
+    if let Some(path) = &args.metrics_file {
+        // An unsafe metrics path is refused before the first cycle (exit
+        // 2); every write checks again through the directory. A directory
+        // that does not exist (yet: node_exporter not installed) is not
+        // fatal: each cycle logs it, as the shipped unit expects.
+        match sandkeeper::output::OutputFile::open(path) {
+            Err(e) if e.kind() != sandkeeper::ErrorKind::UnusableRoot => return Err(e.into()),
+            _ => {}
+        }
     }
     let signals =
         Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
@@ -119,6 +130,12 @@ fn describe(config: &Config) -> Vec<String> {
             parts.push(format!(
                 "orphans older than {}",
                 humantime::format_duration(age)
+            ));
+        }
+        if root.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP {
+            parts.push(format!(
+                "kept sandboxes for at most {}",
+                humantime::format_duration(root.max_keep)
             ));
         }
         if let Some(w) = &root.watermarks {
@@ -554,14 +571,24 @@ pub fn reap_configured(
         .source
         .as_ref()
         .map_or_else(|| "the defaults".to_owned(), |p| p.display().to_string());
+    // Every configured root is opened before anything is removed; the
+    // reaps then use these descriptors, never the paths again.
+    let mut opened = Vec::with_capacity(config.roots.len());
     for root in &config.roots {
-        if let Err(e) = std::fs::canonicalize(&root.path) {
-            let mut err = CliError::usage(format!(
-                "root {} (from {source}) cannot be used: {e}",
-                sanitize(root.path.as_os_str().as_bytes())
-            ));
-            err.hint = Some("create it, or remove it from the config file".into());
-            return Err(err);
+        match Root::open_exact(&root.path) {
+            Ok(r) => opened.push(r),
+            Err(e) => {
+                let mut err = CliError::usage(format!(
+                    "root {} (from {source}) cannot be used: {e}",
+                    sanitize(root.path.as_os_str().as_bytes())
+                ));
+                err.hint = Some(
+                    e.hint()
+                        .unwrap_or("create it, or remove it from the config file")
+                        .to_owned(),
+                );
+                return Err(err);
+            }
         }
     }
     let opts = Options {
@@ -570,8 +597,8 @@ pub fn reap_configured(
         stop: None,
     };
     let mut merged: Option<ReapReport> = None;
-    for root in &config.roots {
-        let outcome = cycle::reap(root, &opts, Mode::Cycle);
+    for (root, open) in config.roots.iter().zip(opened) {
+        let outcome = cycle::reap_opened(root, open, &opts, Mode::Cycle);
         if let (Some(target), Some(before)) = (outcome.pressure_target, outcome.before) {
             printer.note(&format!(
                 "{}: above the high watermark ({} used); removing oldest first until {} free",
@@ -580,7 +607,15 @@ pub fn reap_configured(
                 size(target)
             ));
         }
-        if let Some((_, err)) = outcome.failures.into_iter().next() {
+        if let Some((_, mut err)) = outcome.failures.into_iter().next() {
+            let removed_any = merged
+                .iter()
+                .chain(&outcome.reports)
+                .any(|r| r.roots.iter().any(|root| !root.removed.is_empty()));
+            if removed_any && !args.dry_run {
+                // Something was changed: never claim otherwise.
+                err.status = crate::exit_codes::PARTIAL;
+            }
             return Err(err);
         }
         for report in outcome.reports {
@@ -620,6 +655,10 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.target_free.is_some(), "--target-free"),
         (r.owner.is_some(), "--owner"),
         (r.grace != config_file::DEFAULT_GRACE, "--grace"),
+        (
+            r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP,
+            "--max-keep",
+        ),
     ] {
         if yes {
             given.push(flag);

@@ -1,14 +1,22 @@
 //! `explain` output.
+//!
+//! What the scan verified comes first, as fact: the state and why, the
+//! directory's real owner, the lease lock's holders as `/proc` shows them.
+//! The lease record follows in its own section, "as written by its creator,
+//! unverified": every field in full, escaped ([`Untrusted`]), the pid with
+//! what could be verified about it, and a plain line where the record's uid
+//! is not the directory's owner.
 
 use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper::inuse::InUse;
+use sandkeeper::lease::LeaseRecord;
 use sandkeeper::reap::Verdict;
-use sandkeeper::scan::RootReport;
+use sandkeeper::scan::{Entry, RootReport};
 
-use crate::config::user_name;
-use crate::humanize::{age, sanitize, size};
+use super::claims::{self, PidCheck};
+use super::escape::{self, Untrusted};
+use crate::humanize::{age, size};
 
 /// Why entry `index` of `report` is in its state, and what a reap with the
 /// given rules would do.
@@ -22,48 +30,30 @@ pub fn text(
     let e = &report.entries[index];
     let path = report.path.join(&e.name);
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}: {}",
-        sanitize(path.as_os_str().as_bytes()),
-        e.state
-    );
-    let _ = writeln!(out, "  why: {}", e.reason);
+    let _ = writeln!(out, "{}: {}", Untrusted::path(&path), e.state);
+    let _ = writeln!(out, "  why: {}", escape::line(&e.reason.to_string()));
+    let _ = writeln!(out, "  owner: {}", claims::user(e.uid));
+    for &pid in claims::lock_holders(e) {
+        let comm = claims::holder_comm(e, pid).map_or_else(
+            || "command not seen".to_owned(),
+            |c| Untrusted::text(c).bare().to_string(),
+        );
+        let _ = writeln!(out, "  lease lock held by: pid {pid} ({comm})");
+    }
     for h in &e.holders {
-        let _ = writeln!(out, "  held by: {h}");
+        let _ = writeln!(out, "  held by: {}", escape::line(&h.to_string()));
     }
     for k in &e.kernel {
-        let _ = writeln!(out, "  held by: {k}");
+        let _ = writeln!(out, "  held by: {}", escape::line(&k.to_string()));
     }
     for s in &e.sockets {
-        let _ = writeln!(
-            out,
-            "  held by: unix socket {}",
-            sanitize(s.as_os_str().as_bytes())
-        );
+        let _ = writeln!(out, "  held by: unix socket {}", Untrusted::path(s));
     }
     for u in inuse.uninspectable() {
-        let _ = writeln!(out, "  could not inspect: {u}");
+        let _ = writeln!(out, "  could not inspect: {}", escape::line(&u.to_string()));
     }
     match (&e.lease, e.lease_invalid) {
-        (Some(l), _) => {
-            let _ = writeln!(
-                out,
-                "  lease: made by pid {} ({}) as {} on {}, {} ago{}",
-                l.pid,
-                sanitize(l.cmd.join(" ").as_bytes()),
-                user_name(l.uid),
-                sanitize(l.host.as_bytes()),
-                age(now - l.created_ms as i64),
-                l.site
-                    .as_deref()
-                    .map(|s| format!(", at {s}"))
-                    .unwrap_or_default()
-            );
-            if let Some(until) = l.keep_until_ms {
-                let _ = writeln!(out, "  kept on purpose until {until} ms since the epoch");
-            }
-        }
+        (Some(l), _) => record(&mut out, e, l, now),
         (None, true) => {
             let _ = writeln!(out, "  lease: present but unreadable");
         }
@@ -73,17 +63,67 @@ pub fn text(
     }
     let _ = writeln!(
         out,
-        "  size: {} in {} files and {} dirs; newest change {} ago; owner {}",
+        "  size: {} in {} files and {} dirs; newest change {} ago",
         size(e.disk_bytes),
         e.files,
         e.dirs,
-        e.newest_mtime_ms.map_or("-".into(), |m| age(now - m)),
-        user_name(e.uid)
+        e.newest_mtime_ms
+            .map_or("-".into(), |m| age(now.saturating_sub(m))),
     );
-    let _ = writeln!(out, "  family: {}", sanitize(e.pattern.as_bytes()));
+    let _ = writeln!(out, "  family: {}", escape::line(&e.pattern));
     let _ = match verdict {
-        Verdict::Reap(reason) => writeln!(out, "  reap with these rules: remove ({reason})"),
-        Verdict::Keep(reason) => writeln!(out, "  reap with these rules: keep ({reason})"),
+        Verdict::Reap(reason) => writeln!(
+            out,
+            "  reap with these rules: remove ({})",
+            escape::line(&reason.to_string())
+        ),
+        Verdict::Keep(reason) => writeln!(
+            out,
+            "  reap with these rules: keep ({})",
+            escape::line(&reason.to_string())
+        ),
     };
     out
+}
+
+/// The record's section: every field labelled as the creator's claim.
+fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
+    let _ = writeln!(
+        out,
+        "  lease record (as written by its creator, unverified):"
+    );
+    let _ = writeln!(
+        out,
+        "    pid: {} ({})",
+        l.pid,
+        PidCheck::of(e, l).describe()
+    );
+    let _ = writeln!(out, "    uid: {}", claims::user(l.uid));
+    if let Some(mismatch) = claims::uid_mismatch(e, l) {
+        let _ = writeln!(out, "    {mismatch}");
+    }
+    let _ = writeln!(out, "    host: {}", Untrusted::text(&l.host));
+    let created = i64::try_from(l.created_ms).unwrap_or(i64::MAX);
+    let _ = writeln!(
+        out,
+        "    created: {} ago ({} ms since the epoch)",
+        age(now.saturating_sub(created)),
+        l.created_ms
+    );
+    let _ = writeln!(out, "    tag: {}", Untrusted::text(&l.tag));
+    if let Some(site) = &l.site {
+        let _ = writeln!(out, "    site: {}", Untrusted::text(site));
+    }
+    let args: Vec<String> = l
+        .cmd
+        .iter()
+        .map(|a| Untrusted::text(a).to_string())
+        .collect();
+    let _ = writeln!(out, "    command: {}", args.join(" "));
+    if let Some(checkout) = &l.checkout {
+        let _ = writeln!(out, "    checkout: {}", Untrusted::text(checkout));
+    }
+    if let Some(until) = l.keep_until_ms {
+        let _ = writeln!(out, "    kept on purpose until {until} ms since the epoch");
+    }
 }

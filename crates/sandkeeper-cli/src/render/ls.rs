@@ -1,14 +1,13 @@
 //! `ls` output: the managed sandboxes.
 
 use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper::scan::{Entry, Report};
 use serde_json::{json, Map, Value};
 
-use super::{lease_json, path_field};
-use crate::config::user_name;
-use crate::humanize::{age, sanitize, size};
+use super::escape::{self, Untrusted};
+use super::{claims, lease_json, path_field};
+use crate::humanize::{age, size};
 
 fn managed(report: &Report) -> impl Iterator<Item = (&std::path::Path, &Entry)> {
     report
@@ -18,44 +17,68 @@ fn managed(report: &Report) -> impl Iterator<Item = (&std::path::Path, &Entry)> 
         .filter(|(_, e)| e.is_managed())
 }
 
+/// How wide the COMMAND column is.
+const COMMAND_WIDTH: usize = 32;
+
 /// One line per managed sandbox.
+///
+/// Facts and claims are kept apart: OWNER is the directory's real owner;
+/// PID and COMMAND are the lease lock's holder as `/proc` shows it; where
+/// nobody holds the lock, COMMAND is what the record claims, marked
+/// `record:`; a record whose uid is not the owner's gets a note saying so.
+/// AGE is the time since the newest change inside (the record's creation
+/// time is a claim too).
 pub fn table(report: &Report) -> String {
     let now = report.started_ms;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<20} PATH",
-        "STATE", "PID", "USER", "AGE", "SIZE", "COMMAND"
+        "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<COMMAND_WIDTH$} PATH",
+        "STATE", "PID", "OWNER", "AGE", "SIZE", "COMMAND"
     );
     for (root, e) in managed(report) {
-        let (pid, cmd, uid) = match &e.lease {
-            Some(l) => (l.pid.to_string(), l.cmd.join(" "), l.uid),
-            None => ("-".into(), "(invalid lease)".into(), e.uid),
+        let holders = claims::lock_holders(e);
+        let (pid, cmd) = match (holders.first(), &e.lease) {
+            (Some(&pid), _) => {
+                let comm = claims::holder_comm(e, pid).map_or_else(
+                    || "?".to_owned(),
+                    |c| Untrusted::text(c).max_chars(COMMAND_WIDTH).to_string(),
+                );
+                let more = if holders.len() > 1 { "+" } else { "" };
+                (format!("{pid}{more}"), comm)
+            }
+            (None, Some(l)) => {
+                let pid = if claims::PidCheck::of(e, l) == claims::PidCheck::RunningSameStart {
+                    l.pid.to_string()
+                } else {
+                    "-".to_owned()
+                };
+                let width = COMMAND_WIDTH.min(claims::TABLE_FIELD) - "record: ".len();
+                (pid, format!("record: {}", claims::command(l, Some(width))))
+            }
+            (None, None) => ("-".into(), "(invalid lease)".into()),
         };
-        let created = e.lease.as_ref().map(|l| l.created_ms as i64);
-        let _ = writeln!(
+        let path = root.join(&e.name);
+        let _ = write!(
             out,
-            "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<20} {}",
+            "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<COMMAND_WIDTH$} {}",
             e.state.as_str(),
             pid,
-            user_name(uid),
-            created.map_or("-".into(), |c| age(now - c)),
+            Untrusted::text(&claims::user_short(e.uid))
+                .bare()
+                .max_chars(10),
+            e.newest_mtime_ms
+                .map_or("-".into(), |m| age(now.saturating_sub(m))),
             size(e.disk_bytes),
-            sanitize(truncated(&cmd, 20).as_bytes()),
-            sanitize(root.join(&e.name).as_os_str().as_bytes())
+            cmd,
+            Untrusted::path(&path)
         );
+        if let Some(note) = e.lease.as_ref().and_then(|l| claims::uid_mismatch(e, l)) {
+            let _ = write!(out, "  [{note}]");
+        }
+        out.push('\n');
     }
     out
-}
-
-fn truncated(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        text.to_owned()
-    } else {
-        let mut t: String = text.chars().take(width - 1).collect();
-        t.push('…');
-        t
-    }
 }
 
 /// A JSON array of sandboxes.
@@ -76,9 +99,7 @@ pub fn json(report: &Report) -> String {
             Value::Object(o)
         })
         .collect();
-    let mut text =
-        serde_json::to_string_pretty(&json!({"schema": "sandkeeper.ls/v1", "sandboxes": items}))
-            .unwrap_or_default();
+    let mut text = escape::json_pretty(&json!({"schema": "sandkeeper.ls/v1", "sandboxes": items}));
     text.push('\n');
     text
 }

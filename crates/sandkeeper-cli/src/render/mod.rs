@@ -4,6 +4,8 @@
 //! one that is not is still given as a string (invalid bytes replaced by
 //! U+FFFD) *and* as `<field>_base64`, the exact bytes in standard base64.
 
+pub mod claims;
+pub mod escape;
 pub mod explain;
 pub mod ls;
 pub mod reap;

@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper::reap::ReapReport;
 use serde_json::{json, Map, Value};
 
+use super::escape::{self, Untrusted};
 use super::path_field;
-use crate::humanize::{sanitize, size};
+use crate::humanize::size;
 
 /// The JSON schema name.
 pub const SCHEMA: &str = "sandkeeper.reap/v1";
@@ -62,7 +62,7 @@ pub fn json(report: &ReapReport) -> String {
         "freed_bytes": report.freed_bytes(),
         "roots": roots,
     });
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    let mut text = escape::json_pretty(&doc);
     text.push('\n');
     text
 }
@@ -86,7 +86,7 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         let _ = write!(
             out,
             "{}: {verb} {} entr{} ({})",
-            sanitize(root.path.as_os_str().as_bytes()),
+            Untrusted::path(&root.path),
             root.removed.len(),
             if root.removed.len() == 1 { "y" } else { "ies" },
             size(root.freed_bytes)
@@ -96,7 +96,7 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         let shown: Vec<String> = biggest
             .iter()
             .take(5)
-            .map(|(p, (n, bytes))| format!("{} {n} ({})", sanitize(p.as_bytes()), size(*bytes)))
+            .map(|(p, (n, bytes))| format!("{} {n} ({})", escape::line(p), size(*bytes)))
             .collect();
         if !shown.is_empty() {
             let _ = write!(out, ": {}", shown.join(", "));
@@ -124,8 +124,8 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
             let _ = writeln!(
                 out,
                 "  error: {}: {}",
-                sanitize(e.path.as_os_str().as_bytes()),
-                e.error
+                Untrusted::path(&e.path),
+                escape::line(&e.error)
             );
         }
         if verbose {
@@ -133,8 +133,8 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
                 let _ = writeln!(
                     out,
                     "  {verb} {} ({}; {})",
-                    sanitize(r.path.as_os_str().as_bytes()),
-                    r.reason,
+                    Untrusted::path(&r.path),
+                    escape::line(&r.reason.to_string()),
                     size(r.disk_bytes)
                 );
             }
@@ -142,8 +142,8 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
                 let _ = writeln!(
                     out,
                     "  kept {} ({})",
-                    sanitize(s.path.as_os_str().as_bytes()),
-                    s.reason
+                    Untrusted::path(&s.path),
+                    escape::line(&s.reason.to_string())
                 );
             }
         }

@@ -1,7 +1,7 @@
 //! What `run` reports: what the command left in its TMPDIR.
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::AsFd;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
@@ -22,16 +22,22 @@ pub struct Leftovers {
     pub families: Vec<(String, u64, u64)>,
 }
 
-/// Measures what is in `dir` (but the lease record).
-pub fn leftovers(dir: &Path) -> Leftovers {
-    let (Ok(list), Ok(fd)) = (std::fs::read_dir(dir), std::fs::File::open(dir)) else {
+/// Measures what is in `dir` (but the lease record), through the
+/// descriptor only: listed and walked relative to it, never following a
+/// symlink, so whatever the command put at the directory's name is never
+/// looked at.
+pub fn leftovers(dir: BorrowedFd<'_>) -> Leftovers {
+    let Ok(list) = rustix::fs::Dir::read_from(dir) else {
+        // A directory deleted meanwhile cannot be opened again: empty.
         return Leftovers::default();
     };
     let names: Vec<OsString> = list
-        .filter_map(|e| Some(e.ok()?.file_name()))
-        .filter(|n| n.as_os_str() != OsStr::new(sandkeeper::lease::LEASE_FILE))
+        .filter_map(|e| {
+            let name = OsStr::from_bytes(e.ok()?.file_name().to_bytes()).to_owned();
+            (name != "." && name != ".." && name != OsStr::new(sandkeeper::lease::LEASE_FILE))
+                .then_some(name)
+        })
         .collect();
-    let dir = fd.as_fd();
     let usages = walk::usage_many(dir, &names, 0, &|_, _| WalkState::Continue);
     let sizes: Vec<u64> = usages
         .iter()
@@ -52,12 +58,77 @@ pub fn leftovers(dir: &Path) -> Leftovers {
     }
 }
 
+/// What became of the run's directory under its name, as far as the
+/// command could change it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// The name still holds the directory `run` made.
+    InPlace,
+    /// The command removed it (the name is gone, the directory deleted).
+    Removed,
+    /// The name is gone but the directory lives on elsewhere (moved).
+    MovedAway,
+    /// Something else now has the name (a symlink, another directory …);
+    /// `alive` says whether the directory `run` made still exists elsewhere.
+    Replaced { by: &'static str, alive: bool },
+}
+
+impl Fate {
+    /// Looks at the name without following it and compares it with the
+    /// directory that was created (`identity`, and `dir` for its link count).
+    pub fn of(path: &Path, identity: (u64, u64), dir: BorrowedFd<'_>) -> Fate {
+        let alive = rustix::fs::fstat(dir).is_ok_and(|st| st.st_nlink > 0);
+        match rustix::fs::lstat(path) {
+            Ok(st) if (st.st_dev, st.st_ino) == identity => Fate::InPlace,
+            Ok(st) => Fate::Replaced {
+                by: match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+                    rustix::fs::FileType::Symlink => "symlink",
+                    rustix::fs::FileType::Directory => "directory",
+                    rustix::fs::FileType::RegularFile => "file",
+                    _ => "special file",
+                },
+                alive,
+            },
+            Err(_) if alive => Fate::MovedAway,
+            Err(_) => Fate::Removed,
+        }
+    }
+
+    /// The note `run` prints when the directory is not where it was made;
+    /// `None` when it is, or the command just removed it.
+    pub fn note(&self, dir: &Path) -> Option<String> {
+        let dir = sanitize(dir.as_os_str().as_bytes());
+        let elsewhere = "the directory sandkeeper made was moved elsewhere and is not removed";
+        match *self {
+            Fate::InPlace | Fate::Removed => None,
+            Fate::MovedAway => Some(format!("TMPDIR {dir} was moved away; {elsewhere}")),
+            Fate::Replaced { by, alive } => Some(format!(
+                "TMPDIR {dir} was replaced by a {by}; left it alone{}",
+                if alive {
+                    format!(" ({elsewhere})")
+                } else {
+                    String::new()
+                }
+            )),
+        }
+    }
+
+    /// The `replaced` field of the report: what took the name, if anything.
+    fn replaced_by(&self) -> Option<&'static str> {
+        match *self {
+            Fate::Replaced { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+}
+
 /// Everything `run` says at the end.
 pub struct RunReport<'a> {
     pub command: &'a [OsString],
     pub dir: &'a Path,
     pub exit: Exit,
     pub left: &'a Leftovers,
+    pub fate: Fate,
     pub kept: bool,
     pub keep_for: Duration,
     pub stopped: Stopped,
@@ -76,8 +147,10 @@ impl RunReport<'_> {
                 sanitize(self.dir.as_os_str().as_bytes()),
                 humantime::format_duration(self.keep_for)
             )
-        } else {
+        } else if matches!(self.fate, Fate::InPlace | Fate::Removed) {
             "removed".to_owned()
+        } else {
+            "not removed".to_owned()
         };
         if self.left.entries == 0 {
             return Some(format!(
@@ -130,6 +203,15 @@ impl RunReport<'_> {
             }),
         );
         o.insert("kept".into(), self.kept.into());
+        o.insert("replaced".into(), json!(self.fate.replaced_by()));
+        o.insert(
+            "moved_away".into(),
+            matches!(
+                self.fate,
+                Fate::MovedAway | Fate::Replaced { alive: true, .. }
+            )
+            .into(),
+        );
         o.insert("descendants_stopped".into(), self.stopped.signalled.into());
         o.insert("descendants_killed".into(), self.stopped.killed.into());
         let mut text = serde_json::to_string_pretty(&Value::Object(o)).unwrap_or_default();

@@ -7,8 +7,9 @@ use sandkeeper::scan::{Entry, EntryState, Group, Report, RootReport, StateCounts
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
-use super::{bytes_field, holder_json, kernel_json, lease_json, path_field};
-use crate::humanize::{age, sanitize, size};
+use super::escape::{self, Untrusted};
+use super::{bytes_field, claims, holder_json, kernel_json, lease_json, path_field};
+use crate::humanize::{age, size};
 
 /// The JSON schema name; bump on incompatible changes only.
 pub const SCHEMA: &str = "sandkeeper.scan/v1";
@@ -23,7 +24,7 @@ pub fn json(report: &Report, entries: bool) -> String {
         uninspectable: report.uninspectable.iter().map(process).collect(),
         assumed: report.assumed.iter().map(process).collect(),
     };
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    let mut text = escape::json_pretty(&doc);
     text.push('\n');
     text
 }
@@ -182,7 +183,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
         let _ = writeln!(
             out,
             "{}: {}, {} total, {:.0}% used, {} free",
-            sanitize(root.path.as_os_str().as_bytes()),
+            Untrusted::path(&root.path),
             fs.fstype,
             size(fs.total_bytes),
             fs.used_percent(),
@@ -195,7 +196,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
         let patterns: Vec<String> = root
             .groups
             .iter()
-            .map(|g| sanitize(g.pattern.as_bytes()).into_owned())
+            .map(|g| escape::line(&g.pattern).into_owned())
             .collect();
         let width = patterns
             .iter()
@@ -266,25 +267,37 @@ fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
             e.state.as_str(),
             size(e.disk_bytes),
             e.newest_mtime_ms.map_or("-".into(), |m| age(now - m)),
-            sanitize(e.name.as_bytes())
+            Untrusted::os(&e.name)
         );
         let mut notes: Vec<String> = Vec::new();
-        notes.extend(e.holders.iter().map(ToString::to_string));
-        notes.extend(e.kernel.iter().map(ToString::to_string));
+        notes.extend(
+            e.holders
+                .iter()
+                .map(|h| escape::line(&h.to_string()).into_owned()),
+        );
+        notes.extend(
+            e.kernel
+                .iter()
+                .map(|k| escape::line(&k.to_string()).into_owned()),
+        );
         notes.extend(
             e.sockets
                 .iter()
-                .map(|s| format!("unix socket {}", sanitize(s.as_os_str().as_bytes()))),
+                .map(|s| format!("unix socket {}", Untrusted::path(s))),
         );
         if let Some(lease) = &e.lease {
+            // What the record says is a claim; its command is bounded here
+            // (`explain` shows it in full).
             notes.push(format!(
-                "lease: pid {} ({})",
+                "record claims pid {} ({})",
                 lease.pid,
-                sanitize(lease.cmd.first().map_or("?", String::as_str).as_bytes())
+                Untrusted::text(lease.cmd.first().map_or("?", String::as_str))
+                    .max_chars(claims::TABLE_FIELD)
             ));
+            notes.extend(claims::uid_mismatch(e, lease));
         }
         if verbose {
-            notes.push(e.reason.to_string());
+            notes.push(escape::line(&e.reason.to_string()).into_owned());
         }
         if !notes.is_empty() {
             let _ = write!(out, "  [{}]", notes.join("; "));

@@ -7,4 +7,9 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod config_input;
 mod kernelusers;
+mod output;
+mod records;
+mod roots;
+mod run_tmpdir;

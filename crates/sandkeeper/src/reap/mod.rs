@@ -32,16 +32,17 @@ mod clock;
 mod policy;
 mod verdict;
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder};
+pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::inuse::InUse;
 use crate::lease::{self, Claim, Probe};
 use crate::remove::{self, RemoveOptions};
+use crate::root::Root;
 use crate::scan::{self, Entry, EntryState, RootReport, Scanner};
 use crate::walk::{self, FileKind, WalkState};
 
@@ -167,28 +168,45 @@ impl Reaper {
     /// removal depends on its age is kept ([`KeepReason::ClockStepped`]).
     pub fn decide(&self, report: &RootReport, now_ms: i64) -> Vec<Verdict> {
         let mut verdicts = verdict::decide(report, &self.policy, now_ms);
-        if let Some(step) = clock::forward_step(report) {
-            verdict::distrust_ages(&mut verdicts, report, &self.policy, step);
+        if let Some(steps) = clock::forward_steps(report) {
+            verdict::distrust_ages(&mut verdicts, report, &steps);
         }
         verdicts
     }
 
-    /// Reaps `roots`.
+    /// Reaps `roots`, each opened once with [`Root::open_exact`] (a root
+    /// that is a symlink is refused).
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidInput`] for the root `/`; the scan's errors for
-    /// a root that cannot be used. Entries that cannot be removed are
-    /// reported in [`RootReap::errors`], not as an error.
+    /// [`ErrorKind::InvalidInput`] for the root `/`; the errors of
+    /// [`Root::open_exact`] for a root that cannot be used, before anything
+    /// is removed. Entries that cannot be removed are reported in
+    /// [`RootReap::errors`], not as an error.
     pub fn reap<P: AsRef<Path>>(&self, roots: &[P]) -> Result<ReapReport> {
+        let opened: Vec<Root> = roots
+            .iter()
+            .map(|r| Root::open_exact(r.as_ref()))
+            .collect::<Result<_>>()?;
+        self.reap_roots(&opened)
+    }
+
+    /// Reaps roots the caller opened: the scan, the claims and the removals
+    /// all work relative to their descriptors.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidInput`] for the root `/` (checked for every root
+    /// before anything is done); an error when `/proc` cannot be read.
+    pub fn reap_roots(&self, roots: &[Root]) -> Result<ReapReport> {
         for root in roots {
-            refuse_filesystem_root(root.as_ref())?;
+            refuse_filesystem_root(root)?;
         }
-        let scan = self.scanner.scan(roots)?;
+        let scan = self.scanner.scan_roots(roots)?;
         let now = scan.started_ms;
         let mut out = Vec::with_capacity(scan.roots.len());
-        for root in &scan.roots {
-            out.push(self.reap_root(root, now)?);
+        for (root, report) in roots.iter().zip(&scan.roots) {
+            out.push(self.reap_root(root, report, now)?);
         }
         Ok(ReapReport {
             dry_run: self.policy.dry_run,
@@ -197,12 +215,13 @@ impl Reaper {
         })
     }
 
-    fn reap_root(&self, report: &RootReport, now_ms: i64) -> Result<RootReap> {
-        let (path, dir) = scan::open_root(&report.path)?;
+    fn reap_root(&self, root: &Root, report: &RootReport, now_ms: i64) -> Result<RootReap> {
+        let path = report.path.clone();
+        let dir = root.fd();
         let quarantine_finished = if self.policy.dry_run || self.policy.stop_requested() {
             0
         } else {
-            remove::finish_quarantine(dir.as_fd(), &RemoveOptions::new())
+            remove::finish_quarantine(dir, &RemoveOptions::new())
                 .map(|r| r.removed().entries())
                 .unwrap_or(0)
         };
@@ -226,8 +245,15 @@ impl Reaper {
                 }
             }
         }
-        // Oldest first, so a free-space target takes the stalest.
-        candidates.sort_by_key(|&(i, _)| (report.entries[i].newest_mtime_ms, i));
+        // Oldest first, so a free-space target takes the stalest; entries
+        // kept on purpose (taken only under pressure) after all others.
+        candidates.sort_by_key(|(i, reason)| {
+            (
+                matches!(reason, ReapReason::KeptUnderPressure(_)),
+                report.entries[*i].newest_mtime_ms,
+                *i,
+            )
+        });
         let target = self
             .policy
             .target_free
@@ -235,7 +261,7 @@ impl Reaper {
         // Measured afresh: an earlier root on the same filesystem, or
         // another reaper, may have freed space since the scan.
         let mut free = match target {
-            Some(_) => scan::free_bytes(dir.as_fd()).unwrap_or(report.filesystem.free_bytes),
+            Some(_) => scan::free_bytes(dir).unwrap_or(report.filesystem.free_bytes),
             None => report.filesystem.free_bytes,
         };
         let mut target_met = target.is_some_and(|t| free >= t);
@@ -256,14 +282,7 @@ impl Reaper {
                 }
                 continue;
             }
-            self.reap_batch(
-                dir.as_fd(),
-                report,
-                batch,
-                target,
-                &mut target_met,
-                &mut result,
-            )?;
+            self.reap_batch(dir, report, batch, target, &mut target_met, &mut result)?;
         }
         Ok(result)
     }
@@ -459,15 +478,14 @@ fn skipped(root: &Path, entry: &Entry, reason: KeepReason) -> Skipped {
     }
 }
 
-/// Refuses `/` (and anything that resolves to it) as a root.
-fn refuse_filesystem_root(root: &Path) -> Result<()> {
-    let resolved = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
-    if resolved == Path::new("/") {
+/// Refuses `/` as a root (told by device and inode, however it was named).
+fn refuse_filesystem_root(root: &Root) -> Result<()> {
+    if root.is_filesystem_root() {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "refusing to reap the filesystem root `/`; give the directory that holds the leftovers, such as /tmp",
         )
-        .at(root));
+        .at(root.path()));
     }
     Ok(())
 }

@@ -73,6 +73,10 @@ impl Filters {
     }
 }
 
+/// The default cap on how long a lease's `keep_until_ms` is honoured: 7
+/// days from the entry's newest change ([`PolicyBuilder::max_keep`]).
+pub const DEFAULT_MAX_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The rules of a reap. Build one with [`Policy::builder`].
 ///
 /// Orphaned sandboxes are always candidates; unmanaged (`idle`) entries only
@@ -94,6 +98,7 @@ pub struct Policy {
     pub(crate) target_free: Option<FreeTarget>,
     pub(crate) dry_run: bool,
     pub(crate) pressure: bool,
+    pub(crate) max_keep: Duration,
     pub(crate) stop: Option<Arc<AtomicBool>>,
 }
 
@@ -181,6 +186,7 @@ pub struct PolicyBuilder {
     target_free: Option<FreeTarget>,
     dry_run: bool,
     pressure: bool,
+    max_keep: Duration,
     stop: Option<Arc<AtomicBool>>,
 }
 
@@ -194,6 +200,7 @@ impl Default for PolicyBuilder {
             target_free: None,
             dry_run: false,
             pressure: false,
+            max_keep: DEFAULT_MAX_KEEP,
             stop: None,
         }
     }
@@ -267,6 +274,15 @@ impl PolicyBuilder {
         self
     }
 
+    /// The longest a lease's `keep_until_ms` is honoured, counted from the
+    /// entry's newest change inside (default [`DEFAULT_MAX_KEEP`], 7 days).
+    /// The record is written by whoever made the directory: without a cap,
+    /// `keep_until_ms = 2^64-1` would keep it forever.
+    pub fn max_keep(&mut self, cap: Duration) -> &mut Self {
+        self.max_keep = cap;
+        self
+    }
+
     /// A flag another thread (or a signal handler) raises to stop a reap
     /// early (default: none). It is checked before each removal, so the
     /// removal under way finishes; the entries not reached are reported
@@ -313,6 +329,7 @@ impl PolicyBuilder {
             target_free: self.target_free,
             dry_run: self.dry_run,
             pressure: self.pressure,
+            max_keep: self.max_keep,
             stop: self.stop.clone(),
         })
     }

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::clock;
 use super::policy::{Filters, Policy};
 use crate::scan::{Entry, EntryState, RootReport};
 
@@ -30,6 +31,9 @@ pub enum ReapReason {
     Orphaned,
     /// An unmanaged entry selected by a `--match` glob.
     Matched(String),
+    /// Kept on purpose until this time (ms), but the root is above its high
+    /// watermark: taken after every other candidate, oldest first.
+    KeptUnderPressure(u64),
 }
 
 /// Why an entry is kept.
@@ -79,6 +83,10 @@ impl fmt::Display for ReapReason {
         match self {
             ReapReason::Orphaned => f.write_str("orphaned sandbox"),
             ReapReason::Matched(glob) => write!(f, "matches {glob:?}"),
+            ReapReason::KeptUnderPressure(ms) => write!(
+                f,
+                "kept on purpose until {ms} (ms since the epoch), taken under pressure after everything else"
+            ),
         }
     }
 }
@@ -157,6 +165,18 @@ pub(crate) fn decide(report: &RootReport, policy: &Policy, now_ms: i64) -> Vec<V
         .collect()
 }
 
+/// Until when (ms) the entry is kept on purpose, if it still is at
+/// `now_ms`: its lease's `keep_until_ms`, capped at the policy's
+/// [`max_keep`](super::PolicyBuilder::max_keep) after its newest change.
+fn kept_until(entry: &Entry, policy: &Policy, now_ms: i64) -> Option<u64> {
+    let asked = entry.lease.as_ref()?.keep_until_ms?;
+    let now = now_ms.max(0) as u64;
+    let newest = entry.newest_mtime_ms.map_or(now, |m| m.max(0) as u64);
+    let cap_ms = u64::try_from(policy.max_keep.as_millis()).unwrap_or(u64::MAX);
+    let until = asked.min(newest.saturating_add(cap_ms));
+    (now < until).then_some(until)
+}
+
 /// `rank`: the entry's place among its family, newest first (0 = the
 /// newest), when some rule keeps the newest N.
 fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) -> Verdict {
@@ -175,10 +195,11 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) 
     if age < policy.grace {
         return keep(KeepReason::InGrace { age });
     }
-    if let Some(until) = entry.lease.as_ref().and_then(|l| l.keep_until_ms) {
-        if (now_ms.max(0) as u64) < until {
-            return keep(KeepReason::KeptUntil(until));
+    if let Some(until) = kept_until(entry, policy, now_ms) {
+        if policy.pressure {
+            return Verdict::Reap(ReapReason::KeptUnderPressure(until));
         }
+        return keep(KeepReason::KeptUntil(until));
     }
     if let Some(uid) = filters.owner {
         if entry.uid != uid {
@@ -201,20 +222,18 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) 
 }
 
 /// After a forward clock step, keeps every entry whose removal depends on
-/// its age: all but orphans with a valid lease under a policy without an
-/// age limit for them.
-pub(crate) fn distrust_ages(
-    verdicts: &mut [Verdict],
-    report: &RootReport,
-    policy: &Policy,
-    step: Duration,
-) {
-    let orphans_by_age = policy.filters().older_than.is_some();
+/// its age — every candidate but the orphans: a sandbox whose lease lock
+/// is free is provably dead whatever the clock says. Each entry is judged
+/// by the step its own witnesses allow ([`clock::Steps::for_entry`]).
+pub(crate) fn distrust_ages(verdicts: &mut [Verdict], report: &RootReport, steps: &clock::Steps) {
     for (verdict, entry) in verdicts.iter_mut().zip(&report.entries) {
-        let clock_free = matches!(verdict, Verdict::Reap(ReapReason::Orphaned))
+        let proven_dead = matches!(verdict, Verdict::Reap(ReapReason::Orphaned))
             && entry.lease.is_some()
-            && !orphans_by_age;
-        if verdict.is_reap() && !clock_free {
+            && entry.state == EntryState::Orphaned;
+        if !verdict.is_reap() || proven_dead {
+            continue;
+        }
+        if let Some(step) = steps.for_entry(entry) {
             *verdict = Verdict::Keep(KeepReason::ClockStepped(step));
         }
     }

@@ -105,6 +105,43 @@ impl Sandbox {
         &self.inner.path
     }
 
+    /// Device and inode of the directory that was created, fixed at
+    /// creation: compare them with what [`path`](Self::path) names now to
+    /// tell whether someone replaced it.
+    pub fn identity(&self) -> (u64, u64) {
+        self.inner.identity
+    }
+
+    /// A new descriptor (close-on-exec) of the directory that was created,
+    /// wherever its name points now: to list or walk the sandbox without
+    /// resolving its path again (a symlink put in its place is never
+    /// followed). It shares the open file, and so the lease lock, with the
+    /// sandbox: drop it before the sandbox is finished.
+    ///
+    /// ```
+    /// use std::os::fd::AsFd;
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// std::fs::write(sandbox.path().join("data"), b"x")?;
+    /// let dir = sandbox.try_clone_dir()?;
+    /// let usage = sandkeeper::walk::usage_at(dir.as_fd(), "data".as_ref(), &mut Default::default(), &mut |_| Default::default())?;
+    /// assert_eq!(usage.files, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the sandbox is already finished, or `fcntl(F_DUPFD_CLOEXEC)`
+    /// fails (out of descriptors).
+    pub fn try_clone_dir(&self) -> Result<std::os::fd::OwnedFd> {
+        let state = self.inner.lock();
+        let lease = state.lease.as_ref().ok_or_else(|| {
+            Error::new(ErrorKind::InvalidInput, "the sandbox is already finished").at(self.path())
+        })?;
+        rustix::io::fcntl_dupfd_cloexec(lease.dir(), 0).map_err(|e| {
+            Error::io("cannot duplicate the sandbox's descriptor", e.into()).at(self.path())
+        })
+    }
+
     /// The lease record written at creation.
     pub fn record(&self) -> LeaseRecord {
         let state = self.inner.lock();

@@ -27,22 +27,22 @@ mod report;
 mod state;
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
 
 pub use filesystem::{free_bytes, Filesystem};
 pub use report::{Entry, Group, Report, RootReport, StateCounts, Totals};
 pub use state::{EntryState, StateReason};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::inuse::{InUse, InUseOptions};
 use crate::lease::{self, Probe, RecordState};
+use crate::root::Root;
 use crate::walk::{self, FileKind, WalkState};
 use state::Facts;
 
@@ -112,19 +112,30 @@ impl Scanner {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::UnusableRoot`] when a root does not exist, is not a
+    /// [`ErrorKind::UnusableRoot`](crate::ErrorKind::UnusableRoot) when a root does not exist, is not a
     /// directory, or cannot be read; an error when `/proc` cannot be read.
     /// Entries that vanish or cannot be read are warnings, not errors.
     pub fn scan<P: AsRef<Path>>(&self, roots: &[P]) -> Result<Report> {
-        let started_ms = lease::now_ms() as i64;
-        let opened: Vec<(PathBuf, OwnedFd)> = roots
+        let opened: Vec<Root> = roots
             .iter()
-            .map(|r| open_root(r.as_ref()))
+            .map(|r| Root::open(r.as_ref()))
             .collect::<Result<_>>()?;
+        self.scan_roots(&opened)
+    }
+
+    /// Scans roots the caller opened (see [`Root`]): everything is relative
+    /// to their descriptors.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc` cannot be read, or a root's filesystem cannot be
+    /// measured or the root cannot be listed.
+    pub fn scan_roots(&self, roots: &[Root]) -> Result<Report> {
+        let started_ms = lease::now_ms() as i64;
         let inuse = self.in_use()?;
-        let roots = opened
-            .into_iter()
-            .map(|(path, fd)| self.scan_open_root(path, fd.as_fd(), &inuse))
+        let roots = roots
+            .iter()
+            .map(|root| self.scan_root(root, &inuse))
             .collect::<Result<Vec<_>>>()?;
         Ok(Report {
             roots,
@@ -135,27 +146,29 @@ impl Scanner {
         })
     }
 
-    /// Scans one root against an in-use index the caller collected (so a
-    /// reaper can re-check with a fresh one).
+    /// Scans one open root against an in-use index the caller collected
+    /// (so a reaper can re-check with a fresh one).
     ///
     /// # Errors
     ///
-    /// As [`scan`](Self::scan).
-    pub fn scan_root(&self, root: &Path, inuse: &InUse) -> Result<RootReport> {
-        let (path, fd) = open_root(root)?;
-        self.scan_open_root(path, fd.as_fd(), inuse)
-    }
-
-    fn scan_open_root(
-        &self,
-        path: PathBuf,
-        dir: BorrowedFd<'_>,
-        inuse: &InUse,
-    ) -> Result<RootReport> {
+    /// As [`scan_roots`](Self::scan_roots).
+    pub fn scan_root(&self, root: &Root, inuse: &InUse) -> Result<RootReport> {
+        let path = root.path().to_owned();
+        let dir = root.fd();
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
         let names = list_names(dir, &path)?;
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = root
+            .followed()
+            .iter()
+            .map(|(link, target)| {
+                format!(
+                    "{} is a symlink to {}: followed it",
+                    link.display(),
+                    target.display()
+                )
+            })
+            .collect();
         let mut entries = self.examine(&path, dir, &names, inuse, &mut warnings);
         entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         let (totals, groups) = report::summarize(&mut entries);
@@ -272,6 +285,7 @@ impl Scanner {
                 dirs: usage.dirs,
                 newest_mtime_ms: usage.newest_mtime_ms,
                 uid: probed.uid,
+                mode: probed.mode,
                 identity: probed.identity,
                 holders,
                 kernel,
@@ -291,6 +305,7 @@ impl Scanner {
 struct Probed {
     kind: FileKind,
     uid: u32,
+    mode: u32,
     identity: (u64, u64),
     /// The lease part of the facts; the in-use part is added later.
     facts: Facts,
@@ -305,6 +320,7 @@ fn probe_entry(dir: BorrowedFd<'_>, root: &Path, name: &OsStr, v: &walk::Visit<'
     let mut probed = Probed {
         kind: v.kind(),
         uid: v.uid(),
+        mode: v.mode(),
         identity: (v.dev(), v.ino()),
         // A sandbox still being created (or whose creator died in its
         // first microseconds) belongs to the protocol: once its lock is
@@ -368,34 +384,18 @@ fn take_for<T>(list: &mut Vec<(usize, T)>, i: usize) -> Vec<T> {
     list.drain(start..end).map(|(_, t)| t).collect()
 }
 
-/// Opens a root for scanning, with the errors a user can act on.
-pub(crate) fn open_root(root: &Path) -> Result<(PathBuf, OwnedFd)> {
-    let canonical = std::fs::canonicalize(root)
-        .map_err(|e| root_error(root, Errno::from_io_error(&e).unwrap_or(Errno::INVAL)))?;
-    let fd = rustix::fs::open(
-        &canonical,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| root_error(root, e))?;
-    Ok((canonical, fd))
-}
-
-fn root_error(root: &Path, errno: Errno) -> Error {
-    let what = match errno {
-        Errno::NOENT => "root does not exist",
-        Errno::NOTDIR => "root is not a directory",
-        Errno::ACCESS | Errno::PERM => "root cannot be read",
-        _ => "cannot open root",
-    };
-    Error::new(ErrorKind::UnusableRoot, what)
-        .at(root)
-        .with_source(errno.into())
-}
-
-/// The names in `dir`, without `.`, `..` and the quarantine directory
-/// (whose contents are already on their way out).
+/// The names in `dir`, without `.`, `..` and the tool's own directories
+/// (per-user roots, which are roots of their own, and our quarantine, whose
+/// contents are already on their way out), told apart by owner and mode,
+/// not by name alone: see [`crate::root`].
 pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsString>> {
+    let mut names = read_names(dir, path)?;
+    names.retain(|name| !crate::root::is_own_dir(dir, name));
+    Ok(names)
+}
+
+/// Every name in `dir` but `.` and `..`.
+pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsString>> {
     let fd = rustix::fs::openat(
         dir,
         ".",
@@ -409,8 +409,7 @@ pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsStrin
     while let Some(entry) = iter.next() {
         let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        // The remover's quarantine is already on its way out: not an entry.
-        if name == "." || name == ".." || crate::remove::is_quarantine(name.as_bytes()) {
+        if name == "." || name == ".." {
             continue;
         }
         names.push(name.to_owned());

@@ -151,6 +151,8 @@ pub struct Entry {
     pub newest_mtime_ms: Option<i64>,
     /// Owner of the entry itself.
     pub uid: u32,
+    /// Permission bits of the entry itself (`st_mode & 0o7777`).
+    pub mode: u32,
     /// Device and inode of the entry itself.
     pub identity: (u64, u64),
     /// Processes that use something inside.

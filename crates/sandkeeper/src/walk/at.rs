@@ -54,6 +54,8 @@ pub(super) struct Meta {
     pub(super) ino: u64,
     pub(super) nlink: u64,
     pub(super) uid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub(super) perm: u32,
     /// `st_size`.
     pub(super) size: u64,
     /// `st_blocks × 512`.
@@ -132,6 +134,7 @@ fn from_statx(stx: &rustix::fs::Statx) -> Meta {
         ino: stx.stx_ino,
         nlink: u64::from(stx.stx_nlink),
         uid: stx.stx_uid,
+        perm: u32::from(stx.stx_mode) & 0o7777,
         size: stx.stx_size,
         disk: stx.stx_blocks.saturating_mul(512),
         mtime_ms: stx
@@ -151,6 +154,7 @@ fn from_stat(st: &rustix::fs::Stat) -> Meta {
         ino: st.st_ino as u64,
         nlink: st.st_nlink as u64,
         uid: st.st_uid as u32,
+        perm: st.st_mode as u32 & 0o7777,
         size: st.st_size as u64,
         disk: (st.st_blocks as u64).saturating_mul(512),
         mtime_ms: (st.st_mtime as i64)

@@ -120,6 +120,11 @@ impl Visit<'_> {
         self.meta.uid
     }
 
+    /// The permission bits (`st_mode & 0o7777`).
+    pub fn mode(&self) -> u32 {
+        self.meta.perm
+    }
+
     /// How deep the inode is: 0 for the entry itself, 1 for its children.
     pub fn depth(&self) -> usize {
         self.depth

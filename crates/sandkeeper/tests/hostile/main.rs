@@ -9,4 +9,6 @@
 mod kernel_support;
 mod loops;
 mod mounts;
+mod output;
+mod records;
 mod sockets;

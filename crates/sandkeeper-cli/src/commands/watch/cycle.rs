@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use sandkeeper::reap::{Filters, FreeTarget, Policy, ReapReport, Reaper};
+use sandkeeper::root::{Root, UserDirs};
 
 use crate::config_file::RootConfig;
 use crate::error::CliError;
@@ -124,7 +125,9 @@ pub fn policy(
     opts: &Options,
 ) -> Result<Policy, sandkeeper::Error> {
     let mut b = Policy::builder();
-    b.grace(root.grace).dry_run(opts.dry_run);
+    b.grace(root.grace)
+        .max_keep(root.max_keep)
+        .dry_run(opts.dry_run);
     if let Some(age) = root.orphan_age {
         b.older_than(age);
     }
@@ -153,8 +156,21 @@ pub fn policy(
 /// Reaps `root` (and, with `user_dirs`, its `sandkeeper-<uid>`
 /// directories, after it).
 pub fn reap(root: &RootConfig, opts: &Options, mode: Mode) -> Outcome {
+    match Root::open_exact(&root.path) {
+        Ok(opened) => reap_opened(root, opened, opts, mode),
+        Err(e) => {
+            let mut out = Outcome::default();
+            out.failures.push((root.path.clone(), e.into()));
+            out
+        }
+    }
+}
+
+/// As [`reap`], with the root already opened: the measurement, the
+/// per-user roots, the scan and every removal go through its descriptor.
+pub fn reap_opened(root: &RootConfig, opened: Root, opts: &Options, mode: Mode) -> Outcome {
     let mut out = Outcome::default();
-    let before = match measure(&root.path) {
+    let before = match measure_root(&opened) {
         Ok(level) => level,
         Err(e) => {
             let err = CliError::io(
@@ -185,54 +201,30 @@ pub fn reap(root: &RootConfig, opts: &Options, mode: Mode) -> Outcome {
     for &pid in &opts.ignore_pids {
         reaper.scanner().ignore_pid(pid);
     }
-    let mut paths = vec![root.path.clone()];
+    let mut roots = Vec::new();
     if root.user_dirs {
-        paths.extend(user_dirs(&root.path));
+        roots = opened.user_dirs(UserDirs::All);
     }
-    for path in paths {
+    roots.insert(0, opened);
+    for r in &roots {
         if reaper.policy().stop_requested() {
             break;
         }
-        match reaper.reap(&[&path]) {
+        match reaper.reap_roots(std::slice::from_ref(r)) {
             Ok(report) => out.reports.push(report),
-            Err(e) => {
-                let gone = e.kind() == sandkeeper::ErrorKind::UnusableRoot && path != root.path;
-                if !gone {
-                    out.failures.push((path, e.into()));
-                }
-            }
+            Err(e) => out.failures.push((r.path().to_owned(), e.into())),
         }
     }
     out
 }
 
-/// The per-user sandbox directories `sandkeeper-<uid>` in `root`: real
-/// directories (not symlinks) owned by that uid, sorted.
-pub fn user_dirs(root: &Path) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let name = e.file_name();
-            let Some(uid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("sandkeeper-"))
-                .filter(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|u| u.parse::<u32>().ok())
-            else {
-                return false;
-            };
-            // DirEntry::metadata does not follow symlinks.
-            e.metadata()
-                .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid)
-        })
-        .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
+/// `fstatvfs` on an open root.
+fn measure_root(root: &Root) -> io::Result<Level> {
+    let st = rustix::fs::fstatvfs(root.fd())?;
+    Ok(Level {
+        total: st.f_blocks.saturating_mul(st.f_frsize),
+        free: st.f_bavail.saturating_mul(st.f_frsize),
+    })
 }
 
 #[cfg(test)]
@@ -250,21 +242,5 @@ mod tests {
         for (total, free, want) in cases {
             assert_eq!(Level { total, free }.used_percent(), want);
         }
-    }
-
-    #[test]
-    fn user_dirs_are_real_directories_of_their_uid() {
-        let root = sandkeeper::Sandbox::new().unwrap();
-        let uid = rustix::process::geteuid().as_raw();
-        let p = |n: &str| root.path().join(n);
-        std::fs::create_dir(p(&format!("sandkeeper-{uid}"))).unwrap();
-        std::fs::create_dir(p(&format!("sandkeeper-{}", uid + 1))).unwrap();
-        std::fs::create_dir(p("sandkeeper-x1")).unwrap();
-        std::fs::create_dir(p("sandkeeper-")).unwrap();
-        std::os::unix::fs::symlink(root.path(), p("sandkeeper-99999")).unwrap();
-        assert_eq!(
-            user_dirs(root.path()),
-            vec![p(&format!("sandkeeper-{uid}"))]
-        );
     }
 }

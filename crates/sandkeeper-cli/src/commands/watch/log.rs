@@ -3,11 +3,16 @@
 //! (`$JOURNAL_STREAM` names it), each line also carries a syslog priority
 //! prefix (`<4>`) that journald turns into the entry's priority, so
 //! `journalctl -p warning` shows what could not be removed.
+//!
+//! Every line passes [`escape::line`]: whatever a caller put in, no control
+//! character (a newline neither: one action, one line) nor bidi or format
+//! control reaches the terminal or the journal.
 
 use std::io::{self, Write as _};
 use std::os::unix::fs::MetadataExt;
 
 use crate::printer::Printer;
+use crate::render::escape;
 
 /// How important a line is (syslog priorities).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +76,9 @@ impl Log {
         }
     }
 
-    /// One line; `text` must already be sanitized (no newlines).
+    /// One line. Untrusted values in `text` should already be escaped
+    /// ([`escape::Untrusted`]); anything left is escaped here, newlines
+    /// included.
     pub fn line(&self, level: Level, text: &str) {
         if !self.enabled(level) {
             return;
@@ -81,7 +88,11 @@ impl Log {
         } else {
             String::new()
         };
-        let _ = writeln!(io::stderr().lock(), "{prefix}sandkeeper: {text}");
+        let _ = writeln!(
+            io::stderr().lock(),
+            "{prefix}sandkeeper: {}",
+            escape::line(text)
+        );
     }
 }
 
