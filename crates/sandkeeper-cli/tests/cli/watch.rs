@@ -1046,7 +1046,9 @@ fn systemd_units_verify_and_are_hardened() {
             "NoNewPrivileges=yes",
             "ReadWritePaths=/tmp /var/tmp",
             "PrivateTmp=no",
-            "RestrictAddressFamilies=AF_UNIX",
+            "RestrictAddressFamilies=AF_UNIX AF_NETLINK",
+            "DeviceAllow=block-loop r",
+            "RestrictNamespaces=mnt net",
             "IPAddressDeny=any",
             "ProtectKernelTunables=yes",
             "ProtectControlGroups=yes",
@@ -1056,9 +1058,8 @@ fn systemd_units_verify_and_are_hardened() {
         ] {
             assert!(has(unit, line), "{name} lacks {line}");
         }
-        // A private network namespace would hide the host's bound unix
-        // sockets (/proc/net/unix is per network namespace): entries held
-        // only by a listening socket would look idle.
+        // Not a private network namespace: the host's would be one more to
+        // enter (setns) to list its bound unix sockets.
         assert!(!has(unit, "PrivateNetwork=yes"), "{name}");
         for forbidden in ["ProtectProc=invisible", "ProcSubset=pid", "PrivateTmp=yes"] {
             assert!(

@@ -200,6 +200,8 @@
 mod fdinfo;
 mod mounts;
 #[cfg(target_os = "linux")]
+mod namespaces;
+#[cfg(target_os = "linux")]
 mod procs;
 mod sockets;
 mod visibility;
@@ -472,6 +474,15 @@ pub enum KernelUseKind {
     },
     /// The path is a layer of an overlay mount.
     OverlayLayer(OverlayLayer),
+    /// A unix socket is bound to the file (`bind`; a listening server's
+    /// address). Matched by the file's device and inode, which
+    /// `NETLINK_SOCK_DIAG` reports; the path is the text given to `bind`
+    /// (possibly relative, or through another mount).
+    UnixSocket {
+        /// For a socket of another network namespace, a process that
+        /// lives in (or holds) that namespace.
+        network_namespace_of: Option<u32>,
+    },
 }
 
 /// Which mount namespace a kernel use was found in.
@@ -484,6 +495,12 @@ pub enum MountNamespace {
     Of {
         /// A process living in that namespace.
         pid: u32,
+    },
+    /// A namespace that no process lives in, kept alive by a descriptor
+    /// or a bind mount of its `nsfs` file: paths are relative to its root.
+    Held {
+        /// The namespace's inode number (`mnt:[N]`).
+        ns: u64,
     },
 }
 
@@ -513,6 +530,9 @@ pub struct KernelUse {
     pub fstype: Option<String>,
     /// Where the use was found.
     pub namespace: MountNamespace,
+    /// The device of the mounted filesystem, for uses that come from a
+    /// mount table (`mountinfo` field 3).
+    device: Option<u64>,
 }
 
 impl fmt::Display for KernelUse {
@@ -540,9 +560,26 @@ impl fmt::Display for KernelUse {
             (KernelUseKind::OverlayLayer(layer), None) => {
                 write!(f, "overlay {}", layer.option_name())?
             }
+            (
+                KernelUseKind::UnixSocket {
+                    network_namespace_of,
+                },
+                _,
+            ) => {
+                let path = Escaped(self.path.as_os_str().as_bytes());
+                write!(f, "unix socket bound as {path}")?;
+                if let Some(pid) = network_namespace_of {
+                    write!(f, " in the network namespace of pid {pid}")?;
+                }
+            }
         }
-        if let MountNamespace::Of { pid } = self.namespace {
-            write!(f, " (in the mount namespace of pid {pid})")?;
+        match self.namespace {
+            MountNamespace::Own => {}
+            MountNamespace::Of { pid } => write!(f, " (in the mount namespace of pid {pid})")?,
+            MountNamespace::Held { ns } => write!(
+                f,
+                " (in mount namespace mnt:[{ns}], which no process lives in)"
+            )?,
         }
         Ok(())
     }
@@ -659,10 +696,55 @@ pub enum BlindSpotKind {
     /// namespace, and processes outside that one are not listed. Trusting
     /// the pid namespace assumes this away.
     ForeignProcfs,
-    /// `/proc/net/unix` could not be read: bound sockets are unknown.
+    /// The bound unix sockets of the caller's network namespace could not
+    /// be listed (`NETLINK_SOCK_DIAG`).
     Sockets,
+    /// The bound unix sockets of another network namespace, one that the
+    /// process `pid` lives in or holds (or one bound to a path), could not
+    /// be listed: it could not be entered (not root).
+    SocketsOf {
+        /// A process in (or holding) that network namespace; `None` for a
+        /// namespace kept by a bind mount of its `nsfs` file.
+        pid: Option<u32>,
+    },
     /// `/sys/block` could not be read: loop devices are unknown.
     LoopDevices,
+    /// The backing file of one bound loop device (`loopN`, by number)
+    /// could not be identified: `/dev/loopN` could not be queried with
+    /// `LOOP_GET_STATUS64` (not root, no such node, or not that device).
+    LoopDevice {
+        /// The `N` of `loopN`.
+        number: u32,
+    },
+    /// A mount namespace that no process lives in, kept alive by a
+    /// descriptor that process `pid` holds or by a bind mount of its
+    /// `nsfs` file, could not be entered or read: its mounts are unknown.
+    MountNamespace {
+        /// The process holding it, if it is held by a descriptor.
+        pid: Option<u32>,
+        /// The namespace's inode number (`mnt:[N]`).
+        ns: u64,
+    },
+    /// An overlay names a layer by a relative path (relative to the
+    /// mounter's working directory at the time, which is not recorded):
+    /// that layer could be anywhere.
+    RelativeOverlayLayer,
+    /// An overlay names a layer by a path that does not resolve (any
+    /// more): the layer was moved or deleted since the mount, and could be
+    /// anywhere.
+    UnresolvedOverlayLayer,
+    /// Process `pid` works in an overlay that no mount table lists (it was
+    /// lazily unmounted): its layers are unknown.
+    DetachedOverlay {
+        /// A process using the overlay.
+        pid: u32,
+    },
+    /// Process `pid` uses a filesystem that no mount table lists and that
+    /// could not be identified in time (`statfs` did not answer).
+    UnlistedFilesystem {
+        /// A process using the filesystem.
+        pid: u32,
+    },
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
@@ -675,7 +757,8 @@ pub struct BlindSpot {
     /// What is unknown.
     pub kind: BlindSpotKind,
     errno: Option<i32>,
-    detail: Option<String>,
+    /// What it concerns, for the message (a mount point, a layer).
+    detail: Option<Box<[u8]>>,
 }
 
 impl BlindSpot {
@@ -696,27 +779,76 @@ impl BlindSpot {
 
 impl fmt::Display for BlindSpot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.kind {
-            BlindSpotKind::HiddenProcesses => {
-                "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed"
+        let detail = Escaped(self.detail.as_deref().unwrap_or(b"?"));
+        match self.kind {
+            BlindSpotKind::HiddenProcesses => f.write_str(
+                "procfs is mounted with hidepid=invisible: processes that may not be inspected are not listed",
+            )?,
+            BlindSpotKind::Sockets => {
+                f.write_str("bound unix sockets are unknown (cannot list them with sock_diag)")?
             }
-            BlindSpotKind::HiddenUnptraceable => {
-                "procfs is mounted with hidepid=ptraceable: processes that may not be ptraced (even by root) are not listed"
-            }
+            BlindSpotKind::HiddenUnptraceable => f.write_str(
+                "procfs is mounted with hidepid=ptraceable: processes that may not be ptraced (even by root) are not listed",
+            )?,
             BlindSpotKind::ProcfsOptions => {
-                "cannot tell whether procfs hides processes (hidepid)"
+                f.write_str("cannot tell whether procfs hides processes (hidepid)")?
             }
-            BlindSpotKind::PidNamespace => {
-                "this process runs in a child pid namespace: processes outside it (the host's, other containers') are not visible"
+            BlindSpotKind::PidNamespace => f.write_str(
+                "this process runs in a child pid namespace: processes outside it (the host's, other containers') are not visible",
+            )?,
+            BlindSpotKind::ForeignProcfs => f.write_str(
+                "the procfs read does not list this process: it belongs to another pid namespace, whose outside is not visible",
+            )?,
+            BlindSpotKind::SocketsOf { pid: Some(pid) } => write!(
+                f,
+                "bound unix sockets of the network namespace of pid {pid} are unknown (cannot enter it)"
+            )?,
+            BlindSpotKind::SocketsOf { pid: None } => write!(
+                f,
+                "bound unix sockets of the network namespace bound at {detail} are unknown (cannot enter it)"
+            )?,
+            BlindSpotKind::LoopDevices => {
+                f.write_str("loop devices are unknown (cannot read /sys/block)")?
             }
-            BlindSpotKind::ForeignProcfs => {
-                "the procfs read does not list this process: it belongs to another pid namespace, whose outside is not visible"
+            BlindSpotKind::LoopDevice { number } => write!(
+                f,
+                "the backing file of loop device loop{number} is unknown (cannot query /dev/loop{number})"
+            )?,
+            BlindSpotKind::MountNamespace { pid, ns } => {
+                write!(f, "mounts of mount namespace mnt:[{ns}], which no process lives in")?;
+                match pid {
+                    Some(pid) => write!(f, " (held open by pid {pid})")?,
+                    None => write!(f, " (bound at {detail})")?,
+                }
+                f.write_str(", are unknown (cannot enter it)")?
             }
-            BlindSpotKind::Sockets => "bound unix sockets are unknown (cannot read /proc/net/unix)",
-            BlindSpotKind::LoopDevices => "loop devices are unknown (cannot read /sys/block)",
-        })?;
-        if let Some(detail) = &self.detail {
-            write!(f, " ({})", Escaped(detail.as_bytes()))?;
+            BlindSpotKind::RelativeOverlayLayer => write!(
+                f,
+                "an overlay names a layer by a relative path ({detail}), which cannot be resolved: the layer could be inside any entry"
+            )?,
+            BlindSpotKind::UnresolvedOverlayLayer => write!(
+                f,
+                "an overlay names a layer that is not found at its path ({detail}; moved or deleted since): the layer could be inside any entry"
+            )?,
+            BlindSpotKind::DetachedOverlay { pid } => write!(
+                f,
+                "pid {pid} works in an overlay that no mount table lists (lazily unmounted): its layers could be inside any entry"
+            )?,
+            BlindSpotKind::UnlistedFilesystem { pid } => write!(
+                f,
+                "pid {pid} uses a filesystem that no mount table lists and that did not answer statfs in time: what it uses is unknown"
+            )?,
+        }
+        let visibility = matches!(
+            self.kind,
+            BlindSpotKind::HiddenProcesses
+                | BlindSpotKind::HiddenUnptraceable
+                | BlindSpotKind::ProcfsOptions
+                | BlindSpotKind::PidNamespace
+                | BlindSpotKind::ForeignProcfs
+        );
+        if let (true, Some(why)) = (visibility, &self.detail) {
+            write!(f, " ({})", Escaped(why))?;
         }
         if let Some(e) = self.error() {
             write!(f, ": {e}")?;
@@ -733,7 +865,15 @@ impl fmt::Display for BlindSpot {
             BlindSpotKind::PidNamespace | BlindSpotKind::ForeignProcfs => f.write_str(
                 "; run in the host's pid namespace with its /proc, or, if no process outside can reach the roots, trust it (--trust-pid-namespace, SANDKEEPER_TRUST_PID_NAMESPACE=1)",
             ),
-            BlindSpotKind::Sockets | BlindSpotKind::LoopDevices => Ok(()),
+            BlindSpotKind::Sockets
+            | BlindSpotKind::SocketsOf { .. }
+            | BlindSpotKind::LoopDevices
+            | BlindSpotKind::LoopDevice { .. }
+            | BlindSpotKind::MountNamespace { .. }
+            | BlindSpotKind::RelativeOverlayLayer
+            | BlindSpotKind::UnresolvedOverlayLayer
+            | BlindSpotKind::DetachedOverlay { .. }
+            | BlindSpotKind::UnlistedFilesystem { .. } => Ok(()),
         }
     }
 }
@@ -789,6 +929,7 @@ impl InUse {
                 None => trust_pid_namespace_from_env()?,
             };
             let mut found = procs::collect(&opts.proc_root, opts.include_self, threads)?;
+            namespaces::collect(&opts.proc_root, &mut found);
             // Trusting the pid namespace turns its blind spots into
             // assumptions, which the output reports.
             let (assumed, blind): (Vec<_>, Vec<_>) = std::mem::take(&mut found.blind_spots)
@@ -825,13 +966,35 @@ impl InUse {
     /// The kernel users whose path resolved to the inode `(dev, ino)` when
     /// collected: a mount point or bind mount source (the root of what is
     /// mounted), an overlay layer, a loop backing file.
+    ///
+    /// A bound unix socket is matched by the low 32 bits of the inode
+    /// number, all that the kernel reports for it: on a filesystem with
+    /// larger inode numbers another file may match too (which can only
+    /// make an entry look in use).
     pub fn kernel_users_of(&self, dev: u64, ino: u64) -> impl Iterator<Item = &KernelUse> + '_ {
-        let key = (dev, ino);
+        let exact = self.kernel_inodes_at((dev, ino));
+        // Only the sockets among the uses of the truncated number.
+        let truncated = if ino > u64::from(u32::MAX) {
+            self.kernel_inodes_at((dev, ino & u64::from(u32::MAX)))
+        } else {
+            &[]
+        };
+        exact.iter().map(|&(_, i)| &self.kernel[i as usize]).chain(
+            truncated
+                .iter()
+                .map(|&(_, i)| &self.kernel[i as usize])
+                .filter(|k| matches!(k.kind, KernelUseKind::UnixSocket { .. })),
+        )
+    }
+
+    /// The entries of `kernel_inodes` for `key`.
+    fn kernel_inodes_at(&self, key: (u64, u64)) -> &[((u64, u64), u32)] {
         let start = self.kernel_inodes.partition_point(|(k, _)| *k < key);
-        self.kernel_inodes[start..]
+        let len = self.kernel_inodes[start..]
             .iter()
-            .take_while(move |(k, _)| *k == key)
-            .map(|&(_, i)| &self.kernel[i as usize])
+            .take_while(|(k, _)| *k == key)
+            .count();
+        &self.kernel_inodes[start..start + len]
     }
 
     /// Whether any process or kernel user holds the inode `(dev, ino)`.
@@ -943,7 +1106,11 @@ impl InUse {
             .filter_map(|(i, k)| Some((k.inode?, i as u32)))
             .collect();
         kernel_inodes.sort_unstable();
-        let kernel_paths = path_keys(kernel.iter().map(|k| k.path.as_os_str().as_bytes()));
+        // Sockets are matched by path through `sockets` (below), not twice.
+        let kernel_paths: Vec<(Vec<u8>, u32)> = path_keys(kernel.iter().map(|k| match k.kind {
+            KernelUseKind::UnixSocket { .. } => &b""[..],
+            _ => k.path.as_os_str().as_bytes(),
+        }));
 
         let mut sockets: Vec<PathBuf> = sockets
             .into_iter()
@@ -1055,8 +1222,23 @@ impl Found {
             .extend(spots.into_iter().map(|s| BlindSpot {
                 kind: s.kind,
                 errno: None,
-                detail: s.detail,
+                detail: s.detail.map(|d| d.into_bytes().into_boxed_slice()),
             }));
+    }
+
+    /// A blind spot about something named by `detail` (a path).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn blind_spot_about(
+        &mut self,
+        kind: BlindSpotKind,
+        errno: Option<i32>,
+        detail: &[u8],
+    ) {
+        self.blind_spots.push(BlindSpot {
+            kind,
+            errno,
+            detail: Some(detail.into()),
+        });
     }
 }
 
@@ -1207,6 +1389,7 @@ mod tests {
                 mount_point: Some(PathBuf::from(p)),
                 fstype: Some("tmpfs".into()),
                 namespace: MountNamespace::Own,
+                device: None,
             });
             found.sockets.push(p.as_bytes().to_vec());
         }
@@ -1384,6 +1567,7 @@ mod tests {
             mount_point: Some(PathBuf::from("/tmp/x/mnt")),
             fstype: Some("tmpfs".into()),
             namespace: MountNamespace::Own,
+            device: None,
         };
         let with = |kind, mount: Option<&str>, ns| KernelUse {
             kind,
@@ -1433,7 +1617,7 @@ mod tests {
         let spot = |kind, detail: Option<&str>| BlindSpot {
             kind,
             errno: None,
-            detail: detail.map(str::to_owned),
+            detail: detail.map(|d| d.as_bytes().into()),
         };
         let cases: &[(&str, BlindSpot, &[&str])] = &[
             (
@@ -1480,6 +1664,133 @@ mod tests {
         assert!(assumed.contains("child pid namespace") && !assumed.contains("trust it"));
         assert!(spot(BlindSpotKind::ForeignProcfs, None).is_pid_namespace());
         assert!(!spot(BlindSpotKind::HiddenProcesses, None).is_pid_namespace());
+    }
+
+    #[test]
+    fn kernel_user_displays_of_sockets_and_held_namespaces() {
+        let socket = |of| KernelUse {
+            kind: KernelUseKind::UnixSocket {
+                network_namespace_of: of,
+            },
+            path: PathBuf::from("rel/s\x1b[2J"),
+            inode: Some((1, 2)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        };
+        assert_eq!(
+            socket(None).to_string(),
+            "kernel: unix socket bound as rel/s\\u{1b}[2J"
+        );
+        assert_eq!(
+            socket(Some(9)).to_string(),
+            "kernel: unix socket bound as rel/s\\u{1b}[2J in the network namespace of pid 9"
+        );
+        let held = KernelUse {
+            kind: KernelUseKind::MountPoint,
+            path: PathBuf::from("/tmp/x/mnt"),
+            inode: None,
+            deleted: false,
+            mount_point: Some(PathBuf::from("/tmp/x/mnt")),
+            fstype: Some("tmpfs".into()),
+            namespace: MountNamespace::Held { ns: 4026532300 },
+            device: None,
+        };
+        assert_eq!(
+            held.to_string(),
+            "kernel: mount tmpfs at /tmp/x/mnt (in mount namespace mnt:[4026532300], which no process lives in)"
+        );
+    }
+
+    #[test]
+    fn blind_spot_displays() {
+        let spot = |kind, errno, detail: Option<&[u8]>| BlindSpot {
+            kind,
+            errno,
+            detail: detail.map(Into::into),
+        };
+        let eperm = io::Error::from_raw_os_error(1);
+        let cases: Vec<(&str, BlindSpot, String)> = vec![
+            (
+                "sockets of a process's namespace",
+                spot(BlindSpotKind::SocketsOf { pid: Some(7) }, Some(1), None),
+                format!("bound unix sockets of the network namespace of pid 7 are unknown (cannot enter it): {eperm}"),
+            ),
+            (
+                "sockets of a bound namespace",
+                spot(BlindSpotKind::SocketsOf { pid: None }, None, Some(b"/run/netns/a")),
+                "bound unix sockets of the network namespace bound at /run/netns/a are unknown (cannot enter it)".into(),
+            ),
+            (
+                "loop device",
+                spot(BlindSpotKind::LoopDevice { number: 3 }, None, None),
+                "the backing file of loop device loop3 is unknown (cannot query /dev/loop3)".into(),
+            ),
+            (
+                "held mount namespace",
+                spot(BlindSpotKind::MountNamespace { pid: Some(5), ns: 42 }, None, None),
+                "mounts of mount namespace mnt:[42], which no process lives in (held open by pid 5), are unknown (cannot enter it)".into(),
+            ),
+            (
+                "relative layer, hostile text escaped",
+                spot(BlindSpotKind::RelativeOverlayLayer, None, Some(b"lowerdir=l\x1b]0;x of /m")),
+                "an overlay names a layer by a relative path (lowerdir=l\\u{1b}]0;x of /m), which cannot be resolved: the layer could be inside any entry".into(),
+            ),
+            (
+                "detached overlay",
+                spot(BlindSpotKind::DetachedOverlay { pid: 8 }, None, None),
+                "pid 8 works in an overlay that no mount table lists (lazily unmounted): its layers could be inside any entry".into(),
+            ),
+        ];
+        for (name, spot, want) in cases {
+            assert_eq!(spot.to_string(), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn sockets_match_by_the_low_32_bits_of_the_inode() {
+        let mut found = Found::default();
+        found.kernel.push(KernelUse {
+            kind: KernelUseKind::UnixSocket {
+                network_namespace_of: None,
+            },
+            path: PathBuf::from("/tmp/e/s"),
+            inode: Some((5, 0x2345)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        });
+        found.kernel.push(KernelUse {
+            kind: KernelUseKind::LoopBackingFile {
+                device: "loop0".into(),
+            },
+            path: PathBuf::from("/tmp/e/img"),
+            inode: Some((5, 0x6789)),
+            deleted: false,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        });
+        let index = InUse::from_found(found, &BTreeSet::new());
+        assert_eq!(index.kernel_users_of(5, 0x2345).count(), 1, "exact");
+        assert_eq!(
+            index.kernel_users_of(5, 0x7_0000_2345).count(),
+            1,
+            "truncated"
+        );
+        assert_eq!(index.kernel_users_of(6, 0x2345).count(), 0, "other device");
+        assert_eq!(
+            index.kernel_users_of(5, 0x1_0000_6789).count(),
+            0,
+            "only sockets match truncated"
+        );
+        // Sockets match by path through socket_paths_under only.
+        assert!(index.kernel_users_under(Path::new("/tmp/e")).len() == 1);
     }
 
     #[test]

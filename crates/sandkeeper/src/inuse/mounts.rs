@@ -255,6 +255,7 @@ pub(super) fn kernel_uses(
             mount_point: Some(mount_point.clone()),
             fstype: Some(fstype.clone()),
             namespace,
+            device: Some(makedev(m.major, m.minor)),
         };
         // The mount point resolves to the root of what is mounted: for a
         // bind mount, the source directory or file itself.
@@ -279,7 +280,11 @@ pub(super) fn kernel_uses(
         }
         if m.fstype == b"overlay" {
             for (layer, path) in overlay_layers(&m.super_options) {
-                let inode = stat(&path, true);
+                // Resolved by the caller, in the namespace's root and
+                // without following links (see `resolve_layers`); a
+                // relative layer was relative to the mounter's working
+                // directory of the time, which nothing records.
+                let inode = None;
                 out.push(use_(
                     KernelUseKind::OverlayLayer(layer),
                     &path,
@@ -292,46 +297,119 @@ pub(super) fn kernel_uses(
 }
 
 /// Appends the backing files of the loop devices under `sys_block`
-/// (`/sys/block/loopN/loop/backing_file`) to `out`.
+/// (`/sys/block/loopN`) to `out`, each with the `(device, inode)` that the
+/// kernel holds: `LOOP_GET_STATUS64` on `dev_dir/loopN`.
+///
+/// The path in `loop/backing_file` is only text: the file may have been
+/// attached through a mount of another (even a since-gone) namespace, or
+/// its name replaced since, so it is kept for display and for a match by
+/// path (which can only make an entry look in use) and never stat'ed.
+/// A bound device whose backing inode cannot be had is returned in
+/// `unknown` with why, by number: a blind spot, as the file could be
+/// anywhere. Unbound devices (no `loop/` directory, or `ENXIO`) are
+/// skipped.
 ///
 /// # Errors
 ///
-/// When `sys_block` cannot be listed or a bound device's backing file
-/// cannot be read; unbound devices (no `loop/` directory) are skipped.
+/// When `sys_block` cannot be listed.
+#[cfg(target_os = "linux")]
 pub(super) fn loop_devices(
     sys_block: &Path,
-    stat: &mut StatPath<'_>,
+    dev_dir: &Path,
     out: &mut Vec<KernelUse>,
+    unknown: &mut Vec<(u32, i32)>,
 ) -> io::Result<()> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let mut dev = None;
     for dent in std::fs::read_dir(sys_block)? {
         let dent = dent?;
         let name = dent.file_name();
-        if !name.as_bytes().starts_with(b"loop") {
-            continue;
-        }
-        let dir = sys_block.join(&name).join("loop");
-        let text = match std::fs::read(dir.join("backing_file")) {
+        let Some(number) = name
+            .as_bytes()
+            .strip_prefix(b"loop")
+            .and_then(parse_dec::<u32>)
+        else {
+            continue; // not a loop device (nor a partition of one)
+        };
+        let dir = sys_block.join(&name);
+        let text = match std::fs::read(dir.join("loop/backing_file")) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // unbound
-            Err(e) => return Err(e),
+            Err(e) => {
+                unknown.push((number, e.raw_os_error().unwrap_or(libc::EIO)));
+                continue;
+            }
         };
         let Some((path, deleted)) = parse_backing_file(&text) else {
             continue;
         };
-        // Where the kernel exports the backing inode, trust it over a stat
-        // of a path that may have been replaced since.
-        let exported = read_backing_inode(&dir);
-        let inode = exported.or_else(|| if deleted { None } else { stat(path, true) });
+        let queried = (|| -> Result<Option<(u64, u64)>, rustix::io::Errno> {
+            let rdev = std::fs::read(dir.join("dev"))
+                .ok()
+                .and_then(|t| parse_dev(t.trim_ascii(), 10))
+                .ok_or(rustix::io::Errno::NODEV)?;
+            if dev.is_none() {
+                dev = Some(rustix::fs::open(
+                    dev_dir,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?);
+            }
+            let Some(dev) = dev.as_ref() else {
+                return Err(rustix::io::Errno::NODEV);
+            };
+            // Only the device node itself, never a link, and first O_PATH
+            // (which opens nothing): the node must be this loop device,
+            // as another driver could read the request number otherwise.
+            let path_fd = rustix::fs::openat(
+                dev,
+                name.as_os_str(),
+                OFlags::PATH | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )?;
+            let st = rustix::fs::fstat(&path_fd)?;
+            let want = makedev(rdev.0, rdev.1);
+            #[allow(clippy::useless_conversion)] // the field types vary by target
+            if FileType::from_raw_mode(st.st_mode) != FileType::BlockDevice
+                || u64::from(st.st_rdev) != want
+            {
+                return Err(rustix::io::Errno::NODEV);
+            }
+            // Then that very node, read-only; O_NONBLOCK so that nothing
+            // waits for media.
+            let fd = rustix::fs::open(
+                format!(
+                    "/proc/thread-self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&path_fd)
+                ),
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+                Mode::empty(),
+            )?;
+            match crate::sys::loopdev::loop_backing_inode(std::os::fd::AsFd::as_fd(&fd)) {
+                Ok(key) => Ok(Some(key)),
+                Err(rustix::io::Errno::NXIO) => Ok(None), // detached meanwhile
+                Err(e) => Err(e),
+            }
+        })();
+        let inode = match queried {
+            Ok(Some(key)) => key,
+            Ok(None) => continue,
+            Err(e) => {
+                unknown.push((number, e.raw_os_error()));
+                continue;
+            }
+        };
         out.push(KernelUse {
             kind: KernelUseKind::LoopBackingFile {
                 device: name.to_string_lossy().into_owned(),
             },
             path: path_buf(path),
-            inode,
+            inode: Some(inode),
             deleted,
             mount_point: None,
             fstype: None,
             namespace: MountNamespace::Own,
+            device: None,
         });
     }
     Ok(())
@@ -350,20 +428,6 @@ pub(super) fn parse_backing_file(text: &[u8]) -> Option<(&[u8], bool)> {
     })
 }
 
-/// `(device, inode)` from `backing_dev` (`major:minor` or a number) and
-/// `backing_inode`, where the kernel provides them.
-fn read_backing_inode(dir: &Path) -> Option<(u64, u64)> {
-    let read = |name: &str| std::fs::read(dir.join(name)).ok();
-    let dev_text = read("backing_dev")?;
-    let ino_text = read("backing_inode")?;
-    let dev_text = dev_text.trim_ascii();
-    let dev = match parse_dev(dev_text, 10) {
-        Some((major, minor)) => makedev(major, minor),
-        None => parse_dec(dev_text)?,
-    };
-    Some((dev, parse_dec(ino_text.trim_ascii())?))
-}
-
 /// `major:minor` in the given radix.
 pub(super) fn parse_dev(text: &[u8], radix: u32) -> Option<(u32, u32)> {
     let colon = text.iter().position(|&b| b == b':')?;
@@ -377,6 +441,11 @@ pub(super) fn parse_dec<T: std::str::FromStr>(text: &[u8]) -> Option<T> {
         return None;
     }
     std::str::from_utf8(text).ok()?.parse().ok()
+}
+
+/// The major number of a `dev_t` encoded as `makedev(3)`.
+pub(super) fn major(dev: u64) -> u32 {
+    (((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)) as u32
 }
 
 /// The `dev_t` encoding of glibc and `stat` (as `makedev(3)`).
@@ -630,6 +699,8 @@ mod tests {
             assert_eq!(parse_dev(text, *radix), *want, "{name}");
         }
         assert_eq!(makedev(8, 1), 0x801);
+        assert_eq!(major(makedev(259, 0x1_0005)), 259);
+        assert_eq!(major(makedev(0x0001_2345, 7)), 0x0001_2345);
         assert_eq!(makedev(259, 0x1_0005), 0x1001_0305);
     }
 

@@ -19,7 +19,7 @@ use rustix::io::Errno;
 use super::fdinfo::{self, Anon};
 use super::mounts::{self, makedev, parse_dec, parse_dev};
 use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
-use super::{sockets, BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
+use super::{Found, HoldKind, Holder, InspectStep, MountNamespace};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 /// A `(device, inode)` pair.
@@ -27,9 +27,6 @@ type Key = (u64, u64);
 
 /// `PF_KTHREAD` in the flags of `/proc/PID/stat`: a kernel thread.
 const PF_KTHREAD: u32 = 0x0020_0000;
-
-/// Where loop devices are listed.
-const SYS_BLOCK: &str = "/sys/block";
 
 /// Size of the `getdents64` buffer: a few hundred entries per call.
 const DENTS_BUFFER: usize = 32 * 1024;
@@ -39,8 +36,7 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC)
     .union(OFlags::NOFOLLOW);
 
-/// One pass: the caller's mounts, sockets and loop devices, then every
-/// process.
+/// One pass: the caller's mounts, then every process.
 pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> Result<Found> {
     let proc = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty())
         .with_path("cannot open procfs", || proc_root)?;
@@ -79,15 +75,8 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
         &mut stat_own,
         &mut found.kernel,
     );
-    if let Err(e) = mounts::loop_devices(Path::new(SYS_BLOCK), &mut stat_own, &mut found.kernel) {
-        found.blind_spot(BlindSpotKind::LoopDevices, e.raw_os_error());
-    }
-
-    // Bound unix sockets of our network namespace.
-    match read_self(proc.as_fd(), c"net/unix", &mut scanner.text) {
-        Ok(()) => sockets::parse_net_unix(&scanner.text, &mut found.sockets),
-        Err(e) => found.blind_spot(BlindSpotKind::Sockets, Some(e.raw_os_error())),
-    }
+    // Loop devices, sockets and namespaces without a process: see
+    // `super::namespaces`, after this pass.
 
     // Every process, shared out among `threads` workers (the calling thread
     // among them): each process is inspected independently.

@@ -140,8 +140,17 @@ impl fmt::Display for StateReason {
                         "procfs hides processes (hidepid)",
                     BlindSpotKind::ProcfsOptions =>
                         "procfs may hide processes (its hidepid option is unknown)",
-                    BlindSpotKind::Sockets => "bound unix sockets are unknown",
-                    BlindSpotKind::LoopDevices => "loop devices are unknown",
+                    BlindSpotKind::Sockets | BlindSpotKind::SocketsOf { .. } =>
+                        "bound unix sockets are unknown",
+                    BlindSpotKind::LoopDevices | BlindSpotKind::LoopDevice { .. } =>
+                        "loop devices are unknown",
+                    BlindSpotKind::MountNamespace { .. } =>
+                        "the mounts of a mount namespace are unknown",
+                    BlindSpotKind::RelativeOverlayLayer
+                    | BlindSpotKind::UnresolvedOverlayLayer
+                    | BlindSpotKind::DetachedOverlay { .. } => "an overlay's layers are unknown",
+                    BlindSpotKind::UnlistedFilesystem { .. } =>
+                        "a filesystem a process uses is unknown",
                 }
             ),
             StateReason::UnreadableInside { errors } => write!(

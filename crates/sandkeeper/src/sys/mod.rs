@@ -3,6 +3,10 @@
 //! Everything that rustix or std wraps safely is called directly where it
 //! is used; what remains here is what they do not offer.
 
+#[cfg(target_os = "linux")]
+pub(crate) mod loopdev;
+#[cfg(target_os = "linux")]
+pub(crate) mod namespace;
 #[cfg(unix)]
 mod unix;
 

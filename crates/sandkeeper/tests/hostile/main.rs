@@ -7,8 +7,12 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod fd_tables;
+mod kernel_support;
 mod lock_free_scan;
+mod loops;
+mod mounts;
 mod output;
 mod reap_race;
 mod records;
+mod sockets;
 mod visibility;
