@@ -485,24 +485,30 @@ pub fn probe(path: &Path) -> Result<Probe> {
     probe_at(parent_fd.as_fd(), parent, name)
 }
 
-/// Probes the entry `name` of the open directory `parent` (whose path,
-/// for messages, is `parent_path`).
-///
-/// # Errors
-///
-/// As [`probe`].
-pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Result<Probe> {
+/// An entry opened for a [`probe_at`] or a [`look_at`], or, when it
+/// cannot be opened, what its record says instead.
+enum Opened {
+    Dir(OwnedFd, rustix::fs::Stat),
+    Unopenable {
+        error: io::Error,
+        record: Option<LeaseRecord>,
+        owner: OwnerStatus,
+    },
+}
+
+/// Opens the entry `name` of `parent` without following a symlink, for a
+/// probe or a look.
+fn open_entry(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Result<Opened> {
     let path = || parent_path.join(name);
     let dir = match open_dir_at(parent, name) {
         Ok(dir) => dir,
         Err(Errno::ACCESS | Errno::PERM) => {
-            let error = io::Error::from(Errno::ACCESS);
             let record = read_record_beneath(parent, name).ok().flatten();
             let owner = record
                 .as_ref()
                 .map_or(OwnerStatus::Unknown, LeaseRecord::owner_status);
-            return Ok(Probe::Unopenable {
-                error,
+            return Ok(Opened::Unopenable {
+                error: io::Error::from(Errno::ACCESS),
                 record,
                 owner,
             });
@@ -515,6 +521,31 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
         Err(e) => return Err(e).with_path("cannot open sandbox", path),
     };
     let stat = rustix::fs::fstat(&dir).with_path("cannot inspect sandbox", path)?;
+    Ok(Opened::Dir(dir, stat))
+}
+
+/// Probes the entry `name` of the open directory `parent` (whose path,
+/// for messages, is `parent_path`).
+///
+/// # Errors
+///
+/// As [`probe`].
+pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Result<Probe> {
+    let path = || parent_path.join(name);
+    let (dir, stat) = match open_entry(parent, parent_path, name)? {
+        Opened::Dir(dir, stat) => (dir, stat),
+        Opened::Unopenable {
+            error,
+            record,
+            owner,
+        } => {
+            return Ok(Probe::Unopenable {
+                error,
+                record,
+                owner,
+            })
+        }
+    };
     match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Probe::Free(Claim {
             record: read_record(dir.as_fd(), &path()),
@@ -645,28 +676,20 @@ pub fn look_at(
     locks: &Locks,
 ) -> Result<Look> {
     let path = || parent_path.join(name);
-    let dir = match open_dir_at(parent, name) {
-        Ok(dir) => dir,
-        Err(Errno::ACCESS | Errno::PERM) => {
-            let error = io::Error::from(Errno::ACCESS);
-            let record = read_record_beneath(parent, name).ok().flatten();
-            let owner = record
-                .as_ref()
-                .map_or(OwnerStatus::Unknown, LeaseRecord::owner_status);
+    let (dir, stat) = match open_entry(parent, parent_path, name)? {
+        Opened::Dir(dir, stat) => (dir, stat),
+        Opened::Unopenable {
+            error,
+            record,
+            owner,
+        } => {
             return Ok(Look::Unopenable {
                 error,
                 record,
                 owner,
-            });
+            })
         }
-        Err(Errno::LOOP) => {
-            return Err(
-                Error::new(ErrorKind::InvalidInput, "refusing to probe a symlink").at(path()),
-            )
-        }
-        Err(e) => return Err(e).with_path("cannot open sandbox", path),
     };
-    let stat = rustix::fs::fstat(&dir).with_path("cannot inspect sandbox", path)?;
     let record = read_record(dir.as_fd(), &path());
     Ok(match locks.holders(stat.st_dev, stat.st_ino) {
         Some(holders) => Look::Live {

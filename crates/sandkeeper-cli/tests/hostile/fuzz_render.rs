@@ -6,19 +6,14 @@
 //! is checked) and without a control character on the terminal.
 
 use std::fs;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use proptest::prelude::*;
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::fuzz::record_shaped;
 
 fn sandkeeper(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
-        .args(args)
-        .env_remove("SANDKEEPER_KEEP")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run sandkeeper")
+    crate::bin().args(args).output().expect("run sandkeeper")
 }
 
 proptest! {

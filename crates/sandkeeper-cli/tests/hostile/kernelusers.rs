@@ -12,11 +12,7 @@ use sandkeeper::{sandbox, Sandbox};
 use sandkeeper_testkit::{in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready};
 
 fn sandkeeper(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
-        .args(args)
-        .env_remove("SANDKEEPER_KEEP")
-        .output()
-        .expect("run sandkeeper")
+    crate::bin().args(args).output().expect("run sandkeeper")
 }
 
 /// `reap ROOT --match '*' --older-than 0s --grace 0s`, then the state of

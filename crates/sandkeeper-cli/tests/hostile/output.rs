@@ -18,19 +18,7 @@ use sandkeeper_testkit::{reachable_by_others, require_root, Spawned};
 const NOBODY: u32 = 65534;
 const SECRET: &[u8] = b"root's secret\n";
 
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.env_remove("SANDKEEPER_KEEP")
-        .env_remove("SANDKEEPER_ROOT");
-    cmd
-}
-
-/// `setpriv` to uid/gid 65534 with no supplementary groups.
-fn as_nobody() -> Command {
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
-    cmd
-}
+use crate::{as_nobody, bin};
 
 /// Runs `args` as nobody; it must succeed.
 fn nobody(args: &[&str]) {

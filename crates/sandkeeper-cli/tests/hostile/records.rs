@@ -17,7 +17,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use sandkeeper::Sandbox;
 use serde_json::Value;
@@ -55,27 +55,7 @@ fn forged_record() -> String {
 /// Runs `script` with `sh -c` as uid/gid 65534 without groups, with the
 /// given environment; panics with its output when it fails.
 fn as_nobody(script: &str, env: &[(&str, &OsStr)]) {
-    let mut cmd = Command::new("setpriv");
-    cmd.args([
-        "--reuid",
-        "65534",
-        "--regid",
-        "65534",
-        "--clear-groups",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.stdin(Stdio::null()).output().expect("run setpriv");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::nobody_sh(script, env);
 }
 
 /// The characters that must never reach a terminal: C0 (but `\n`), DEL,
@@ -116,12 +96,9 @@ fn checked(what: &str, out: &Output) -> (String, String) {
 }
 
 fn run(args: &[&OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+    crate::bin()
         .args(args)
-        .env_remove("SANDKEEPER_KEEP")
-        .env_remove("SANDKEEPER_ROOT")
         .env("SANDKEEPER_TRUST_PID_NAMESPACE", "1")
-        .stdin(Stdio::null())
         .output()
         .expect("run sandkeeper")
 }

@@ -9,7 +9,9 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+use crate::{bin, nobody_sh};
 
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::{in_namespace, require_root, run_in_pid_namespace, spawn_ready};
@@ -63,36 +65,16 @@ impl Scene {
 
 /// Runs `sandkeeper args…` with `TMPDIR` set to `tmpdir`.
 fn sandkeeper(tmpdir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+    bin()
         .args(args)
         .env("TMPDIR", tmpdir)
-        .env_remove("SANDKEEPER_KEEP")
-        .env_remove("SANDKEEPER_ROOT")
-        .stdin(Stdio::null())
         .output()
         .expect("run sandkeeper")
 }
 
 /// Runs a shell command as uid 65534.
 fn as_nobody(script: &str) {
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid",
-            NOBODY,
-            "--regid",
-            NOBODY,
-            "--clear-groups",
-            "sh",
-            "-ec",
-            script,
-        ])
-        .output()
-        .expect("setpriv (util-linux)");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    nobody_sh(script, &[]);
 }
 
 fn text(out: &Output) -> String {
@@ -278,23 +260,14 @@ fn inner_user_root_swap() {
         victim = p(&scene.victim()),
         shared = p(&shared),
     ));
-    let _swapper = spawn_ready(
-        Command::new("setpriv")
-            .args([
-                "--reuid",
-                NOBODY,
-                "--regid",
-                NOBODY,
-                "--clear-groups",
-                "/usr/bin/python3",
-                "-c",
-                SWAPPER,
-                p(&shared),
-                &user_root,
-                "swap",
-            ])
-            .stdin(Stdio::null()),
-    );
+    let _swapper = spawn_ready(crate::as_nobody().args([
+        "/usr/bin/python3",
+        "-c",
+        SWAPPER,
+        p(&shared),
+        &user_root,
+        "swap",
+    ]));
     for _ in 0..12 {
         let out = sandkeeper(
             &shared,

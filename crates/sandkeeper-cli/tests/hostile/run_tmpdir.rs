@@ -7,17 +7,12 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use sandkeeper::lease::LEASE_FILE;
 use sandkeeper::sandbox;
 
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.env_remove("SANDKEEPER_KEEP")
-        .env_remove("SANDKEEPER_ROOT");
-    cmd
-}
+use crate::bin;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
