@@ -467,3 +467,23 @@ fn a_cleanup_failure_keeps_the_status_and_the_report() {
         "{report:#}"
     );
 }
+
+/// Issue 11, item 12: a TMPDIR on a special filesystem (`/proc`) says so,
+/// not that it "does not exist".
+#[test]
+fn a_root_on_a_special_filesystem_says_so() {
+    let out = bin()
+        .args(["run", "--", "true"])
+        .env("TMPDIR", "/proc")
+        .env_remove("SANDKEEPER_ROOT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "sandbox root is on a special filesystem (proc) where no directory can be made: /proc"
+        ) && !err.contains("does not exist"),
+        "{err}"
+    );
+}
