@@ -4,6 +4,12 @@
 //! Everything is relative to directory descriptors (`/proc`, `/proc/PID`,
 //! `/proc/PID/fd`), with reused buffers, so a descriptor costs one
 //! `getdents64` share and one `statx`, and no allocation.
+//!
+//! A process whose inspection fails (one caught mid-`exec`, exiting,
+//! churning threads or its io_uring files) is looked at again after the
+//! pass, a few times with short pauses ([`RECHECK_PAUSES`]), if it still has
+//! the same pid and start time; only one that fails every look is
+//! uninspectable.
 
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
