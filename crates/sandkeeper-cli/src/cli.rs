@@ -76,16 +76,16 @@ pub struct RuleArgs {
     pub globs: Vec<String>,
 
     /// Only entries whose newest change inside is older than this (90s, 2h, 7d).
-    #[arg(long, value_name = "DURATION", value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = config::duration)]
     pub older_than: Option<Duration>,
 
     /// Keep the N newest entries of each family.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = config::count)]
     pub keep_last: Option<usize>,
 
     /// Remove oldest first, only until this much is free: a percentage of the
     /// filesystem (25%) or a size (2GiB).
-    #[arg(long, value_name = "PERCENT|SIZE", value_parser = config::free_target)]
+    #[arg(long, value_name = "PERCENT|SIZE", allow_hyphen_values = true, value_parser = config::free_target)]
     pub target_free: Option<FreeTarget>,
 
     /// Only entries owned by this user (name or uid).
@@ -95,15 +95,15 @@ pub struct RuleArgs {
     /// Honour a sandbox's "keep until" (SANDKEEPER_KEEP) for at most this
     /// long after its newest change: its lease record says how long, and
     /// whoever made it wrote that.
-    #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "7d", allow_hyphen_values = true, value_parser = config::duration)]
     pub max_keep: Duration,
 
     /// Never remove anything younger than this.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", allow_hyphen_values = true, value_parser = config::duration)]
     pub grace: Duration,
 
     /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID")]
+    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
     pub ignore_pids: Vec<u32>,
 
     /// Trust that every process that can reach the roots is in this pid
@@ -153,7 +153,7 @@ pub struct LsArgs {
     pub json: bool,
 
     /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID")]
+    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
     pub ignore_pids: Vec<u32>,
 
     /// Trust that every process that can reach the roots is in this pid
@@ -199,7 +199,7 @@ pub struct ScanArgs {
     /// Vouch for a process that cannot be inspected: assume it uses nothing
     /// under the roots (repeatable). Without it, such processes make entries
     /// `unknown`.
-    #[arg(long = "ignore-pid", value_name = "PID")]
+    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
     pub ignore_pids: Vec<u32>,
 
     /// Trust that every process that can reach the roots is in this pid
@@ -246,11 +246,11 @@ pub struct RunArgs {
     pub keep: KeepWhen,
 
     /// How long a kept directory is protected from reapers.
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "24h", allow_hyphen_values = true, value_parser = config::duration)]
     pub keep_for: Duration,
 
     /// Between SIGTERM and SIGKILL for descendants left when the command exits.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = config::duration)]
     pub kill_grace: Duration,
 
     /// Write what the command left behind as JSON (schema sandkeeper.run/v1).
@@ -264,7 +264,7 @@ pub struct RunArgs {
     pub isolate: bool,
 
     /// Size cap of the --isolate tmpfs: a size (10M, 2G) or a percentage of RAM.
-    #[arg(long, value_name = "SIZE", default_value = "50%", requires = "isolate", value_parser = config::tmpfs_size)]
+    #[arg(long, value_name = "SIZE", default_value = "50%", requires = "isolate", allow_hyphen_values = true, value_parser = config::tmpfs_size)]
     pub size: String,
 
     /// The command and its arguments (after `--`).
@@ -304,7 +304,7 @@ pub struct WatchArgs {
     pub dry_run: bool,
 
     /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID")]
+    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
     pub ignore_pids: Vec<u32>,
 
     /// Trust that every process that can reach the roots is in this pid

@@ -5,8 +5,20 @@ use std::time::Duration;
 
 use sandkeeper::reap::FreeTarget;
 
+/// Whether `text` is a negative value (`-1s`, `-5%`, `-1`): the options
+/// that take one allow a leading hyphen, so that it reaches the value's
+/// parser and is refused as a value, with why.
+fn negative(text: &str) -> bool {
+    text.trim_start().starts_with('-')
+}
+
 /// A humane duration: `90s`, `15m`, `2h`, `7d`, `1w`, `1h 30m`.
 pub fn duration(text: &str) -> Result<Duration, String> {
+    if negative(text) {
+        return Err(format!(
+            "negative durations are not allowed: {text:?}; use zero or more, such as 90s, 15m, 2h or 7d"
+        ));
+    }
     humantime::parse_duration(text.trim()).map_err(|e| {
         format!(
             "invalid duration {text:?} ({e}); use a number with a unit, such as 90s, 15m, 2h or 7d"
@@ -16,6 +28,11 @@ pub fn duration(text: &str) -> Result<Duration, String> {
 
 /// A byte size: `1024`, `500M`, `2GiB`, `1.5 GB`.
 pub fn size(text: &str) -> Result<u64, String> {
+    if negative(text) {
+        return Err(format!(
+            "negative sizes are not allowed: {text:?}; use bytes or a unit, such as 500M or 2GiB"
+        ));
+    }
     parse_size::parse_size(text.trim()).map_err(|e| {
         format!("invalid size {text:?} ({e}); use bytes or a unit, such as 500M or 2GiB")
     })
@@ -25,6 +42,11 @@ pub fn size(text: &str) -> Result<u64, String> {
 pub fn free_target(text: &str) -> Result<FreeTarget, String> {
     let t = text.trim();
     if let Some(number) = t.strip_suffix('%') {
+        if negative(number) {
+            return Err(format!(
+                "negative percentages are not allowed: {text:?}; use a number from 0 to 100 followed by %, such as 25%"
+            ));
+        }
         let p: f64 = number.trim().parse().map_err(|_| {
             format!("invalid percentage {text:?}; use a number from 0 to 100 followed by %, such as 25%")
         })?;
@@ -32,6 +54,9 @@ pub fn free_target(text: &str) -> Result<FreeTarget, String> {
             return Err(format!("percentage {text:?} is outside 0% to 100%"));
         }
         return Ok(FreeTarget::Percent(p));
+    }
+    if negative(t) {
+        return size(t).map(FreeTarget::Bytes);
     }
     size(t).map(FreeTarget::Bytes).map_err(|_| {
         format!("invalid free-space target {text:?}; use a percentage such as 25% or a size such as 2GiB")
@@ -42,6 +67,11 @@ pub fn free_target(text: &str) -> Result<FreeTarget, String> {
 /// (`50%`); returned in the form the tmpfs `size=` option takes.
 pub fn tmpfs_size(text: &str) -> Result<String, String> {
     let t = text.trim();
+    if let Some(p) = t.strip_suffix('%').filter(|p| negative(p)) {
+        return Err(format!(
+            "negative percentages are not allowed: {text:?}; use a whole percentage from 1% to 100% of RAM (got {p}%)"
+        ));
+    }
     if let Some(p) = t.strip_suffix('%') {
         return match p.parse::<u32>() {
             Ok(n) if (1..=100).contains(&n) => Ok(format!("{n}%")),
@@ -53,6 +83,30 @@ pub fn tmpfs_size(text: &str) -> Result<String, String> {
         Ok(bytes) => Ok(bytes.to_string()),
         Err(e) => Err(e),
     }
+}
+
+/// A count of entries (`--keep-last 3`): a whole number, zero or more.
+pub fn count(text: &str) -> Result<usize, String> {
+    if negative(text) {
+        return Err(format!(
+            "negative counts are not allowed: {text:?}; use a whole number of zero or more, such as 3"
+        ));
+    }
+    text.trim().parse().map_err(|_| {
+        format!("invalid count {text:?}; use a whole number of zero or more, such as 3")
+    })
+}
+
+/// A process id (`--ignore-pid 1234`).
+pub fn pid(text: &str) -> Result<u32, String> {
+    if negative(text) {
+        return Err(format!(
+            "negative pids are not allowed: {text:?}; give the id of a process, such as 1234"
+        ));
+    }
+    text.trim()
+        .parse()
+        .map_err(|_| format!("invalid pid {text:?}; give the id of a process, such as 1234"))
 }
 
 /// A user name or numeric uid.
@@ -91,6 +145,7 @@ mod tests {
             assert_eq!(duration(text).ok().map(|d| d.as_secs()), want, "{text}");
         }
         assert!(duration("soon").unwrap_err().contains("\"soon\""));
+        assert!(duration(" -1s").unwrap_err().contains("negative durations"));
     }
 
     #[test]
@@ -122,6 +177,26 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(tmpfs_size(text).ok().as_deref(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn negative_values() {
+        let cases: [(&str, Result<(), String>); 7] = [
+            ("duration", duration("-1s").map(drop)),
+            ("size", size("-5GiB").map(drop)),
+            ("percentage", free_target("-5%").map(drop)),
+            ("free size", free_target("-1G").map(drop)),
+            ("tmpfs percentage", tmpfs_size("-5%").map(drop)),
+            ("count", count("-1").map(drop)),
+            ("pid", pid("-1").map(drop)),
+        ];
+        for (name, got) in cases {
+            let err = got.expect_err(name);
+            assert!(err.starts_with("negative "), "{name}: {err}");
+        }
+        assert_eq!(count("3"), Ok(3));
+        assert_eq!(pid("1234"), Ok(1234));
+        assert!(count("many").unwrap_err().contains("invalid count"));
     }
 
     #[test]

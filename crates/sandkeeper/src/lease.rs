@@ -1032,7 +1032,7 @@ fn make_temp_dir(parent: BorrowedFd<'_>, parent_path: &Path) -> Result<(OsString
                 attempts += 1;
                 continue;
             }
-            Err(e) => return Err(unusable_root(e, parent_path)),
+            Err(e) => return Err(unusable_root_at(e, parent, parent_path)),
         }
         let dir = open_dir_at(parent, &tmp)
             .with_path("cannot open new sandbox", || parent_path.join(&tmp));
@@ -1060,6 +1060,62 @@ pub(crate) fn unusable_root(errno: Errno, root: &Path) -> Error {
         .at(root)
         .with_source(errno.into())
         .with_hint("pass a writable directory as the root, or set SANDKEEPER_ROOT or TMPDIR")
+}
+
+/// Like [`unusable_root`], for a root that is open as `dir` and in which
+/// `mkdirat` failed: a root on a special filesystem (`/proc`, `/sys`, a
+/// cgroup tree …) says so, whatever the errno (procfs answers `ENOENT`,
+/// which would read "does not exist"), and a root removed meanwhile says
+/// that.
+pub(crate) fn unusable_root_at(errno: Errno, dir: BorrowedFd<'_>, root: &Path) -> Error {
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)] // the type varies by target
+    let special = rustix::fs::fstatfs(dir)
+        .ok()
+        .and_then(|st| special_filesystem(st.f_type as u64));
+    if let Some(fs) = special {
+        // The errno (ENOENT from procfs) would only mislead.
+        return Error::new(
+            ErrorKind::UnusableRoot,
+            format!(
+                "sandbox root is on a special filesystem ({fs}) where no directory can be made"
+            ),
+        )
+        .at(root)
+        .with_hint(
+            "pass a directory on a real filesystem (such as /tmp) as the root, or set SANDKEEPER_ROOT or TMPDIR",
+        );
+    }
+    if errno == Errno::NOENT && rustix::fs::fstat(dir).is_ok_and(|st| st.st_nlink == 0) {
+        return Error::new(ErrorKind::UnusableRoot, "sandbox root was removed")
+            .at(root)
+            .with_source(errno.into())
+            .with_hint("pass an existing directory as the root, or set SANDKEEPER_ROOT or TMPDIR");
+    }
+    unusable_root(errno, root)
+}
+
+/// The name of a kernel's special filesystem, from `statfs`'s `f_type`
+/// (`<linux/magic.h>`): filesystems that show kernel state, where no
+/// scratch directory can be made.
+fn special_filesystem(f_type: u64) -> Option<&'static str> {
+    Some(match f_type {
+        0x9fa0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf",
+        0x6265_6570 => "configfs",
+        0x6165_676c => "pstore",
+        0xde5e_81e4 => "efivarfs",
+        0x4249_4e4d => "binfmt_misc",
+        0xf97c_ff8c => "selinuxfs",
+        0x6e73_6673 => "nsfs",
+        _ => return None,
+    })
 }
 
 /// Best-effort removal of a temporary directory we created and filled with

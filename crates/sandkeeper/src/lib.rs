@@ -43,6 +43,10 @@
 //!   kernel releases the lock, so the next keyed creation or any reaper
 //!   (`sandkeeper reap`) recognizes the directory as orphaned. Process-
 //!   lifetime sandboxes are removed by an exit hook at normal exit.
+//! - **When removal fails.** What a drop or [`Sandbox::close`] cannot
+//!   remove (a mount inside, an immutable file) stays under its name with
+//!   its lease record, so it is an orphaned sandbox that any reaper takes
+//!   once nothing blocks it; a drop says so once on stderr, with why.
 //! - **Predictable names.** Keyed and process-lifetime sandboxes live in a
 //!   per-user directory `sandkeeper-<uid>` (mode 0700), opened without
 //!   following symlinks and checked to belong to the user, so another user

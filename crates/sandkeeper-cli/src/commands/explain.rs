@@ -16,6 +16,14 @@ use crate::render::escape::Untrusted;
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let target = resolve_target(&args.path)?;
+    if roots.iter().any(|r| r.path() == target) {
+        let shown = Untrusted::path(&target);
+        let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
+        err.hint = Some(format!(
+            "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
+        ));
+        return Err(err);
+    }
     // The deepest root that holds the target: the per-user root inside
     // /tmp wins over /tmp itself.
     let mut best: Option<(&Root, PathBuf)> = None;

@@ -17,7 +17,7 @@ use crate::cli::{KeepWhen, RunArgs};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::printer::Printer;
-use crate::render::run::{leftovers, Fate, RunReport};
+use crate::render::run::{leftovers, Cleanup, Fate, RunReport};
 
 /// The variables temp-directory lookups read, in every common language.
 const TMP_VARS: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
@@ -120,17 +120,25 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         Ok(fd) => Fate::of(&dir, sandbox.identity(), fd.as_fd()),
         Err(_) => Fate::InPlace,
     };
-    let kept = if fate != Fate::InPlace {
+    // Whatever becomes of the directory, the command's status, the
+    // leftover line and the report stand: a cleanup failure is said with
+    // its reason, never in their place.
+    let (kept, cleanup) = if fate != Fate::InPlace {
         // The name no longer holds the directory made: the removal (which
         // checks the inode) leaves whatever is there now alone, and the
         // note below says so. Not an error of ours: the command did it.
         let _ = sandbox.close();
-        None
+        (false, Cleanup::Done)
     } else if keep {
-        Some(sandbox.persist_for(args.keep_for)?)
+        match sandbox.persist_for(args.keep_for) {
+            Ok(_) => (true, Cleanup::Done),
+            Err(e) => (true, Cleanup::failed(&e)),
+        }
     } else {
-        sandbox.close()?;
-        None
+        match sandbox.close() {
+            Ok(()) => (false, Cleanup::Done),
+            Err(e) => (false, Cleanup::failed(&e)),
+        }
     };
     let report = RunReport {
         command: &args.command,
@@ -138,15 +146,19 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         exit,
         left: &left,
         fate,
-        kept: kept.is_some(),
+        kept,
         keep_for: args.keep_for,
         stopped,
+        cleanup: &cleanup,
     };
     if let Some(line) = report.line(&name) {
         printer.note(&line);
     }
     if let Some(note) = fate.note(&dir) {
         printer.note(&note);
+    }
+    if let Some(warning) = cleanup.warning(&dir, kept) {
+        printer.warning(&warning);
     }
     if let Some(file) = &report_file {
         // Through the directory's descriptor; never through a link.

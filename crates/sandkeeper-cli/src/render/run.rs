@@ -122,6 +122,55 @@ impl Fate {
     }
 }
 
+/// How the end of the run went for the directory: the report's `cleanup`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cleanup {
+    /// Removed completely, kept as asked, or (when the command removed,
+    /// moved or replaced it) left to what the command did.
+    Done,
+    /// Part of it could not be removed, or it could not be marked kept:
+    /// why, from the library (`left mnt: mount point (not descended)`),
+    /// and what the user can do.
+    Failed {
+        reason: String,
+        hint: Option<String>,
+    },
+}
+
+impl Cleanup {
+    /// The failure `e` of `close` or `persist_for`: the library's
+    /// reason (its cause, which names what was left and why), and its hint.
+    pub fn failed(e: &sandkeeper::Error) -> Cleanup {
+        use std::error::Error as _;
+        Cleanup::Failed {
+            reason: e
+                .source()
+                .map_or_else(|| e.to_string(), ToString::to_string),
+            hint: e.hint().map(str::to_owned),
+        }
+    }
+
+    /// The warning `run` prints after its leftover line, if any.
+    pub fn warning(&self, dir: &Path, kept: bool) -> Option<String> {
+        let Cleanup::Failed { reason, hint } = self else {
+            return None;
+        };
+        let what = if kept {
+            "could not be marked kept"
+        } else {
+            "could not be removed completely"
+        };
+        Some(format!(
+            "TMPDIR {} {what}: {}{}",
+            sanitize(dir.as_os_str().as_bytes()),
+            sanitize(reason.as_bytes()),
+            hint.as_deref()
+                .map(|h| format!("; {}", sanitize(h.as_bytes())))
+                .unwrap_or_default()
+        ))
+    }
+}
+
 /// Everything `run` says at the end.
 pub struct RunReport<'a> {
     pub command: &'a [OsString],
@@ -132,16 +181,20 @@ pub struct RunReport<'a> {
     pub kept: bool,
     pub keep_for: Duration,
     pub stopped: Stopped,
+    pub cleanup: &'a Cleanup,
 }
 
 impl RunReport<'_> {
     /// The stderr line, when the command left something (or it was kept):
     /// `cargo left 3 entries (2.1 GiB: app-235-* 2.0 GiB, .tmp* 40 MiB) in TMPDIR; removed`.
     pub fn line(&self, name: &str) -> Option<String> {
-        if self.left.entries == 0 && !self.kept {
+        let failed = matches!(self.cleanup, Cleanup::Failed { .. });
+        if self.left.entries == 0 && !self.kept && !failed {
             return None;
         }
-        let fate = if self.kept {
+        let fate = if failed && !self.kept {
+            "not removed completely".to_owned()
+        } else if self.kept {
             format!(
                 "kept at {} for {}",
                 sanitize(self.dir.as_os_str().as_bytes()),
@@ -214,6 +267,14 @@ impl RunReport<'_> {
         );
         o.insert("descendants_stopped".into(), self.stopped.signalled.into());
         o.insert("descendants_killed".into(), self.stopped.killed.into());
+        let error = match self.cleanup {
+            Cleanup::Done => None,
+            Cleanup::Failed { reason, .. } => Some(reason.as_str()),
+        };
+        o.insert(
+            "cleanup".into(),
+            json!({"complete": error.is_none(), "error": error}),
+        );
         let mut text = serde_json::to_string_pretty(&Value::Object(o)).unwrap_or_default();
         text.push('\n');
         text

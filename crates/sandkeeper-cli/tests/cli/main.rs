@@ -55,3 +55,81 @@ fn unknown_arguments_are_usage_errors() {
 }
 
 pub use sandkeeper_testkit::{in_namespace, require_root, run_in_pid_namespace};
+
+/// Issue 11, item 12: a negative value is an invalid value, said as such
+/// (not clap's "unexpected argument '-1' found"), with exit status 2.
+#[test]
+fn negative_values_say_what_is_wrong() {
+    let root = sandkeeper::sandbox!().unwrap();
+    let root = root.path().to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["reap", "--older-than", "-1s", root],
+            "negative durations are not allowed",
+        ),
+        (
+            &["reap", "--grace", "-1s", root],
+            "negative durations are not allowed",
+        ),
+        (
+            &["reap", "--max-keep", "-2h", root],
+            "negative durations are not allowed",
+        ),
+        (
+            &["reap", "--target-free", "-5%", root],
+            "negative percentages are not allowed",
+        ),
+        (
+            &["reap", "--target-free", "-5GiB", root],
+            "negative sizes are not allowed",
+        ),
+        (
+            &["reap", "--keep-last", "-1", root],
+            "negative counts are not allowed",
+        ),
+        (
+            &["explain", "--keep-last", "-3", root],
+            "negative counts are not allowed",
+        ),
+        (
+            &["run", "--kill-grace", "-1s", "--", "true"],
+            "negative durations are not allowed",
+        ),
+        (
+            &["run", "--keep-for", "-1d", "--", "true"],
+            "negative durations are not allowed",
+        ),
+        (
+            &["scan", "--ignore-pid", "-1", root],
+            "negative pids are not allowed",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = sandkeeper(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(want) && !err.contains("unexpected argument"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 11, item 12: explaining a root itself says that it is a root,
+/// not that it is "not inside any root".
+#[test]
+fn explaining_a_root_says_it_is_a_root() {
+    let root = sandkeeper::sandbox!().unwrap();
+    let path = root.path().to_str().unwrap();
+    let out = sandkeeper(&["explain", "--root", path, path]);
+    let err = stderr(&out, root.path());
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("[DIR] is a root, not an entry") && !err.contains("not inside any root"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: explain an entry inside it, such as [DIR]/NAME"),
+        "{err}"
+    );
+}

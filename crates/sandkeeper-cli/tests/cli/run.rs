@@ -391,3 +391,99 @@ fn isolate_as_a_normal_user() {
     }
     assert_eq!(entries(root.path()), Vec::<String>::new());
 }
+
+/// Issue 11, item 11: when the directory cannot be removed completely (the
+/// command left a tmpfs mounted inside), `run` still exits with the
+/// command's status, prints the leftover line and says why, and writes
+/// `--report-json` with the cleanup's outcome. What is left keeps its
+/// lease record: once unmounted, a reap takes it as orphaned.
+#[test]
+fn a_cleanup_failure_keeps_the_status_and_the_report() {
+    if !crate::require_root("a_cleanup_failure_keeps_the_status_and_the_report") {
+        return;
+    }
+    /// Lazily unmounts what the command mounted, even when the test fails.
+    struct Unmount(Vec<PathBuf>);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            for at in &self.0 {
+                let _ = rustix::mount::unmount(at, rustix::mount::UnmountFlags::DETACH);
+            }
+        }
+    }
+    let root = sandbox!().unwrap();
+    let out_dir = sandbox!().unwrap();
+    let json = out_dir.path().join("run.json");
+    let out = bin()
+        .args(["run", "--root", root.path().to_str().unwrap()])
+        .args(["--report-json", json.to_str().unwrap()])
+        .args(["--", "sh", "-c"])
+        .arg(r#"mkdir "$TMPDIR/mnt" && mount -t tmpfs sk-run "$TMPDIR/mnt" && echo data > "$TMPDIR/file"; exit 3"#)
+        .output()
+        .unwrap();
+    let mounted = Unmount(
+        entries(root.path())
+            .iter()
+            .map(|n| root.path().join(n).join("mnt"))
+            .collect(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "the command's status: {err}");
+    assert!(
+        err.contains("sandkeeper: sh left 2 entries") && err.contains("not removed completely"),
+        "the leftover line: {err}"
+    );
+    assert!(err.contains("mnt: mount point"), "the reason: {err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&json).expect("the report is written")).unwrap();
+    assert_eq!(report["exit_code"], 3, "{report:#}");
+    assert_eq!(report["cleanup"]["complete"], false, "{report:#}");
+    assert!(
+        report["cleanup"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("mnt: mount point")),
+        "{report:#}"
+    );
+    // What is left is still a managed sandbox.
+    let left = entries(root.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(root.path().join(&left[0]).join(lease::LEASE_FILE).is_file());
+    drop(mounted);
+
+    // A run whose cleanup succeeds says so in its report too.
+    let out = bin()
+        .args(["run", "--root", root.path().to_str().unwrap()])
+        .args(["--report-json", json.to_str().unwrap()])
+        .args(["--", "sh", "-c", "exit 0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["cleanup"]["complete"], true, "{report:#}");
+    assert_eq!(
+        report["cleanup"]["error"],
+        serde_json::Value::Null,
+        "{report:#}"
+    );
+}
+
+/// Issue 11, item 12: a TMPDIR on a special filesystem (`/proc`) says so,
+/// not that it "does not exist".
+#[test]
+fn a_root_on_a_special_filesystem_says_so() {
+    let out = bin()
+        .args(["run", "--", "true"])
+        .env("TMPDIR", "/proc")
+        .env_remove("SANDKEEPER_ROOT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "sandbox root is on a special filesystem (proc) where no directory can be made: /proc"
+        ) && !err.contains("does not exist"),
+        "{err}"
+    );
+}

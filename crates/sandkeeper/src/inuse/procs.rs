@@ -4,6 +4,12 @@
 //! Everything is relative to directory descriptors (`/proc`, `/proc/PID`,
 //! `/proc/PID/fd`), with reused buffers, so a descriptor costs one
 //! `getdents64` share and one `statx`, and no allocation.
+//!
+//! A process whose inspection fails (one caught mid-`exec`, exiting,
+//! churning threads or its io_uring files) is looked at again after the
+//! pass, a few times with short pauses ([`RECHECK_PAUSES`]), if it still has
+//! the same pid and start time; only one that fails every look is
+//! uninspectable.
 
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
@@ -107,7 +113,7 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
                         let mut scanner = Scanner::new(proc.as_fd(), &seen_ns);
                         let mut found = Found::default();
                         work(&mut scanner, &mut found);
-                        found
+                        (found, scanner.suspects)
                     })
                     .ok()
             })
@@ -115,12 +121,39 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
         work(&mut scanner, &mut found);
         for helper in helpers {
             match helper.join() {
-                Ok(part) => found.merge(part),
+                Ok((part, suspects)) => {
+                    found.merge(part);
+                    scanner.suspects.extend(suspects);
+                }
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
     });
+    scanner.recheck(&mut found);
     Ok(found)
+}
+
+/// The pauses before each new look at the processes that failed an
+/// inspection: a process caught changing (mid-`exec`, exiting, churning
+/// threads or its io_uring files) is readable again a moment later. At most
+/// 40 ms of pauses per pass, however many processes failed.
+const RECHECK_PAUSES: [std::time::Duration; 5] = [
+    std::time::Duration::from_millis(1),
+    std::time::Duration::from_millis(2),
+    std::time::Duration::from_millis(5),
+    std::time::Duration::from_millis(10),
+    std::time::Duration::from_millis(22),
+];
+
+/// A process whose inspection failed, to look at again after the pass.
+struct Suspect {
+    pid: u32,
+    /// Field 22 of its `stat`: a process with the same pid and another
+    /// start time is another process.
+    start: u64,
+    comm: Arc<str>,
+    step: InspectStep,
+    errno: Errno,
 }
 
 /// Below this many processes per worker, another thread costs more than
@@ -432,6 +465,15 @@ fn resolve_no_links(path: &[u8]) -> Result<Key, Errno> {
     Ok((makedev(st.stx_dev_major, st.stx_dev_minor), st.stx_ino))
 }
 
+/// What [`Scanner::open`] read from a process's `stat`.
+struct Stat {
+    comm: Arc<str>,
+    state: u8,
+    flags: u32,
+    threads: u32,
+    start: u64,
+}
+
 /// A process being inspected.
 struct Proc {
     pid: u32,
@@ -494,6 +536,8 @@ struct Scanner<'p> {
     /// by all threads).
     own_ns: Option<Key>,
     seen_ns: &'p Mutex<HashSet<Key>>,
+    /// Processes whose inspection failed, for [`Scanner::recheck`].
+    suspects: Vec<Suspect>,
 }
 
 impl<'p> Scanner<'p> {
@@ -511,6 +555,7 @@ impl<'p> Scanner<'p> {
                 .or_else(|_| stat_at(CWD, c"/proc/self/ns/mnt", true))
                 .ok(),
             seen_ns,
+            suspects: Vec::new(),
         }
     }
 
@@ -522,9 +567,29 @@ impl<'p> Scanner<'p> {
         Ok(out)
     }
 
-    /// Inspects one process, recording what it holds or why it could not
-    /// be inspected.
+    /// Inspects one process, recording what it holds; one that could not
+    /// be inspected (and did not go away) is a suspect, looked at again by
+    /// [`Scanner::recheck`].
     fn scan(&mut self, pid: u32, found: &mut Found) {
+        let Some((dir, stat)) = self.open(pid, found) else {
+            return;
+        };
+        found.processes += 1;
+        let (comm, start) = (Arc::clone(&stat.comm), stat.start);
+        if let Some((step, errno)) = self.attempt(pid, dir.as_fd(), &stat, found) {
+            self.suspects.push(Suspect {
+                pid,
+                start,
+                comm,
+                step,
+                errno,
+            });
+        }
+    }
+
+    /// Opens `/proc/PID` and reads its `stat`: `None` when the process is
+    /// gone, or could not be read (then it is recorded as uninspectable).
+    fn open(&mut self, pid: u32, found: &mut Found) -> Option<(OwnedFd, Stat)> {
         let mut name = [0u8; 12];
         let dir = match rustix::fs::openat(
             self.proc,
@@ -533,40 +598,99 @@ impl<'p> Scanner<'p> {
             Mode::empty(),
         ) {
             Ok(dir) => dir,
-            Err(e) if gone(e) => return,
+            Err(e) if gone(e) => return None,
             Err(e) => {
-                return found.uninspectable(pid, None, InspectStep::Process, e.raw_os_error())
+                found.uninspectable(pid, None, InspectStep::Process, e.raw_os_error());
+                return None;
             }
         };
         let stat = match read_record_at(dir.as_fd(), c"stat", &mut self.text) {
-            Ok(()) => Ok(parse_stat(&self.text).map(|s| {
-                let comm = String::from_utf8_lossy(s.comm).into_owned();
-                (comm, s.state, s.flags, s.threads)
+            Ok(()) => Ok(parse_stat(&self.text).map(|s| Stat {
+                comm: Arc::from(String::from_utf8_lossy(s.comm).as_ref()),
+                state: s.state,
+                flags: s.flags,
+                threads: s.threads,
+                start: s.start,
             })),
-            Err(e) if gone(e) => return,
+            Err(e) if gone(e) => return None,
             Err(e) => Err(e),
         };
-        let (comm, state, flags, threads) = match stat {
-            Ok(Some(fields)) => fields,
+        match stat {
+            Ok(Some(stat)) => Some((dir, stat)),
             Ok(None) | Err(_) => {
                 // Unreadable or unparsable: name it by `comm` if possible.
                 let errno = stat.err().unwrap_or(Errno::INVAL).raw_os_error();
                 let comm = read_at(dir.as_fd(), c"comm", &mut self.text)
                     .ok()
                     .map(|()| parse_comm(&self.text));
-                return found.uninspectable(pid, comm.as_deref(), InspectStep::Status, errno);
+                found.uninspectable(pid, comm.as_deref(), InspectStep::Status, errno);
+                None
             }
-        };
-        found.processes += 1;
+        }
+    }
+
+    /// One inspection of the process at `dir`: the first failure, unless
+    /// it went away meanwhile. What it was seen to hold is recorded
+    /// either way.
+    fn attempt(
+        &mut self,
+        pid: u32,
+        dir: BorrowedFd<'_>,
+        stat: &Stat,
+        found: &mut Found,
+    ) -> Option<(InspectStep, Errno)> {
         let mut p = Proc {
             pid,
-            comm: Arc::from(comm),
+            comm: Arc::clone(&stat.comm),
             failure: None,
             gone: false,
         };
-        self.inspect(&mut p, dir.as_fd(), state, flags, threads, found);
-        if let (false, Some((step, e))) = (p.gone, p.failure) {
-            found.uninspectable(pid, Some(&p.comm), step, e.raw_os_error());
+        self.inspect(&mut p, dir, stat.state, stat.flags, stat.threads, found);
+        match (p.gone, p.failure) {
+            (false, Some(failure)) => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// Looks again at the processes that failed their inspection during
+    /// the pass, after each of [`RECHECK_PAUSES`]: a process that is gone,
+    /// or whose pid now has another start time (it exited and the pid was
+    /// reused), held nothing to fear; one that can now be read whole is
+    /// inspected (what it holds is added); only one that failed every look
+    /// is uninspectable, with its last failure.
+    fn recheck(&mut self, found: &mut Found) {
+        for pause in RECHECK_PAUSES {
+            if self.suspects.is_empty() {
+                return;
+            }
+            std::thread::sleep(pause);
+            let suspects = std::mem::take(&mut self.suspects);
+            for mut suspect in suspects {
+                let mut ignored = Found::default();
+                let Some((dir, stat)) = self.open(suspect.pid, &mut ignored) else {
+                    if ignored.uninspectable.is_empty() {
+                        continue; // gone
+                    }
+                    // Now not even its stat can be read: still a suspect.
+                    self.suspects.push(suspect);
+                    continue;
+                };
+                if stat.start != suspect.start {
+                    continue; // exited; the pid is another process's now
+                }
+                match self.attempt(suspect.pid, dir.as_fd(), &stat, found) {
+                    None => {}
+                    Some((step, errno)) => {
+                        suspect.comm = stat.comm;
+                        suspect.step = step;
+                        suspect.errno = errno;
+                        self.suspects.push(suspect);
+                    }
+                }
+            }
+        }
+        for s in std::mem::take(&mut self.suspects) {
+            found.uninspectable(s.pid, Some(&s.comm), s.step, s.errno.raw_os_error());
         }
     }
 
@@ -978,6 +1102,8 @@ pub(super) struct StatLine<'a> {
     pub(super) flags: u32,
     /// Field 20, the number of threads.
     pub(super) threads: u32,
+    /// Field 22, the start time in clock ticks after boot.
+    pub(super) start: u64,
 }
 
 /// Parses `/proc/PID/stat`. The command name may contain spaces and
@@ -998,11 +1124,14 @@ pub(super) fn parse_stat(text: &[u8]) -> Option<StatLine<'_>> {
     let flags = fields.nth(5)?.parse().ok()?;
     // Fields 10-19, then 20 (num_threads).
     let threads = fields.nth(10)?.parse().ok()?;
+    // Field 21 (itrealvalue), then 22 (starttime).
+    let start = fields.nth(1)?.parse().ok()?;
     Some(StatLine {
         comm: &text[open + 1..close],
         state,
         flags,
         threads,
+        start,
     })
 }
 
@@ -1046,6 +1175,7 @@ mod tests {
             state,
             flags,
             threads,
+            start: 98765,
         };
         let cases: Vec<(&str, String, Option<StatLine<'static>>)> = vec![
             (
@@ -1079,6 +1209,11 @@ mod tests {
                 Some(stat("", b'S', 0, 1)),
             ),
             ("truncated", "123 (x) S 1 2 3".to_owned(), None),
+            (
+                "no start time",
+                "123 (x) S 1 123 123 0 -1 0 90 0 0 0 5 6 0 0 20 0 1 0".to_owned(),
+                None,
+            ),
             ("no parenthesis", "123 x S 1".to_owned(), None),
             (
                 "reversed parentheses",
@@ -1093,6 +1228,7 @@ mod tests {
         }
         // A newline in the command name (prctl PR_SET_NAME allows it).
         let text = b"9 (a\nb) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0";
+        assert_eq!(parse_stat(text).map(|s| s.start), Some(1));
         assert_eq!(parse_stat(text).map(|s| s.comm), Some(&b"a\nb"[..]));
     }
 

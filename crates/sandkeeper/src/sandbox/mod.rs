@@ -21,7 +21,7 @@ pub use keyed::WhenHeld;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, Lease, LeaseRecord};
-use crate::remove::{remove_entry, RemoveOptions};
+use crate::remove::{remove_entry, RemovalReport, RemoveOptions};
 use teardown::Action;
 
 /// A scratch directory with a lease, removed when dropped.
@@ -219,7 +219,13 @@ impl Sandbox {
     /// # Errors
     ///
     /// [`ErrorKind::Removal`] when the directory could not be removed
-    /// completely, or an io error when it could not be reached.
+    /// completely (its source says what was left and why: `left mnt: mount
+    /// point (not descended)`), or an io error when it could not be
+    /// reached. What is left stays under its name *with its lease record*,
+    /// so once the lease is released it is an `orphaned` sandbox that any
+    /// reaper removes when nothing blocks it any more. A drop that fails
+    /// so says it once on stderr (`sandkeeper: sandbox could not be
+    /// removed completely: …`).
     pub fn close(self) -> Result<()> {
         self.inner.finish(false)
     }
@@ -311,7 +317,7 @@ impl Inner {
 
     /// Teardown, then keep or remove.
     fn finish(&self, panicking: bool) -> Result<()> {
-        let Some((lease, actions)) = self.take_for_finish() else {
+        let Some((mut lease, actions)) = self.take_for_finish() else {
             return Ok(());
         };
         teardown::run_stack(actions, self.kill_grace);
@@ -321,7 +327,7 @@ impl Inner {
         }
         // Remove while still holding the lease, so no reaper or creator can
         // claim the directory halfway.
-        let result = self.remove();
+        let result = self.remove(&mut lease);
         drop(lease);
         if self.in_user_root {
             // Leave no empty per-user root behind; another process that
@@ -331,7 +337,12 @@ impl Inner {
         result
     }
 
-    fn remove(&self) -> Result<()> {
+    /// Removes the directory, the lease still held. What cannot be removed
+    /// (a mount inside, an immutable file) is put back under its name by
+    /// the removal; it gets its lease record back before the lease is
+    /// released, so it stays a managed sandbox: `orphaned`, which any
+    /// reaper takes once nothing blocks it, never an unmanaged leftover.
+    fn remove(&self, lease: &mut Lease) -> Result<()> {
         let parent = rustix::fs::open(
             &self.parent,
             rustix::fs::OFlags::RDONLY
@@ -347,14 +358,11 @@ impl Inner {
             RemoveOptions::new().expect(dev, ino),
         )?;
         if report.is_complete() {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::Removal,
-                "sandbox could not be removed completely",
-            )
-            .at(&self.path))
+            return Ok(());
         }
+        let in_place = report.remnant() == Some(Path::new(&self.name));
+        let record_kept = in_place && lease.update_record(lease.record().clone()).is_ok();
+        Err(incomplete(&self.path, &report, record_kept))
     }
 
     /// Marks the record with `keep_until_ms` and says where the directory
@@ -384,9 +392,60 @@ fn mark_kept(mut lease: Lease, keep_for: Duration) -> Result<()> {
     lease.update_record(record)
 }
 
+/// The error of a removal that left something: what was left and why
+/// (the first three entries), and what becomes of the rest.
+fn incomplete(path: &Path, report: &RemovalReport, record_kept: bool) -> Error {
+    let mut left: Vec<String> = report
+        .left()
+        .iter()
+        .take(3)
+        .map(|l| {
+            // Paths start with the sandbox's own name: show them inside it.
+            let inside: PathBuf = l.path().components().skip(1).collect();
+            if inside.as_os_str().is_empty() {
+                l.reason().to_string()
+            } else {
+                use std::os::unix::ffi::OsStrExt;
+                let name = crate::inuse::Escaped(inside.as_os_str().as_bytes());
+                format!("{name}: {}", l.reason())
+            }
+        })
+        .collect();
+    if report.left().len() > 3 {
+        left.push(format!("{} more", report.left().len() - 3));
+    }
+    if left.is_empty() {
+        left.push("its remainder could not be put back under its name".to_owned());
+    }
+    let hint = if record_kept {
+        "it keeps its lease record: once what blocked the removal is gone (unmount a mount \
+         inside), `sandkeeper reap` of its root removes it as an orphaned sandbox"
+    } else {
+        "what is left is not a managed sandbox any more; remove it by hand, or with a \
+         `sandkeeper reap --match` rule, once what blocked the removal is gone"
+    };
+    Error::new(
+        ErrorKind::Removal,
+        "sandbox could not be removed completely",
+    )
+    .at(path)
+    .with_source(std::io::Error::other(format!("left {}", left.join("; "))))
+    .with_hint(hint)
+}
+
 impl Drop for Sandbox {
+    /// Tears down and removes the sandbox (see [`Sandbox::close`]). A
+    /// removal that fails is said once on stderr, with why: the caller of
+    /// a drop cannot hear of it otherwise, and a leftover nobody hears of
+    /// is a leak.
     fn drop(&mut self) {
-        let _ = self.inner.finish(std::thread::panicking());
+        if let Err(e) = self.inner.finish(std::thread::panicking()) {
+            #[allow(clippy::print_stderr)]
+            {
+                let hint = e.hint().map(|h| format!(" ({h})")).unwrap_or_default();
+                eprintln!("sandkeeper: {e}{hint}");
+            }
+        }
     }
 }
 

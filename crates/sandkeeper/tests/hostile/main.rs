@@ -6,6 +6,7 @@
 //! Races are timed with inotify, not sleeps, so the tests are
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
+mod exec_churn;
 mod fd_tables;
 mod kernel_support;
 mod lock_free_scan;
