@@ -272,8 +272,10 @@ pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     if let Some(uid) = user_uid {
         return is_user_root_stat(&st, uid);
     }
-    // A quarantine is ours only if our removals made it: owned by us,
-    // mode 0700. Another user's is an ordinary entry, visible and sized.
+    // A quarantine (`.sandkeeper-trash-<euid>-<random>`, or an older
+    // version's fixed name) is ours only if our removals made it: owned by
+    // us, mode 0700 — what `remove::quarantine` trusts too. Another user's
+    // look-alike is an ordinary entry, visible and sized.
     let me = rustix::process::geteuid().as_raw();
     FileType::from_raw_mode(st.st_mode) == FileType::Directory
         && st.st_uid == me

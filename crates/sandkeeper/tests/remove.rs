@@ -853,10 +853,14 @@ fn a_killed_remover_is_finished_by_the_next_one() {
         .spawn()
         .unwrap();
     // Wait until the entry is in the quarantine and partly removed.
-    let trash = scratch.join(".sandkeeper-trash");
+    // (Its name has a random part: the one directory of that form.)
     let deadline = Instant::now() + Duration::from_secs(60);
     let in_progress = loop {
-        if let Ok(mut entries) = fs::read_dir(&trash) {
+        let trash = scratch
+            .names()
+            .into_iter()
+            .find(|n| n.as_encoded_bytes().starts_with(b".sandkeeper-trash"));
+        if let Some(Ok(mut entries)) = trash.map(|t| fs::read_dir(scratch.join(t))) {
             if let Some(Ok(entry)) = entries.next() {
                 break entry.path();
             }

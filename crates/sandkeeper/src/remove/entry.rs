@@ -139,54 +139,69 @@ pub(crate) fn pending_leftovers<'a>(
     display: &'a Path,
     options: &RemoveOptions,
 ) -> Result<Vec<Quarantined<'a>>> {
-    let mut job = Job::new(parent, OsStr::new("."), display, options)?;
-    let mut q = job.quarantine()?;
-    let names = q.take_pending();
-    let mut out = Vec::with_capacity(names.len());
-    let mut q = Some(q);
-    for unique in names {
-        // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
-        // other remover takes these over while they are checked.
-        let share = match q.take() {
-            Some(q) => q,
-            None => job.quarantine()?,
+    let job = Job::new(parent, OsStr::new("."), display, options)?;
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::candidates(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for qname in names {
+        let mut leftovers = Tally::default();
+        let open = |leftovers: &mut Tally| {
+            Quarantine::open_existing(parent, &qname, euid, &job.fence, &job.plan, leftovers)
+                .map_err(|e| job.unusable(e, &qname))
         };
-        let original =
-            quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
-        let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
-            Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
-            Ok(Opened::Fenced) => {
-                // A mount on it: leave it pending, it is not ours to judge.
-                q = Some(share);
-                continue;
-            }
-            Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
-                Ok(st) if !st.is_dir => (st.id, None),
-                _ => {
+        let Some(mut first) = open(&mut leftovers)? else {
+            continue;
+        };
+        let names = first.take_pending();
+        let mut q = Some(first);
+        for unique in names {
+            // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
+            // other remover takes these over while they are checked.
+            let share = match q.take() {
+                Some(q) => q,
+                None => match open(&mut leftovers)? {
+                    Some(q) => q,
+                    None => break,
+                },
+            };
+            let original =
+                quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+            let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
+                Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
+                Ok(Opened::Fenced) => {
+                    // A mount on it: leave it pending, it is not ours to judge.
                     q = Some(share);
                     continue;
                 }
-            },
-            Err(_) => {
-                q = Some(share);
-                continue;
+                Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
+                    Ok(st) if !st.is_dir => (st.id, None),
+                    _ => {
+                        q = Some(share);
+                        continue;
+                    }
+                },
+                Err(_) => {
+                    q = Some(share);
+                    continue;
+                }
+            };
+            let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
+            if let Some(name) = &original {
+                entry_job.name = name.clone();
             }
-        };
-        let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
-        if let Some(name) = &original {
-            entry_job.name = name.clone();
+            out.push(Quarantined {
+                id,
+                dir,
+                original,
+                job: entry_job,
+                q: Some(share),
+                unique,
+            });
         }
-        out.push(Quarantined {
-            id,
-            dir,
-            original,
-            job: entry_job,
-            q: Some(share),
-            unique,
-        });
-    }
-    if let Some(q) = q {
-        q.close(parent);
+        if let Some(q) = q {
+            q.close(parent);
+        }
     }
     Ok(out)
 }
@@ -251,7 +266,7 @@ impl Quarantined<'_> {
     }
 
     /// The entry's path relative to the parent
-    /// (`.sandkeeper-trash/pending-…`): join it to the parent's path to ask
+    /// (`.sandkeeper-trash-<euid>-<random>/pending-…`): join it to the parent's path to ask
     /// path-based questions (mounts, sockets) about where it is now.
     pub fn path_in_parent(&self) -> PathBuf {
         let q = self.q.as_ref().map_or(&b""[..], |q| q.name().to_bytes());
@@ -537,17 +552,27 @@ impl<'a> Job<'a> {
     }
 
     fn quarantine(&mut self) -> Result<Quarantine> {
-        Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers).map_err(|e| {
-            let at = parent_of(self.display).join(quarantine::TRASH);
-            match e {
-                Unusable::Taken => Error::new(
-                    ErrorKind::UnsafeRoot,
-                    "no usable quarantine: the names are taken by other users or are not directories",
-                )
-                .at(at),
-                Unusable::Errno(errno) => io_error("cannot set up the quarantine", errno, &at),
-            }
-        })
+        Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers)
+            .map_err(|e| self.unusable(e, c".sandkeeper-trash-*"))
+    }
+
+    /// The error for a quarantine (`name` in the parent) that cannot be had.
+    fn unusable(&self, e: Unusable, name: &CStr) -> Error {
+        let at = parent_of(self.display).join(OsStr::from_bytes(name.to_bytes()));
+        match e {
+            Unusable::Taken => Error::new(
+                ErrorKind::Removal,
+                "no quarantine could be made: every fresh name was taken or vanished at once",
+            )
+            .at(at)
+            .with_hint("something is racing the remover in this directory; try again"),
+            Unusable::NoSpace(errno) => io_error(
+                "no free inode or block for a quarantine, and this entry cannot be its own",
+                errno,
+                &at,
+            ),
+            Unusable::Errno(errno) => io_error("cannot set up the quarantine", errno, &at),
+        }
     }
 
     /// Renames the entry into the quarantine under a fresh name, then checks

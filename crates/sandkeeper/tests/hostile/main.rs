@@ -7,6 +7,7 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod fd_tables;
+mod full_fs;
 mod kernel_support;
 mod lock_free_scan;
 mod loops;
@@ -15,4 +16,5 @@ mod output;
 mod reap_race;
 mod records;
 mod sockets;
+mod squat;
 mod visibility;
