@@ -397,10 +397,7 @@ fn inner_name_taken() {
         "{:?}",
         skipped.reason
     );
-    assert_eq!(
-        names_in(root.path()),
-        [trash_name, name(99)].into()
-    );
+    assert_eq!(names_in(root.path()), [trash_name, name(99)].into());
 
     // Its holder gone, the next reap checks it again and removes it (and
     // the squatter's directory, which the rule matches).

@@ -117,3 +117,68 @@ fn inner_squatted_names() {
         assert!(Path::new("/etc/passwd").exists());
     }
 }
+
+#[test]
+fn every_quarantine_of_ours_is_finished() {
+    run_in_pid_namespace(
+        "every_quarantine_of_ours_is_finished",
+        "squat::inner_several_quarantines",
+    );
+}
+
+/// Two runs that each made a quarantine (both found none) and were killed:
+/// the next reap finishes both (condemned leftovers deleted, a pending one
+/// checked, then deleted) and removes them; a look-alike of the squatter's
+/// with the new form is left alone.
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_several_quarantines() {
+    if !in_namespace() {
+        return;
+    }
+    let base = Sandbox::builder()
+        .root(reachable_by_others())
+        .tag("hostile-squat-many")
+        .permissions(0o755)
+        .create()
+        .unwrap();
+    let root = base.path().join("shared");
+    fs::create_dir(&root).unwrap();
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
+    let theirs = ".sandkeeper-trash-0-00000000000000ff";
+    as_nobody(
+        &format!("mkdir -m 0700 {theirs} && mkdir {theirs}/condemned-x"),
+        &root,
+    );
+    for (q, items) in [
+        (
+            ".sandkeeper-trash-0-0000000000000001",
+            &["condemned-1-a", "condemned-1-b"][..],
+        ),
+        (
+            ".sandkeeper-trash-0-0000000000000002",
+            &["condemned-2-a", "pending-2-b.617070"][..],
+        ),
+    ] {
+        let q = root.join(q);
+        fs::create_dir(&q).unwrap();
+        fs::set_permissions(&q, fs::Permissions::from_mode(0o700)).unwrap();
+        for item in items {
+            fs::create_dir(q.join(item)).unwrap();
+            fs::write(q.join(item).join("file"), "data").unwrap();
+        }
+    }
+
+    let policy = Policy::builder()
+        .matching("nomatch-*")
+        .grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    let report = Reaper::new(policy).reap(&[&root]).unwrap();
+
+    let r = &report.roots[0];
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.quarantine_finished, 8, "{r:?}");
+    assert_eq!(names_in(&root), [theirs.to_owned()].into());
+    assert!(root.join(theirs).join("condemned-x").is_dir());
+}
