@@ -262,7 +262,7 @@ pub(crate) fn is_user_root_stat(st: &Stat, uid: u32) -> bool {
 pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     let bytes = name.as_bytes();
     let user_uid = user_root_uid(bytes);
-    let quarantine = crate::remove::is_quarantine(bytes);
+    let quarantine = crate::remove::is_quarantine(bytes) || crate::remove::is_own_pending(bytes);
     if user_uid.is_none() && !quarantine {
         return false;
     }

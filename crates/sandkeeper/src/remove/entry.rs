@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
 use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::{self, Plan};
 use super::node::Node;
-use super::quarantine::{self, Quarantine, Unusable};
+use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
 use crate::error::{Error, ErrorKind, Result};
@@ -36,6 +37,9 @@ struct Job<'a> {
     plan: Plan,
     expect: Option<FileId>,
     leftovers: Tally,
+    /// Set when the last quarantine could not be had for want of a free
+    /// inode or block (a directory then becomes its own: [`Job::become_own`]).
+    no_space: bool,
 }
 
 /// See [`super::remove_entry`].
@@ -63,7 +67,7 @@ fn check_name(name: &OsStr, display: &Path) -> Result<()> {
         )
         .at(display));
     }
-    if quarantine::is_quarantine(bytes) {
+    if quarantine::is_quarantine(bytes) || quarantine::is_own_pending(bytes) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "the quarantine is emptied by every removal in its directory, not removed as an entry",
@@ -97,14 +101,22 @@ pub(crate) fn quarantine<'a>(
                 return Err(job.mismatch());
             }
             let pending = Quarantine::pending_name(job.name.as_bytes());
-            let (q, unique) =
-                job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending)?;
+            let (q, unique, own) =
+                match job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending) {
+                    Ok((q, unique)) => (Some(q), unique, None),
+                    Err(e) if job.no_space => {
+                        let (unique, owner) = job.become_own(fd.as_fd(), st, e)?;
+                        (None, unique, Some(owner))
+                    }
+                    Err(e) => return Err(e),
+                };
             return Ok(Quarantined {
                 id: st.id,
                 dir: Some((fd, st)),
                 original: Some(job.name.clone()),
                 job,
-                q: Some(q),
+                q,
+                own,
                 unique,
             });
         }
@@ -127,6 +139,7 @@ pub(crate) fn quarantine<'a>(
             original: Some(job.name.clone()),
             job,
             q: Some(q),
+            own: None,
             unique,
         });
     }
@@ -196,12 +209,59 @@ pub(crate) fn pending_leftovers<'a>(
                 original,
                 job: entry_job,
                 q: Some(share),
+                own: None,
                 unique,
             });
         }
         if let Some(q) = q {
             q.close(parent);
         }
+    }
+    out.extend(own_pending_leftovers(parent, display, options, &job.fence)?);
+    Ok(out)
+}
+
+/// Directories a killed reaper left as their own quarantine
+/// (`.sandkeeper-pending-…` in the parent: see
+/// [`quarantine::own_pending_name`]), as handles to check. Only ours (owner
+/// and mode), and only those whose lock no live reaper holds.
+fn own_pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    display: &'a Path,
+    options: &RemoveOptions,
+    fence: &Fence,
+) -> Result<Vec<Quarantined<'a>>> {
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::list(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for unique in names {
+        let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
+            continue;
+        };
+        let (fd, st) = match at::open_dir(parent, &unique, fence) {
+            Ok(Opened::Dir(fd, st)) if st.uid == euid && st.perm == 0o700 => (fd, st),
+            _ => continue,
+        };
+        // A live reaper holds the entry's lock from its claim to its end.
+        if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+        let original = original.and_then(|n| CString::new(n).ok());
+        let mut job = Job::new(parent, OsStr::new("."), display, options)?;
+        if let Some(name) = &original {
+            job.name = name.clone();
+        }
+        out.push(Quarantined {
+            id: st.id,
+            dir: Some((fd, st)),
+            original,
+            job,
+            q: None,
+            own: Some(owner),
+            unique,
+        });
     }
     Ok(out)
 }
@@ -220,6 +280,9 @@ pub(crate) fn pending_leftovers<'a>(
 pub struct Quarantined<'a> {
     job: Job<'a>,
     q: Option<Quarantine>,
+    /// Set when the entry is its own quarantine (renamed to `unique` in the
+    /// parent, owned by us, 0700): who owned it and its mode before.
+    own: Option<Owner>,
     unique: CString,
     /// Its name in the parent, when known.
     original: Option<CString>,
@@ -295,6 +358,18 @@ impl Quarantined<'_> {
     /// If that name was taken meanwhile, it is **not** deleted: it stays
     /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
     pub fn restore(mut self) -> Restore {
+        if let Some(owner) = self.own {
+            let back = self.original.as_ref().is_some_and(|name| {
+                at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name).is_ok()
+            });
+            if !back {
+                return Restore::KeptInQuarantine(self.path_in_parent());
+            }
+            if let Some((fd, _)) = &self.dir {
+                give_back(fd.as_fd(), owner);
+            }
+            return Restore::Restored;
+        }
         let Some(q) = self.q.take() else {
             return Restore::KeptInQuarantine(self.path_in_parent());
         };
@@ -323,6 +398,15 @@ impl Quarantined<'_> {
     /// When it cannot be renamed to its condemned name (then nothing was
     /// removed and it stays pending).
     pub fn remove(mut self) -> Result<RemovalReport> {
+        if let Some(owner) = self.own {
+            // Its own quarantine: already where no one else can look in.
+            let Some((fd, st)) = self.dir.take() else {
+                return Err(
+                    Error::new(ErrorKind::Removal, "is not a directory").at(self.job.display)
+                );
+            };
+            return Ok(self.job.delete_own(&self.unique, fd, st, owner));
+        }
         let Some(q) = self.q.take() else {
             return Err(
                 Error::new(ErrorKind::Removal, "is no longer in the quarantine")
@@ -380,6 +464,7 @@ impl<'a> Job<'a> {
             plan: options.plan(),
             expect: options.expect,
             leftovers: Tally::default(),
+            no_space: false,
         })
     }
 
@@ -432,9 +517,124 @@ impl<'a> Job<'a> {
             return Err(self.mismatch());
         }
         let condemned = Quarantine::condemned_name();
-        let (q, unique) =
-            self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &condemned)?;
-        self.delete_dir(q, unique, fd, st)
+        match self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &condemned) {
+            Ok((q, unique)) => self.delete_dir(q, unique, fd, st),
+            Err(e) if self.no_space => {
+                let (unique, owner) = self.become_own(fd.as_fd(), st, e)?;
+                Ok(self.delete_own(&unique, fd, st, owner))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes the directory `fd` (the entry, `st`) its own quarantine, for
+    /// when no quarantine can be made (no free inode or block; `no_space`
+    /// is the error that said so): first, on its descriptor, owned by us
+    /// (`fchown`) with mode 0700 (`fchmod`), so no one else can look up
+    /// anything inside any more; then renamed in the parent to a pending
+    /// name carrying its owner, mode and name
+    /// ([`quarantine::own_pending_name`]); then checked to be the inode
+    /// that was opened. Needs no new inode or block: the rename stays in
+    /// the parent. On any failure everything is put back as it was.
+    fn become_own(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: DirStat,
+        no_space: Error,
+    ) -> Result<(CString, Owner)> {
+        let full =
+            rustix::fs::fstat(fd).map_err(|e| io_error("cannot inspect", e, self.display))?;
+        let owner = Owner {
+            uid: full.st_uid,
+            gid: full.st_gid,
+            perm: full.st_mode & 0o7777,
+        };
+        let euid = rustix::process::geteuid();
+        let made_ours = rustix::fs::fchown(fd, Some(euid), Some(rustix::process::getegid()))
+            .and_then(|()| rustix::fs::fchmod(fd, Mode::RWXU));
+        if made_ours.is_err() {
+            give_back(fd, owner);
+            return Err(no_space);
+        }
+        let mut moved = Err(Errno::EXIST);
+        let mut name = CString::default();
+        for _ in 0..MAX_TRIES {
+            name = quarantine::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
+            moved = at::rename_noreplace(self.parent, &self.name, self.parent, &name);
+            if moved != Err(Errno::EXIST) {
+                break;
+            }
+        }
+        if let Err(errno) = moved {
+            give_back(fd, owner);
+            return Err(io_error(
+                "no free inode or block for a quarantine, and it cannot be renamed to be its own",
+                errno,
+                self.display,
+            ));
+        }
+        match at::lstat(self.parent, &name) {
+            Ok(now) if now.id == st.id => Ok((name, owner)),
+            _ => {
+                // Not what was opened: the name was swapped. Put both back.
+                let _ = at::rename_noreplace(self.parent, &name, self.parent, &self.name);
+                give_back(fd, owner);
+                Err(Error::new(
+                    ErrorKind::Removal,
+                    "was replaced between being opened and being moved aside; nothing removed",
+                )
+                .at(self.display))
+            }
+        }
+    }
+
+    /// Empties and removes the directory `fd` (`st`), which is its own
+    /// quarantine as `unique` in the parent; what is left of it is put
+    /// back under its name (as it was: owner and mode) when that is free.
+    fn delete_own(
+        &mut self,
+        unique: &CStr,
+        fd: OwnedFd,
+        st: DirStat,
+        owner: Owner,
+    ) -> RemovalReport {
+        let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
+        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
+        let mut sweeps = 0;
+        while !root.left_inside.load(Ordering::Acquire) {
+            match at::rmdir(self.parent, unique) {
+                Ok(()) => {
+                    tally.counts.dirs += 1;
+                    tally.counts.bytes += st.bytes;
+                    break;
+                }
+                Err(Errno::NOENT) => break,
+                Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
+                    sweeps += 1;
+                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan, true));
+                }
+                Err(errno) => {
+                    let path = PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
+                    tally.leave(
+                        path,
+                        LeftReason::Errno {
+                            op: Op::Rmdir,
+                            errno,
+                        },
+                    );
+                    root.left_inside.store(true, Ordering::Release);
+                }
+            }
+        }
+        let remnant = root.left_inside.load(Ordering::Acquire).then(|| {
+            if at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
+                give_back(root.fd.as_fd(), owner);
+                PathBuf::from(OsStr::from_bytes(self.name.as_bytes()))
+            } else {
+                PathBuf::from(OsStr::from_bytes(unique.to_bytes()))
+            }
+        });
+        self.report(tally, remnant)
     }
 
     /// Empties and removes the directory `fd` (`st`), which is in the
@@ -539,6 +739,13 @@ impl<'a> Job<'a> {
             let q = self.quarantine()?;
             match self.move_in(&q, want, dir, unique) {
                 Ok(unique) => return Ok((q, unique)),
+                Err(err) if is_no_space(&err) => {
+                    // The quarantine's directory has no room for one more
+                    // name (a full ext4 needs a block for it).
+                    q.close(self.parent);
+                    self.no_space = true;
+                    return Err(err);
+                }
                 Err(err) => {
                     let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
                     q.close(self.parent);
@@ -552,8 +759,9 @@ impl<'a> Job<'a> {
     }
 
     fn quarantine(&mut self) -> Result<Quarantine> {
-        Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers)
-            .map_err(|e| self.unusable(e, c".sandkeeper-trash-*"))
+        let opened = Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers);
+        self.no_space = matches!(opened, Err(Unusable::NoSpace(_)));
+        opened.map_err(|e| self.unusable(e, c".sandkeeper-trash-*"))
     }
 
     /// The error for a quarantine (`name` in the parent) that cannot be had.
@@ -670,6 +878,24 @@ impl<'a> Job<'a> {
             leftovers_left: leftovers.left,
         }
     }
+}
+
+/// Whether `err` says the filesystem is full (`ENOSPC`, `EDQUOT`).
+fn is_no_space(err: &Error) -> bool {
+    err.io_error()
+        .and_then(io::Error::raw_os_error)
+        .is_some_and(|e| e == Errno::NOSPC.raw_os_error() || e == Errno::DQUOT.raw_os_error())
+}
+
+/// Gives the directory `fd` back its owner and mode (best effort: this
+/// undoes [`Job::become_own`]).
+fn give_back(fd: BorrowedFd<'_>, owner: Owner) {
+    let _ = rustix::fs::fchown(
+        fd,
+        Some(rustix::process::Uid::from_raw(owner.uid)),
+        Some(rustix::process::Gid::from_raw(owner.gid)),
+    );
+    let _ = rustix::fs::fchmod(fd, Mode::from_raw_mode(owner.perm));
 }
 
 fn io_error(what: &'static str, errno: Errno, path: &Path) -> Error {

@@ -75,7 +75,12 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
 }
 
 /// Whether `parent` has an entry that may be one of the caller's
-/// quarantines (checked further when opened).
+/// quarantines, or a directory left as its own (checked further when
+/// opened).
 pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
-    quarantine::candidates(parent).map_or(true, |names| !names.is_empty())
+    quarantine::list(parent).map_or(true, |names| {
+        names.iter().any(|n| {
+            quarantine::is_quarantine(n.as_bytes()) || quarantine::is_own_pending(n.as_bytes())
+        })
+    })
 }

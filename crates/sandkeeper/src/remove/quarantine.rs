@@ -422,7 +422,7 @@ impl Quarantine {
 }
 
 /// The names in the directory `dir`, without `.` and `..`.
-fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
+pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     let fd = rustix::fs::openat(
         dir,
         c".",
@@ -445,7 +445,12 @@ fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
 /// valid name: the quarantine is ours, but a name is checked all the same).
 pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
     let rest = pending.strip_prefix(PENDING)?;
-    let hex = &rest[rest.iter().position(|&b| b == b'.')? + 1..];
+    decode_name(&rest[rest.iter().position(|&b| b == b'.')? + 1..])
+}
+
+/// A name from its hex form, if it is a valid name of an entry (not `.`,
+/// `..`, no `/` or NUL, not one of the tool's own).
+fn decode_name(hex: &[u8]) -> Option<Vec<u8>> {
     if hex.is_empty() || hex.len() % 2 != 0 {
         return None;
     }
@@ -457,9 +462,92 @@ pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
         })
         .collect::<Option<_>>()?;
-    let valid =
-        !at::is_dot(&name) && !name.contains(&b'/') && !name.contains(&0) && !is_quarantine(&name);
+    let valid = !at::is_dot(&name)
+        && !name.contains(&b'/')
+        && !name.contains(&0)
+        && !is_quarantine(&name)
+        && !is_own_pending(&name);
     valid.then_some(name)
+}
+
+/// The prefix of a directory that is its own quarantine (see
+/// [`own_pending_name`]).
+pub(crate) const OWN_PENDING: &[u8] = b".sandkeeper-pending-";
+
+/// Who owned a directory and its mode, before the remover made it its own
+/// quarantine (put back with it if it is restored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// Permission bits, `0o7777`.
+    pub(crate) perm: u32,
+}
+
+/// The name of a directory entry that is its own quarantine, in its
+/// parent, because no quarantine could be made (no free inode or block):
+/// `.sandkeeper-pending-<euid>-<16 random hex>-<uid>-<gid>-<octal
+/// mode>[.<hex of the original name>]`, carrying what is needed to put it
+/// back as it was (the original name only when it fits). Such an entry is
+/// owned by the remover with mode 0700 and pending: never deleted without
+/// a fresh check.
+pub(crate) fn own_pending_name(euid: u32, owner: Owner, original: &[u8]) -> CString {
+    let mut name = OWN_PENDING.to_vec();
+    name.extend_from_slice(
+        format!(
+            "{euid}-{:016x}-{}-{}-{:o}",
+            fastrand::u64(..),
+            owner.uid,
+            owner.gid,
+            owner.perm & 0o7777
+        )
+        .as_bytes(),
+    );
+    if name.len() + 1 + 2 * original.len() <= NAME_MAX {
+        name.push(b'.');
+        for b in original {
+            name.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+    }
+    // Digits, dashes, a dot: no NUL.
+    CString::new(name).unwrap_or_default()
+}
+
+/// What an [`own_pending_name`] says: the owner and mode to put back and
+/// the original name (when it was carried and is valid).
+pub(crate) fn parse_own_pending(name: &[u8]) -> Option<(Owner, Option<Vec<u8>>)> {
+    let rest = name.strip_prefix(OWN_PENDING)?;
+    let (fields, original) = match rest.iter().position(|&b| b == b'.') {
+        Some(dot) => (&rest[..dot], Some(&rest[dot + 1..])),
+        None => (rest, None),
+    };
+    let fields = std::str::from_utf8(fields).ok()?;
+    let parts: Vec<&str> = fields.split('-').collect();
+    let [euid, random, uid, gid, perm] = parts[..] else {
+        return None;
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(euid) || random.len() != 16 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if !digits(uid) || !digits(gid) {
+        return None;
+    }
+    let owner = Owner {
+        uid: uid.parse().ok()?,
+        gid: gid.parse().ok()?,
+        perm: u32::from_str_radix(perm, 8).ok().filter(|p| *p <= 0o7777)?,
+    };
+    let original = match original {
+        Some(hex) => Some(decode_name(hex)?),
+        None => None,
+    };
+    Some((owner, original))
+}
+
+/// Whether `name` has the form of a directory that is its own quarantine.
+pub(crate) fn is_own_pending(name: &[u8]) -> bool {
+    name.starts_with(OWN_PENDING) && parse_own_pending(name).is_some()
 }
 
 #[cfg(test)]
@@ -525,6 +613,37 @@ mod tests {
         assert!(is_quarantine(a.as_bytes()), "{a:?}");
         assert_ne!(a, fresh_name(0));
         assert!(a.as_bytes().starts_with(b".sandkeeper-trash-0-"));
+    }
+
+    #[test]
+    fn own_pending_names_carry_the_owner_and_the_name() {
+        let owner = Owner {
+            uid: 65534,
+            gid: 100,
+            perm: 0o2755,
+        };
+        let name = own_pending_name(0, owner, b"app-1");
+        assert!(is_own_pending(name.as_bytes()), "{name:?}");
+        assert!(
+            !is_quarantine(name.as_bytes()),
+            "never used as a quarantine"
+        );
+        assert_eq!(
+            parse_own_pending(name.as_bytes()),
+            Some((owner, Some(b"app-1".to_vec())))
+        );
+        let long = own_pending_name(0, owner, &[b'x'; 200]);
+        assert!(long.as_bytes().len() <= NAME_MAX);
+        assert_eq!(parse_own_pending(long.as_bytes()), Some((owner, None)));
+        for forged in [
+            &b".sandkeeper-pending-0-0123456789abcdef-1-2"[..],
+            b".sandkeeper-pending-0-0123456789abcdef-1-2-99999",
+            b".sandkeeper-pending-0-0123456789abcdef-1-2-755.2f",
+            b".sandkeeper-pending-0-0123-1-2-755",
+            b".sandkeeper-pending-x-0123456789abcdef-1-2-755",
+        ] {
+            assert_eq!(parse_own_pending(forged), None, "{forged:?}");
+        }
     }
 
     #[test]
