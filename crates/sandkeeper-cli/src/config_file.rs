@@ -1004,13 +1004,13 @@ keep_last = 3
         assert!(marks.above_high(1000, 99));
         assert!(!marks.above_high(0, 0), "no inodes reported: never above");
         assert_eq!(marks.target_free_inodes(1000), 250);
-        let text = "[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"95%\"\nlow_watermark_inodes = \"100 free\"\n";
+        let text = "[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"100 free\"\nlow_watermark_inodes = \"1000 free\"\n";
         let config = parse_str(text).unwrap();
         assert_eq!(
             config.roots[0].inode_watermarks,
             Some(InodeWatermarks {
-                high: InodeMark::UsedPercent(95.0),
-                low: InodeMark::Free(100)
+                high: InodeMark::Free(100),
+                low: InodeMark::Free(1000)
             })
         );
         assert_eq!(config.roots[0].watermarks, None);
