@@ -15,7 +15,9 @@
 //! 2. checks it is still the inode that was scanned;
 //! 3. moves it into the root's quarantine under a pending name
 //!    ([`remove::quarantine_entry`]), checking that the inode that arrived
-//!    is the one claimed: from now on no new path lookup reaches it;
+//!    is the one claimed: from now on no new path lookup reaches it (on a
+//!    filesystem without a free inode or block, a directory becomes its
+//!    own quarantine: made the reaper's, mode 0700, renamed in place);
 //! 4. checks it against a pass over `/proc` taken **after** that move:
 //!    the entry is walked in the quarantine through descriptors, every
 //!    inode matched against open files, working directories, mappings and
@@ -26,8 +28,9 @@
 //!    (`RENAME_NOREPLACE`); if that name was taken meanwhile it stays
 //!    pending in the quarantine, is reported, and is never deleted without
 //!    a fresh check;
-//! 5. with a free-space target, stops if the target is already met
-//!    (re-measured after each removal: unlinked-but-open files free nothing);
+//! 5. with a free-space target (bytes, inodes, or both: then both must be
+//!    met), stops if the target is already met (re-measured after each
+//!    removal: unlinked-but-open files free nothing);
 //!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised
 //!    (entries already moved are put back);
 //! 6. removes it: renamed to a condemned name inside the quarantine (so a

@@ -451,7 +451,7 @@ pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
 /// A name from its hex form, if it is a valid name of an entry (not `.`,
 /// `..`, no `/` or NUL, not one of the tool's own).
 fn decode_name(hex: &[u8]) -> Option<Vec<u8>> {
-    if hex.is_empty() || hex.len() % 2 != 0 {
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return None;
     }
     let name: Vec<u8> = hex

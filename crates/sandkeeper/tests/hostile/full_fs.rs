@@ -165,7 +165,12 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
     } else {
         // tmpfs needs no block for a directory.
         assert!(matches!(fill, Fill::Blocks), "{what}: made a directory");
-        fs::remove_dir(root.join("probe")).unwrap();
+        rustix::fs::unlinkat(
+            rustix::fs::CWD,
+            root.join("probe"),
+            rustix::fs::AtFlags::REMOVEDIR,
+        )
+        .unwrap();
     }
 
     let policy = Policy::builder()
