@@ -50,6 +50,91 @@ fn free_inodes(root: &Path) -> u64 {
     rustix::fs::statvfs(root).unwrap().f_favail
 }
 
+/// A tmpfs with 128 inodes (sticky, world-writable) in a sandbox, holding
+/// `app-0` (the oldest) to `app-5`, 10 inodes each, then filled by uid
+/// 65534 until no inode is left.
+fn full_of_inodes(tag: &str) -> (Sandbox, Tmpfs) {
+    let base = Sandbox::builder()
+        .root(reachable_by_others())
+        .tag(tag)
+        .permissions(0o755)
+        .create()
+        .unwrap();
+    let mnt = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=128");
+    let root = mnt.path();
+    fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
+    for i in 0..6 {
+        let entry = root.join(format!("app-{i}"));
+        fs::create_dir(&entry).unwrap();
+        for f in 0..FILES {
+            fs::write(entry.join(format!("f{f}")), "x").unwrap();
+        }
+        age_tree(&entry, Duration::from_secs(3600 * (100 - i)));
+    }
+    nobody_sh(
+        "cd \"$ROOT\" && mkdir fill && i=0 && \
+         while [ $i -lt 1000 ] && touch fill/f$i 2>/dev/null; do i=$((i+1)); done",
+        &[("ROOT", root.as_os_str())],
+    );
+    assert_eq!(free_inodes(root), 0, "the tmpfs is not out of inodes");
+    (base, mnt)
+}
+
+/// The config of a root whose only rule is `app-*` older than 1000 days
+/// (so only a reap under pressure takes anything), with inode watermarks.
+fn inode_config(base: &Sandbox, root: &str, high: &str, low: &str) -> String {
+    let config = base.path().join("config.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{root}\"\ngrace = \"0s\"\nuser_dirs = false\n\
+             high_watermark_inodes = \"{high}\"\nlow_watermark_inodes = \"{low}\"\n\
+             [[root.rule]]\nmatch = \"app-*\"\nolder_than = \"1000d\"\n"
+        ),
+    )
+    .unwrap();
+    config.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn watch_reaps_a_root_above_its_inode_watermark() {
+    run_in_pid_namespace(
+        "watch_reaps_a_root_above_its_inode_watermark",
+        "full_fs::inner_watch_by_inodes",
+    );
+}
+
+/// A tmpfs out of inodes with bytes to spare: `watch` used to find it
+/// below its (byte) watermarks. With inode watermarks, one cycle reaps it
+/// under pressure, oldest first, down to the low one, and says why.
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_watch_by_inodes() {
+    if !in_namespace() {
+        return;
+    }
+    let (base, mnt) = full_of_inodes("hostile-watch-inodes");
+    let root = mnt.path();
+    let config = inode_config(&base, root.to_str().unwrap(), "95%", "25 free");
+    let out = sandkeeper(&["watch", "--once", "--config", &config]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        log.contains(
+            "above the high watermark (100.0% of inodes used, 0 inodes free); \
+             removing oldest first until 25 inodes free"
+        ),
+        "{log}"
+    );
+    assert!(log.contains("below the low watermark"), "{log}");
+    assert!(free_inodes(root) >= 25, "{log}");
+    let left = entries(root);
+    assert!(
+        !left.contains("app-0") && left.contains("app-5"),
+        "{left:?} {log}"
+    );
+}
+
 #[test]
 fn inodes_count_for_targets_and_watermarks() {
     run_in_pid_namespace(
@@ -64,31 +149,9 @@ fn inner_inode_targets() {
     if !in_namespace() {
         return;
     }
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-inodes")
-        .permissions(0o755)
-        .create()
-        .unwrap();
-    let mnt = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=128");
+    let (base, mnt) = full_of_inodes("hostile-inodes");
     let root = mnt.path();
-    fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
-    // app-0 the oldest.
-    for i in 0..6 {
-        let entry = root.join(format!("app-{i}"));
-        fs::create_dir(&entry).unwrap();
-        for f in 0..FILES {
-            fs::write(entry.join(format!("f{f}")), "x").unwrap();
-        }
-        age_tree(&entry, Duration::from_secs(3600 * (100 - i)));
-    }
-    nobody_sh(
-        "cd \"$ROOT\" && mkdir fill && i=0 && \
-         while [ $i -lt 1000 ] && touch fill/f$i 2>/dev/null; do i=$((i+1)); done",
-        &[("ROOT", root.as_os_str())],
-    );
     let r = root.to_str().unwrap();
-    assert_eq!(free_inodes(root), 0, "the tmpfs is not out of inodes");
     let all: BTreeSet<String> = (0..6).map(|i| format!("app-{i}")).collect();
 
     // Bytes alone: plenty free, so the target is met and nothing goes.
@@ -107,17 +170,8 @@ fn inner_inode_targets() {
 
     // Above the high inode watermark: a reap under pressure (the rule's
     // age limit relaxes) down to the low one, oldest first.
-    let config = base.path().join("config.toml");
-    fs::write(
-        &config,
-        format!(
-            "[[root]]\npath = \"{r}\"\ngrace = \"0s\"\nuser_dirs = false\n\
-             high_watermark_inodes = \"95%\"\nlow_watermark_inodes = \"15 free\"\n\
-             [[root.rule]]\nmatch = \"app-*\"\nolder_than = \"1000d\"\n"
-        ),
-    )
-    .unwrap();
-    let out = sandkeeper(&["reap", "--config", config.to_str().unwrap()]);
+    let config = inode_config(&base, r, "95%", "15 free");
+    let out = sandkeeper(&["reap", "--config", &config]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let left = entries(root);
     assert!(
