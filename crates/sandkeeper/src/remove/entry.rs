@@ -49,7 +49,7 @@ pub(crate) fn remove(
     display: &Path,
     options: &RemoveOptions,
 ) -> Result<RemovalReport> {
-    check_name(name, display)?;
+    check_name(parent, name, display)?;
     let mut job = Job::new(parent, name, display, options)?;
     match job.open_entry()? {
         Target::Dir(fd, st) => job.remove_dir(fd, st),
@@ -57,8 +57,11 @@ pub(crate) fn remove(
     }
 }
 
-/// Refuses what is not one name of a directory entry, and the quarantine.
-fn check_name(name: &OsStr, display: &Path) -> Result<()> {
+/// Refuses what is not one name of a directory entry, and the caller's own
+/// quarantines (and directories that are their own quarantine) in
+/// `parent`. A look-alike another user made (not a directory owned by the
+/// effective uid with mode 0700) is an ordinary entry.
+fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
         return Err(Error::new(
@@ -67,7 +70,15 @@ fn check_name(name: &OsStr, display: &Path) -> Result<()> {
         )
         .at(display));
     }
-    if quarantine::is_quarantine(bytes) || quarantine::is_own_pending(bytes) {
+    let own = (quarantine::is_quarantine(bytes) || quarantine::is_own_pending(bytes))
+        && rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
+            |st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                    && st.st_uid == rustix::process::geteuid().as_raw()
+                    && st.st_mode & 0o7777 == 0o700
+            },
+        );
+    if own {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "the quarantine is emptied by every removal in its directory, not removed as an entry",
@@ -93,7 +104,7 @@ pub(crate) fn quarantine<'a>(
     display: &'a Path,
     options: &RemoveOptions,
 ) -> Result<Quarantined<'a>> {
-    check_name(name, display)?;
+    check_name(parent, name, display)?;
     let mut job = Job::new(parent, name, display, options)?;
     for _ in 0..MAX_TRIES {
         if let Some((fd, st)) = job.open_one()? {

@@ -211,7 +211,9 @@ impl RemoveOptions {
 ///   quarantine can be had on a full filesystem, …): [`ErrorKind::Io`]
 ///   (or [`ErrorKind::Removal`] when every fresh quarantine name tried was
 ///   taken at once).
-/// - `name` is empty, `.`, `..`, contains `/`, or is a quarantine name:
+/// - `name` is empty, `.`, `..`, contains `/`, or is one of the caller's
+///   quarantines (a directory of the effective uid, mode 0700, with a
+///   quarantine's name; another user's look-alike is an ordinary entry):
 ///   [`ErrorKind::InvalidInput`].
 ///
 /// # Examples

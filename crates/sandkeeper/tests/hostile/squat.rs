@@ -4,7 +4,8 @@
 //! first (a directory of theirs, a symlink, a file) made every removal
 //! there fail with "no usable quarantine". Now a quarantine has a random
 //! name made with `mkdirat` (another one on `EEXIST`), and is found again
-//! only by owner and mode, so no name can be taken first.
+//! only by owner and mode, so no name can be taken first; the squatter's
+//! look-alikes are ordinary entries (removed when a rule selects them).
 //!
 //! Root's reap runs in a private PID namespace (every process visible);
 //! the squatter is uid 65534 in a sticky, world-writable root like `/tmp`.
@@ -114,6 +115,20 @@ fn inner_squatted_names() {
             let meta = fs::symlink_metadata(root.join(name)).unwrap();
             assert_eq!(meta.uid(), 65534, "{kind}: {name}");
         }
+        assert!(Path::new("/etc/passwd").exists());
+
+        // And the look-alikes are ordinary entries: a rule that selects
+        // them removes them like any other (a symlink as a link).
+        let policy = Policy::builder()
+            .matching(".sandkeeper-*")
+            .grace(Duration::ZERO)
+            .build()
+            .unwrap();
+        let report = Reaper::new(policy).reap(&[&root]).unwrap();
+        let r = &report.roots[0];
+        assert!(r.errors.is_empty(), "{kind}: {:?}", r.errors);
+        assert_eq!(r.removed.len(), FIXED.len(), "{kind}: {r:?}");
+        assert!(names_in(&root).is_empty(), "{kind}: {:?}", names_in(&root));
         assert!(Path::new("/etc/passwd").exists());
     }
 }
