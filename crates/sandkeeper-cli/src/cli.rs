@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use sandkeeper::reap::FreeTarget;
+use sandkeeper::reap::{FreeInodes, FreeTarget};
 
 use crate::{config, exit_codes};
 
@@ -87,6 +87,12 @@ pub struct RuleArgs {
     /// filesystem (25%) or a size (2GiB).
     #[arg(long, value_name = "PERCENT|SIZE", allow_hyphen_values = true, value_parser = config::free_target)]
     pub target_free: Option<FreeTarget>,
+
+    /// Remove oldest first, only until this many inodes are free: a
+    /// percentage of the filesystem's inodes (10%) or a number (5000). With
+    /// --target-free, until both are met.
+    #[arg(long, value_name = "PERCENT|COUNT", value_parser = config::free_inodes)]
+    pub target_free_inodes: Option<FreeInodes>,
 
     /// Only entries owned by this user (name or uid).
     #[arg(long, value_name = "USER", value_parser = config::user)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sandkeeper::reap::FreeTarget;
+use sandkeeper::reap::{FreeInodes, FreeTarget};
 
 /// Whether `text` is a negative value (`-1s`, `-5%`, `-1`): the options
 /// that take one allow a leading hyphen, so that it reaches the value's
@@ -60,6 +60,24 @@ pub fn free_target(text: &str) -> Result<FreeTarget, String> {
     }
     size(t).map(FreeTarget::Bytes).map_err(|_| {
         format!("invalid free-space target {text:?}; use a percentage such as 25% or a size such as 2GiB")
+    })
+}
+
+/// A free-inode target: a percentage (`10%`) of the filesystem's inodes,
+/// or a number of inodes (`5000`).
+pub fn free_inodes(text: &str) -> Result<FreeInodes, String> {
+    let t = text.trim();
+    if let Some(number) = t.strip_suffix('%') {
+        let p: f64 = number.trim().parse().map_err(|_| {
+            format!("invalid percentage {text:?}; use a number from 0 to 100 followed by %, such as 10%")
+        })?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("percentage {text:?} is outside 0% to 100%"));
+        }
+        return Ok(FreeInodes::Percent(p));
+    }
+    t.parse::<u64>().map(FreeInodes::Count).map_err(|_| {
+        format!("invalid free-inode target {text:?}; use a percentage of the filesystem's inodes such as 10%, or a number of inodes such as 5000")
     })
 }
 
@@ -162,6 +180,23 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(free_target(text).ok(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn free_inode_targets() {
+        let cases: [(&str, Option<FreeInodes>); 7] = [
+            ("10%", Some(FreeInodes::Percent(10.0))),
+            (" 0.5 % ", Some(FreeInodes::Percent(0.5))),
+            ("5000", Some(FreeInodes::Count(5000))),
+            ("0", Some(FreeInodes::Count(0))),
+            ("101%", None),
+            ("5k", None),
+            ("-5", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(free_inodes(text).ok(), want, "{text}");
+        }
+        assert!(free_inodes("many").unwrap_err().contains("\"many\""));
     }
 
     #[test]

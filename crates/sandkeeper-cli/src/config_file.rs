@@ -11,6 +11,8 @@
 //! grace = "60s"
 //! high_watermark = "90%"
 //! low_watermark = "75%"
+//! high_watermark_inodes = "95%"
+//! low_watermark_inodes = "80%"
 //!
 //! [[root.rule]]
 //! match = "app-*"
@@ -70,8 +72,11 @@ pub struct RootConfig {
     /// Whether the per-user sandbox directories `sandkeeper-<uid>` inside
     /// the root are reaped too, with the same rules.
     pub user_dirs: bool,
-    /// When to reap under pressure, and down to where.
+    /// When to reap under pressure, and down to where (bytes).
     pub watermarks: Option<Watermarks>,
+    /// The same by inodes: above the high one (fewer free inodes) a reap
+    /// under pressure goes on until the low one is reached.
+    pub inode_watermarks: Option<InodeWatermarks>,
     /// Which unmanaged families may go.
     pub rules: Vec<Rule>,
 }
@@ -139,6 +144,64 @@ impl Watermarks {
     }
 }
 
+/// The high and low inode watermarks of a root (`high_watermark_inodes`,
+/// `low_watermark_inodes`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InodeWatermarks {
+    /// Above this, reap under pressure.
+    pub high: InodeMark,
+    /// ... until under this.
+    pub low: InodeMark,
+}
+
+/// A level of a filesystem's use of inodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum InodeMark {
+    /// `"90%"`: this percentage of the inodes used.
+    UsedPercent(f64),
+    /// `"5000 free"`: this many inodes left free.
+    Free(u64),
+}
+
+impl InodeMark {
+    /// The free inodes that correspond to this level on a filesystem of
+    /// `total` inodes (0 when it reports none: it never runs out).
+    pub fn free_inodes(self, total: u64) -> u64 {
+        if total == 0 {
+            return 0;
+        }
+        match self {
+            InodeMark::Free(n) => n,
+            InodeMark::UsedPercent(p) => ((total as f64) * (100.0 - p) / 100.0).ceil() as u64,
+        }
+    }
+}
+
+impl fmt::Display for InodeMark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InodeMark::UsedPercent(p) => write!(f, "{p}% of inodes used"),
+            InodeMark::Free(n) => write!(f, "{n} inodes free"),
+        }
+    }
+}
+
+impl InodeWatermarks {
+    /// Whether a filesystem of `total` inodes with `free` free is above
+    /// the high watermark (never, when it reports no inodes).
+    pub fn above_high(&self, total: u64, free: u64) -> bool {
+        total > 0 && free < self.high.free_inodes(total)
+    }
+
+    /// The free inodes a pressure reap aims for: the low watermark, and
+    /// never less than the high one.
+    pub fn target_free_inodes(&self, total: u64) -> u64 {
+        self.low
+            .free_inodes(total)
+            .max(self.high.free_inodes(total))
+    }
+}
+
 /// A bad config file: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -177,6 +240,7 @@ impl Config {
                 max_keep: sandkeeper::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
                 watermarks: None,
+                inode_watermarks: None,
                 rules: Vec::new(),
             }],
         }
@@ -373,6 +437,34 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
                 Some(Watermarks { high: h, low: l })
             }
         };
+        let inode_watermarks = match (&r.high_watermark_inodes, &r.low_watermark_inodes) {
+            (None, None) => None,
+            (Some(high), None) => {
+                return Err(at(
+                    Some(high.span()),
+                    "high_watermark_inodes needs a low_watermark_inodes: how far to reap down once above it"
+                        .to_owned(),
+                ))
+            }
+            (None, Some(low)) => {
+                return Err(at(
+                    Some(low.span()),
+                    "low_watermark_inodes needs a high_watermark_inodes: the level that starts a reap"
+                        .to_owned(),
+                ))
+            }
+            (Some(high), Some(low)) => {
+                let parse = |v: &Spanned<toml::Value>, key: &str| {
+                    string(v, key, "\"90%\" (of inodes used) or \"5000 free\"")
+                        .and_then(inode_mark)
+                        .map_err(|m| at(Some(v.span()), m))
+                };
+                let h = parse(high, "high_watermark_inodes")?;
+                let l = parse(low, "low_watermark_inodes")?;
+                check_inode_order(h, l, &path).map_err(|m| at(Some(low.span()), m))?;
+                Some(InodeWatermarks { high: h, low: l })
+            }
+        };
         let mut rules = Vec::with_capacity(r.rule.len());
         for rule in &r.rule {
             rules.push(check_rule(rule, &at, &duration)?);
@@ -385,6 +477,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             max_keep,
             user_dirs: r.user_dirs.unwrap_or(true),
             watermarks,
+            inode_watermarks,
             rules,
         });
     }
@@ -428,6 +521,8 @@ struct RawRoot {
     user_dirs: Option<bool>,
     high_watermark: Option<Spanned<toml::Value>>,
     low_watermark: Option<Spanned<toml::Value>>,
+    high_watermark_inodes: Option<Spanned<toml::Value>>,
+    low_watermark_inodes: Option<Spanned<toml::Value>>,
     #[serde(default)]
     rule: Vec<RawRule>,
 }
@@ -544,6 +639,51 @@ fn watermark(text: &str) -> Result<Watermark, String> {
     ))
 }
 
+/// `"90%"` (of inodes used) or `"5000 free"` (inodes left free).
+fn inode_mark(text: &str) -> Result<InodeMark, String> {
+    let t = text.trim();
+    let hint = "use a percentage of inodes used, such as \"90%\", or a number of inodes left free, such as \"5000 free\"";
+    if let Some(count) = t.strip_suffix("free") {
+        return count
+            .trim()
+            .parse::<u64>()
+            .map(InodeMark::Free)
+            .map_err(|_| format!("invalid inode watermark {text:?}; {hint}"));
+    }
+    if let Some(number) = t.strip_suffix('%') {
+        let p: f64 = number
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid inode watermark {text:?}; {hint}"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("inode watermark {text:?} is outside 0% to 100%"));
+        }
+        return Ok(InodeMark::UsedPercent(p));
+    }
+    Err(format!(
+        "invalid inode watermark {text:?}: say whether it is inodes used (\"90%\") or left free (\"5000 free\"); {hint}"
+    ))
+}
+
+/// As [`check_order`], for inodes.
+fn check_inode_order(high: InodeMark, low: InodeMark, root: &Path) -> Result<(), String> {
+    let fits = match (high, low) {
+        (InodeMark::UsedPercent(h), InodeMark::UsedPercent(l)) => l < h,
+        (InodeMark::Free(h), InodeMark::Free(l)) => l > h,
+        _ => match rustix::fs::statvfs(root) {
+            Ok(st) if st.f_files > 0 => low.free_inodes(st.f_files) > high.free_inodes(st.f_files),
+            _ => true,
+        },
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!(
+            "low_watermark_inodes ({low}) must be below high_watermark_inodes ({high}): a reap above the high mark goes down to the low one"
+        ))
+    }
+}
+
 /// The low watermark must be below the high one. Percentages and sizes
 /// are compared on the root's filesystem when it can be measured now (and
 /// clamped at run time otherwise).
@@ -656,7 +796,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 14] = [
+        const KEYS: [&str; 16] = [
             "interval",
             "poll",
             "path",
@@ -666,6 +806,8 @@ mod tests {
             "user_dirs",
             "high_watermark",
             "low_watermark",
+            "high_watermark_inodes",
+            "low_watermark_inodes",
             "match",
             "older_than",
             "keep_last",
@@ -837,6 +979,49 @@ keep_last = 3
                 None => "/etc/sandkeeper/config.toml: ".to_owned(),
             };
             assert!(shown.starts_with(&want), "{name}: {shown}");
+        }
+    }
+
+    #[test]
+    fn inode_watermarks() {
+        let cases: &[(&str, Option<InodeMark>)] = &[
+            ("90%", Some(InodeMark::UsedPercent(90.0))),
+            ("5000 free", Some(InodeMark::Free(5000))),
+            (" 0 free ", Some(InodeMark::Free(0))),
+            ("5000", None),
+            ("10% free", None),
+            ("5k free", None),
+            ("190%", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(inode_mark(text).ok(), *want, "{text}");
+        }
+        let marks = InodeWatermarks {
+            high: InodeMark::UsedPercent(90.0),
+            low: InodeMark::UsedPercent(75.0),
+        };
+        assert!(!marks.above_high(1000, 100));
+        assert!(marks.above_high(1000, 99));
+        assert!(!marks.above_high(0, 0), "no inodes reported: never above");
+        assert_eq!(marks.target_free_inodes(1000), 250);
+        let text = "[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"100 free\"\nlow_watermark_inodes = \"1000 free\"\n";
+        let config = parse_str(text).unwrap();
+        assert_eq!(
+            config.roots[0].inode_watermarks,
+            Some(InodeWatermarks {
+                high: InodeMark::Free(100),
+                low: InodeMark::Free(1000)
+            })
+        );
+        assert_eq!(config.roots[0].watermarks, None);
+        for (text, line, want) in [
+            ("[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"95%\"\n", 3, "needs a low_watermark_inodes"),
+            ("[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"80%\"\nlow_watermark_inodes = \"85%\"\n", 4, "must be below high_watermark_inodes"),
+            ("[[root]]\npath = \"/tmp\"\nhigh_watermark_inodes = \"lots\"\nlow_watermark_inodes = \"85%\"\n", 3, "invalid inode watermark"),
+        ] {
+            let err = parse_str(text).unwrap_err();
+            assert_eq!(err.line, Some(line), "{err}");
+            assert!(err.message.contains(want), "{err}");
         }
     }
 

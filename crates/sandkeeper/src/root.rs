@@ -262,7 +262,7 @@ pub(crate) fn is_user_root_stat(st: &Stat, uid: u32) -> bool {
 pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     let bytes = name.as_bytes();
     let user_uid = user_root_uid(bytes);
-    let quarantine = crate::remove::is_quarantine(bytes);
+    let quarantine = crate::remove::is_quarantine(bytes) || crate::remove::is_own_pending(bytes);
     if user_uid.is_none() && !quarantine {
         return false;
     }
@@ -272,8 +272,10 @@ pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
     if let Some(uid) = user_uid {
         return is_user_root_stat(&st, uid);
     }
-    // A quarantine is ours only if our removals made it: owned by us,
-    // mode 0700. Another user's is an ordinary entry, visible and sized.
+    // A quarantine (`.sandkeeper-trash-<euid>-<random>`, or an older
+    // version's fixed name) is ours only if our removals made it: owned by
+    // us, mode 0700 — what `remove::quarantine` trusts too. Another user's
+    // look-alike is an ordinary entry, visible and sized.
     let me = rustix::process::geteuid().as_raw();
     FileType::from_raw_mode(st.st_mode) == FileType::Directory
         && st.st_uid == me

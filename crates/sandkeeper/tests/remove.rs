@@ -123,14 +123,19 @@ fn remove_path_removes_and_reports_missing_entries() {
 #[test]
 fn invalid_names_are_rejected() {
     let scratch = Scratch::new("names-rejected");
-    mkdirs(&scratch.join(".sandkeeper-trash"));
+    // The remover's own quarantines (its directories, mode 0700) are not
+    // entries; a look-alike of another mode is (see below).
+    for own in [".sandkeeper-trash", ".sandkeeper-trash-0-00000000000000aa"] {
+        mkdirs(&scratch.join(own));
+        chmod(&scratch.join(own), 0o700);
+    }
     for name in [
         "",
         ".",
         "..",
         "a/b",
         ".sandkeeper-trash",
-        ".sandkeeper-trash-0",
+        ".sandkeeper-trash-0-00000000000000aa",
     ] {
         let err = remove_entry(scratch.fd(), OsStr::new(name), &sequential()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{name:?}: {err}");
@@ -139,6 +144,18 @@ fn invalid_names_are_rejected() {
         let err = remove_path(Path::new(path), &sequential()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{path:?}");
     }
+    // A look-alike the remover did not make (mode 0755) is an entry.
+    mkdirs(&scratch.join(".sandkeeper-trash-0-00000000000000bb/x"));
+    let report = remove_entry(
+        scratch.fd(),
+        OsStr::new(".sandkeeper-trash-0-00000000000000bb"),
+        &sequential(),
+    )
+    .unwrap();
+    assert!(report.is_complete());
+    assert!(!scratch
+        .join(".sandkeeper-trash-0-00000000000000bb")
+        .exists());
 }
 
 #[test]
@@ -853,10 +870,14 @@ fn a_killed_remover_is_finished_by_the_next_one() {
         .spawn()
         .unwrap();
     // Wait until the entry is in the quarantine and partly removed.
-    let trash = scratch.join(".sandkeeper-trash");
+    // (Its name has a random part: the one directory of that form.)
     let deadline = Instant::now() + Duration::from_secs(60);
     let in_progress = loop {
-        if let Ok(mut entries) = fs::read_dir(&trash) {
+        let trash = scratch
+            .names()
+            .into_iter()
+            .find(|n| n.as_encoded_bytes().starts_with(b".sandkeeper-trash"));
+        if let Some(Ok(mut entries)) = trash.map(|t| fs::read_dir(scratch.join(t))) {
             if let Some(Ok(entry)) = entries.next() {
                 break entry.path();
             }

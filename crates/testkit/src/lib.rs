@@ -124,8 +124,14 @@ pub struct Tmpfs(PathBuf);
 impl Tmpfs {
     /// Mounts a tmpfs of `size` (`8m`, `1g`) at `at`, creating it.
     pub fn mount(at: &Path, size: &str) -> Tmpfs {
+        Tmpfs::mount_with(at, &format!("size={size}"))
+    }
+
+    /// Mounts a tmpfs with these mount options (`size=8m,nr_inodes=64`)
+    /// at `at`, creating it; `mode=0755` unless the options say otherwise.
+    pub fn mount_with(at: &Path, options: &str) -> Tmpfs {
         fs::create_dir_all(at).unwrap_or_else(|e| panic!("mkdir {}: {e}", at.display()));
-        let data = CString::new(format!("size={size},mode=0755")).expect("no NUL in size");
+        let data = CString::new(format!("mode=0755,{options}")).expect("no NUL in options");
         rustix::mount::mount(
             "sandkeeper-test",
             at,

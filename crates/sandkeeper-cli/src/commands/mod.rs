@@ -87,6 +87,9 @@ pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
     if let Some(t) = rules.target_free {
         b.target_free(t);
     }
+    if let Some(t) = rules.target_free_inodes {
+        b.target_free_inodes(t);
+    }
     if let Some(uid) = rules.owner {
         b.owner(uid);
     }

@@ -33,7 +33,7 @@ use crate::humanize::{sanitize, size};
 use crate::metrics::{self, Metrics};
 use crate::printer::Printer;
 use crate::render;
-use cycle::{Level, Mode, Options, Outcome};
+use cycle::{Level, Mode, Options, Outcome, Pressure};
 use log::Log;
 use signals::Signals;
 
@@ -149,6 +149,9 @@ fn describe(config: &Config) -> Vec<String> {
         if let Some(w) = &root.watermarks {
             parts.push(format!("high watermark {}, low {}", w.high, w.low));
         }
+        if let Some(w) = &root.inode_watermarks {
+            parts.push(format!("high inode watermark {}, low {}", w.high, w.low));
+        }
         for rule in &root.rules {
             let mut r = format!("rule {:?}", rule.glob);
             if let Some(age) = rule.older_than {
@@ -181,9 +184,9 @@ struct RootState {
     /// not get under the high watermark).
     retry_at: Option<Instant>,
     backoff: Duration,
-    /// Free bytes when the last pressure reap gave up: a poll that finds
-    /// much less (new leftovers) retries at once.
-    gave_up_at_free: Option<u64>,
+    /// Free bytes and inodes when the last pressure reap gave up: a poll
+    /// that finds much less of either (new leftovers) retries at once.
+    gave_up_at_free: Option<Level>,
     /// A digest of the scan warnings last logged, to log changes only.
     warnings: u64,
 }
@@ -278,16 +281,17 @@ impl Watcher {
     fn poll(&mut self) {
         let roots = self.config.roots.clone();
         let mut reaped = false;
-        for root in roots.iter().filter(|r| r.watermarks.is_some()) {
+        for root in roots
+            .iter()
+            .filter(|r| r.watermarks.is_some() || r.inode_watermarks.is_some())
+        {
             if self.signals.stopping() {
                 break;
             }
             let Ok(level) = cycle::measure(&root.path) else {
                 continue; // the cycle reports a root it cannot measure
             };
-            let above = root
-                .watermarks
-                .is_some_and(|w| w.above_high(level.total, level.free));
+            let above = cycle::above_high(root, &level);
             let state = self.roots.entry(root.path.clone()).or_default();
             if !above {
                 *state = RootState {
@@ -298,8 +302,11 @@ impl Watcher {
             }
             // After a reap that could not get under the mark, wait (longer
             // each time), unless much more is used now than then.
-            let grown = state.gave_up_at_free.is_some_and(|free| {
-                free.saturating_sub(level.free) >= (level.total / 100).max(1 << 20)
+            let grown = state.gave_up_at_free.is_some_and(|then| {
+                then.free.saturating_sub(level.free) >= (level.total / 100).max(1 << 20)
+                    || (level.total_inodes > 0
+                        && then.free_inodes.saturating_sub(level.free_inodes)
+                            >= (level.total_inodes / 100).max(1))
             });
             if state.retry_at.is_some_and(|t| Instant::now() < t) && !grown {
                 continue;
@@ -316,13 +323,12 @@ impl Watcher {
     fn reap(&mut self, root: &RootConfig, mode: Mode) -> usize {
         let outcome = cycle::reap(root, &self.opts, mode);
         let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
-        if let (Some(target), Some(before)) = (outcome.pressure_target, outcome.before) {
+        if let (Some(target), Some(before)) = (outcome.pressure, outcome.before) {
             self.metrics.count_pressure_reap(&root.path);
             self.log.notice(&format!(
-                "{name}: above the high watermark ({} used, {} free); removing oldest first until {} free",
-                percent(&before),
-                size(before.free),
-                size(target)
+                "{name}: above the high watermark ({}); removing oldest first until {}",
+                used(&before, &target),
+                target.describe()
             ));
         }
         for (path, err) in &outcome.failures {
@@ -332,7 +338,7 @@ impl Watcher {
                 err.message
             ));
         }
-        let under_pressure = outcome.pressure_target.is_some();
+        let under_pressure = outcome.pressure.is_some();
         for report in &outcome.reports {
             self.log_report(report, under_pressure);
             self.log_warnings(&root.path, report);
@@ -342,7 +348,7 @@ impl Watcher {
         let removed = outcome.removed();
         let freed = outcome.freed_bytes();
         let errors = outcome.error_count();
-        let target = outcome.pressure_target;
+        let target = outcome.pressure;
         // The reports go before the metrics' rescan: one scan in memory.
         self.observe(root, outcome);
         let after = cycle::measure(&root.path).ok();
@@ -366,24 +372,27 @@ impl Watcher {
 
     /// After a reap under pressure: done, or still above (then back off).
     /// `done`: the entries removed and the bytes freed.
-    fn after_pressure(&mut self, root: &RootConfig, done: (usize, u64), target: u64, after: Level) {
+    fn after_pressure(
+        &mut self,
+        root: &RootConfig,
+        done: (usize, u64),
+        target: Pressure,
+        after: Level,
+    ) {
         let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
         let (removed, freed) = done;
         let summary = format!(
-            "removed {removed} entr{} ({}); {} used, {} free",
+            "removed {removed} entr{} ({}); {}",
             if removed == 1 { "y" } else { "ies" },
             size(freed),
-            percent(&after),
-            size(after.free),
+            used(&after, &target),
         );
-        let still_above = root
-            .watermarks
-            .is_some_and(|w| w.above_high(after.total, after.free));
+        let still_above = cycle::above_high(root, &after);
         let state = self.roots.entry(root.path.clone()).or_default();
         if self.signals.stopping() {
             self.log
                 .notice(&format!("{name}: stopped under pressure: {summary}"));
-        } else if after.free >= target {
+        } else if target.met(&after) {
             self.log
                 .notice(&format!("{name}: below the low watermark: {summary}"));
             state.backoff = Duration::ZERO;
@@ -394,7 +403,7 @@ impl Watcher {
                 .max(self.config.poll)
                 .min(self.config.interval);
             state.retry_at = Some(Instant::now() + state.backoff);
-            state.gave_up_at_free = Some(after.free);
+            state.gave_up_at_free = Some(after);
             self.log.warning(&format!(
                 "{name}: still above the high watermark: {summary}; nothing else may go (live, in use, unknown, in grace, kept, or no rule matches); retrying in {}",
                 humantime::format_duration(state.backoff)
@@ -567,6 +576,23 @@ fn percent(level: &Level) -> String {
     format!("{:.1}%", level.used_percent())
 }
 
+/// How full a filesystem is, in the terms of the pressure on it: "95.0%
+/// used, 1 GiB free" for bytes, "100.0% of inodes used, 0 inodes free" for
+/// inodes, or both.
+fn used(level: &Level, pressure: &Pressure) -> String {
+    let bytes = format!("{} used, {} free", percent(level), size(level.free));
+    let inodes = format!(
+        "{:.1}% of inodes used, {} inodes free",
+        level.used_inodes_percent(),
+        level.free_inodes
+    );
+    match (pressure.bytes.is_some(), pressure.inodes.is_some()) {
+        (_, false) => bytes,
+        (false, true) => inodes,
+        (true, true) => format!("{bytes}; {inodes}"),
+    }
+}
+
 /// `reap` with a config file: each root as one cycle of `watch` would
 /// reap it (under pressure when above its high watermark), merged into
 /// one report.
@@ -616,12 +642,12 @@ pub fn reap_configured(
     let mut merged: Option<ReapReport> = None;
     for (root, open) in config.roots.iter().zip(opened) {
         let outcome = cycle::reap_opened(root, open, &opts, Mode::Cycle);
-        if let (Some(target), Some(before)) = (outcome.pressure_target, outcome.before) {
+        if let (Some(target), Some(before)) = (outcome.pressure, outcome.before) {
             printer.note(&format!(
-                "{}: above the high watermark ({} used); removing oldest first until {} free",
+                "{}: above the high watermark ({}); removing oldest first until {}",
                 sanitize(root.path.as_os_str().as_bytes()),
-                percent(&before),
-                size(target)
+                used(&before, &target),
+                target.describe()
             ));
         }
         if let Some((_, mut err)) = outcome.failures.into_iter().next() {
@@ -680,6 +706,7 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.older_than.is_some(), "--older-than"),
         (r.keep_last.is_some(), "--keep-last"),
         (r.target_free.is_some(), "--target-free"),
+        (r.target_free_inodes.is_some(), "--target-free-inodes"),
         (r.owner.is_some(), "--owner"),
         (r.grace != config_file::DEFAULT_GRACE, "--grace"),
         (

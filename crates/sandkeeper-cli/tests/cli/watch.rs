@@ -203,7 +203,7 @@ fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != LEASE_FILE && n != ".sandkeeper-trash")
+        .filter(|n| n != LEASE_FILE && !n.starts_with(".sandkeeper-trash"))
         .collect();
     names.sort();
     names
@@ -581,13 +581,18 @@ fn inner_sigterm() {
         let files = fs::read_dir(root.join(name)).unwrap().count();
         assert_eq!(files, FILES + 1, "{name} is whole (files and its lease)");
     }
-    let trash = root.join(".sandkeeper-trash");
-    if trash.exists() {
-        assert_eq!(
-            fs::read_dir(&trash).unwrap().count(),
-            0,
-            "nothing half-removed"
-        );
+    for trash in fs::read_dir(&root).unwrap() {
+        let trash = trash.unwrap().path();
+        if trash
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b".sandkeeper-trash"))
+        {
+            assert_eq!(
+                fs::read_dir(&trash).unwrap().count(),
+                0,
+                "nothing half-removed"
+            );
+        }
     }
     println!(
         "sigterm: {} of {ORPHANS} removed, exited {took:?} after SIGTERM",

@@ -8,6 +8,7 @@
 //! deterministic; every test is bounded in time and leaves nothing behind.
 
 mod config_input;
+mod full_fs;
 mod fuzz_render;
 mod kernelusers;
 mod output;

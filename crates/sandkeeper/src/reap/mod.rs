@@ -15,7 +15,9 @@
 //! 2. checks it is still the inode that was scanned;
 //! 3. moves it into the root's quarantine under a pending name
 //!    ([`remove::quarantine_entry`]), checking that the inode that arrived
-//!    is the one claimed: from now on no new path lookup reaches it;
+//!    is the one claimed: from now on no new path lookup reaches it (on a
+//!    filesystem without a free inode or block, a directory becomes its
+//!    own quarantine: made the reaper's, mode 0700, renamed in place);
 //! 4. checks it against a pass over `/proc` taken **after** that move:
 //!    the entry is walked in the quarantine through descriptors, every
 //!    inode matched against open files, working directories, mappings and
@@ -26,8 +28,9 @@
 //!    (`RENAME_NOREPLACE`); if that name was taken meanwhile it stays
 //!    pending in the quarantine, is reported, and is never deleted without
 //!    a fresh check;
-//! 5. with a free-space target, stops if the target is already met
-//!    (re-measured after each removal: unlinked-but-open files free nothing);
+//! 5. with a free-space target (bytes, inodes, or both: then both must be
+//!    met), stops if the target is already met (re-measured after each
+//!    removal: unlinked-but-open files free nothing);
 //!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised
 //!    (entries already moved are put back);
 //! 6. removes it: renamed to a condemned name inside the quarantine (so a
@@ -60,7 +63,7 @@ use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Filters, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
+pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -91,6 +94,28 @@ fn batches<T>(candidates: &[T], target: bool) -> impl Iterator<Item = &[T]> {
         size = (size * 2).min(BATCH);
         Some(batch)
     })
+}
+
+/// What a reap with a free-space target aims for on one filesystem: free
+/// bytes, free inodes, or both (then both must be met).
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    bytes: Option<u64>,
+    inodes: Option<u64>,
+}
+
+impl Target {
+    /// The policy's targets on `fs`; `None` when it has none.
+    fn of(policy: &Policy, fs: &scan::Filesystem) -> Option<Target> {
+        let bytes = policy.target_free.map(|t| t.bytes(fs.total_bytes));
+        let inodes = policy.target_free_inodes.map(|t| t.count(fs.total_inodes));
+        (bytes.is_some() || inodes.is_some()).then_some(Target { bytes, inodes })
+    }
+
+    /// Whether `free` meets every target set.
+    fn met(self, free: scan::filesystem::Free) -> bool {
+        self.bytes.is_none_or(|b| free.bytes >= b) && self.inodes.is_none_or(|n| free.inodes >= n)
+    }
 }
 
 /// Runs reaps with one policy.
@@ -298,17 +323,20 @@ impl Reaper {
                 *i,
             )
         });
-        let target = self
-            .policy
-            .target_free
-            .map(|t| t.bytes(report.filesystem.total_bytes));
+        let target = Target::of(&self.policy, &report.filesystem);
         // Measured afresh: an earlier root on the same filesystem, or
         // another reaper, may have freed space since the scan.
         let mut free = match target {
-            Some(_) => scan::free_bytes(dir).unwrap_or(report.filesystem.free_bytes),
-            None => report.filesystem.free_bytes,
+            Some(_) => scan::filesystem::free(dir).unwrap_or(scan::filesystem::Free {
+                bytes: report.filesystem.free_bytes,
+                inodes: report.filesystem.free_inodes,
+            }),
+            None => scan::filesystem::Free {
+                bytes: report.filesystem.free_bytes,
+                inodes: report.filesystem.free_inodes,
+            },
         };
-        let mut target_met = target.is_some_and(|t| free >= t);
+        let mut target_met = target.is_some_and(|t| t.met(free));
         for batch in batches(&candidates, target.is_some()) {
             if self.policy.dry_run {
                 for (i, reason) in batch {
@@ -319,8 +347,11 @@ impl Reaper {
                             .push(skipped(&path, entry, KeepReason::TargetMet));
                         continue;
                     }
-                    free = free.saturating_add(entry.disk_bytes);
-                    target_met = target.is_some_and(|t| free >= t);
+                    free.bytes = free.bytes.saturating_add(entry.disk_bytes);
+                    free.inodes = free
+                        .inodes
+                        .saturating_add(entry.files.saturating_add(entry.dirs).max(1));
+                    target_met = target.is_some_and(|t| t.met(free));
                     result.freed_bytes += entry.disk_bytes;
                     result.removed.push(removed(&path, entry, reason.clone()));
                 }
@@ -351,7 +382,7 @@ impl Reaper {
         dir: BorrowedFd<'_>,
         report: &RootReport,
         batch: &[(usize, ReapReason)],
-        target: Option<u64>,
+        target: Option<Target>,
         target_met: &mut bool,
         result: &mut RootReap,
     ) -> Result<()> {
@@ -420,7 +451,7 @@ impl Reaper {
             }
             drop(claim);
             if let Some(t) = target {
-                *target_met = scan::free_bytes(dir).is_ok_and(|free| free >= t);
+                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
             }
         }
         Ok(())

@@ -28,6 +28,32 @@ impl FreeTarget {
     }
 }
 
+/// How many free inodes a reap aims for, besides (or instead of) free
+/// bytes ([`PolicyBuilder::target_free_inodes`]): a filesystem out of
+/// inodes cannot make a file, however many bytes it has free.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FreeInodes {
+    /// Free inodes as a percentage of the filesystem's inodes (0–100).
+    Percent(f64),
+    /// A number of free inodes.
+    Count(u64),
+}
+
+impl FreeInodes {
+    /// The free inodes this target asks for on a filesystem of `total`
+    /// inodes. A filesystem that reports no inodes (`total` 0: btrfs, a
+    /// tmpfs with `nr_inodes=0`) never runs out: every target is 0 there.
+    pub fn count(self, total: u64) -> u64 {
+        if total == 0 {
+            return 0;
+        }
+        match self {
+            FreeInodes::Count(n) => n,
+            FreeInodes::Percent(p) => ((total as f64) * p / 100.0).ceil() as u64,
+        }
+    }
+}
+
 /// The filters of one [`rule`](PolicyBuilder::rule): which of the
 /// entries its glob selects may go. Each is unset by default (no limit).
 ///
@@ -96,6 +122,7 @@ pub struct Policy {
     /// The policy-wide filters (orphans, and globs without a rule).
     pub(crate) filters: Filters,
     pub(crate) target_free: Option<FreeTarget>,
+    pub(crate) target_free_inodes: Option<FreeInodes>,
     pub(crate) dry_run: bool,
     pub(crate) pressure: bool,
     pub(crate) max_keep: Duration,
@@ -184,6 +211,7 @@ pub struct PolicyBuilder {
     rule_filters: Vec<Option<Filters>>,
     filters: Filters,
     target_free: Option<FreeTarget>,
+    target_free_inodes: Option<FreeInodes>,
     dry_run: bool,
     pressure: bool,
     max_keep: Duration,
@@ -198,6 +226,7 @@ impl Default for PolicyBuilder {
             rule_filters: Vec::new(),
             filters: Filters::new(),
             target_free: None,
+            target_free_inodes: None,
             dry_run: false,
             pressure: false,
             max_keep: DEFAULT_MAX_KEEP,
@@ -253,6 +282,15 @@ impl PolicyBuilder {
         self
     }
 
+    /// Removes oldest first, only until the filesystem has this many free
+    /// inodes (default: no inode target). With a
+    /// [`target_free`](Self::target_free) too, a reap goes on until both
+    /// are met; alone, bytes do not count.
+    pub fn target_free_inodes(&mut self, target: FreeInodes) -> &mut Self {
+        self.target_free_inodes = Some(target);
+        self
+    }
+
     /// Only entries owned by this uid (default: any owner).
     pub fn owner(&mut self, uid: u32) -> &mut Self {
         self.filters.owner(uid);
@@ -297,7 +335,7 @@ impl PolicyBuilder {
     /// # Errors
     ///
     /// [`ErrorKind::InvalidInput`] for a glob that does not parse or a
-    /// percentage outside 0–100, naming the value.
+    /// percentage (of bytes or inodes) outside 0–100, naming the value.
     pub fn build(&self) -> Result<Policy> {
         let mut set = GlobSetBuilder::new();
         for glob in &self.globs {
@@ -320,6 +358,14 @@ impl PolicyBuilder {
                 ));
             }
         }
+        if let Some(FreeInodes::Percent(p)) = self.target_free_inodes {
+            if !(0.0..=100.0).contains(&p) || p.is_nan() {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("free-inode target {p}% is not a percentage from 0 to 100"),
+                ));
+            }
+        }
         Ok(Policy {
             grace: self.grace,
             globs: self.globs.clone(),
@@ -327,6 +373,7 @@ impl PolicyBuilder {
             matcher,
             filters: self.filters,
             target_free: self.target_free,
+            target_free_inodes: self.target_free_inodes,
             dry_run: self.dry_run,
             pressure: self.pressure,
             max_keep: self.max_keep,
@@ -344,6 +391,21 @@ mod tests {
         assert_eq!(FreeTarget::Percent(25.0).bytes(1000), 250);
         assert_eq!(FreeTarget::Percent(0.1).bytes(1000), 1);
         assert_eq!(FreeTarget::Bytes(7).bytes(1000), 7);
+        let inodes = [
+            (FreeInodes::Percent(10.0), 64, 7),
+            (FreeInodes::Percent(0.0), 64, 0),
+            (FreeInodes::Count(5), 64, 5),
+            (FreeInodes::Count(5), 0, 0),
+            (FreeInodes::Percent(50.0), 0, 0),
+        ];
+        for (target, total, want) in inodes {
+            assert_eq!(target.count(total), want, "{target:?} of {total}");
+        }
+        let err = Policy::builder()
+            .target_free_inodes(FreeInodes::Percent(-5.0))
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("-5"), "{err}");
     }
 
     #[test]

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
 use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::{self, Plan};
 use super::node::Node;
-use super::quarantine::{self, Quarantine, Unusable};
+use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
 use crate::error::{Error, ErrorKind, Result};
@@ -36,6 +37,9 @@ struct Job<'a> {
     plan: Plan,
     expect: Option<FileId>,
     leftovers: Tally,
+    /// Set when the last quarantine could not be had for want of a free
+    /// inode or block (a directory then becomes its own: [`Job::become_own`]).
+    no_space: bool,
 }
 
 /// See [`super::remove_entry`].
@@ -45,7 +49,7 @@ pub(crate) fn remove(
     display: &Path,
     options: &RemoveOptions,
 ) -> Result<RemovalReport> {
-    check_name(name, display)?;
+    check_name(parent, name, display)?;
     let mut job = Job::new(parent, name, display, options)?;
     match job.open_entry()? {
         Target::Dir(fd, st) => job.remove_dir(fd, st),
@@ -53,8 +57,11 @@ pub(crate) fn remove(
     }
 }
 
-/// Refuses what is not one name of a directory entry, and the quarantine.
-fn check_name(name: &OsStr, display: &Path) -> Result<()> {
+/// Refuses what is not one name of a directory entry, and the caller's own
+/// quarantines (and directories that are their own quarantine) in
+/// `parent`. A look-alike another user made (not a directory owned by the
+/// effective uid with mode 0700) is an ordinary entry.
+fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
         return Err(Error::new(
@@ -63,7 +70,15 @@ fn check_name(name: &OsStr, display: &Path) -> Result<()> {
         )
         .at(display));
     }
-    if quarantine::is_quarantine(bytes) {
+    let own = (quarantine::is_quarantine(bytes) || quarantine::is_own_pending(bytes))
+        && rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
+            |st| {
+                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                    && st.st_uid == rustix::process::geteuid().as_raw()
+                    && st.st_mode & 0o7777 == 0o700
+            },
+        );
+    if own {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "the quarantine is emptied by every removal in its directory, not removed as an entry",
@@ -89,7 +104,7 @@ pub(crate) fn quarantine<'a>(
     display: &'a Path,
     options: &RemoveOptions,
 ) -> Result<Quarantined<'a>> {
-    check_name(name, display)?;
+    check_name(parent, name, display)?;
     let mut job = Job::new(parent, name, display, options)?;
     for _ in 0..MAX_TRIES {
         if let Some((fd, st)) = job.open_one()? {
@@ -97,14 +112,22 @@ pub(crate) fn quarantine<'a>(
                 return Err(job.mismatch());
             }
             let pending = Quarantine::pending_name(job.name.as_bytes());
-            let (q, unique) =
-                job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending)?;
+            let (q, unique, own) =
+                match job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending) {
+                    Ok((q, unique)) => (Some(q), unique, None),
+                    Err(e) if job.no_space => {
+                        let (unique, owner) = job.become_own(fd.as_fd(), st, e)?;
+                        (None, unique, Some(owner))
+                    }
+                    Err(e) => return Err(e),
+                };
             return Ok(Quarantined {
                 id: st.id,
                 dir: Some((fd, st)),
                 original: Some(job.name.clone()),
                 job,
-                q: Some(q),
+                q,
+                own,
                 unique,
             });
         }
@@ -127,6 +150,7 @@ pub(crate) fn quarantine<'a>(
             original: Some(job.name.clone()),
             job,
             q: Some(q),
+            own: None,
             unique,
         });
     }
@@ -139,54 +163,116 @@ pub(crate) fn pending_leftovers<'a>(
     display: &'a Path,
     options: &RemoveOptions,
 ) -> Result<Vec<Quarantined<'a>>> {
-    let mut job = Job::new(parent, OsStr::new("."), display, options)?;
-    let mut q = job.quarantine()?;
-    let names = q.take_pending();
-    let mut out = Vec::with_capacity(names.len());
-    let mut q = Some(q);
-    for unique in names {
-        // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
-        // other remover takes these over while they are checked.
-        let share = match q.take() {
-            Some(q) => q,
-            None => job.quarantine()?,
+    let job = Job::new(parent, OsStr::new("."), display, options)?;
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::candidates(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for qname in names {
+        let mut leftovers = Tally::default();
+        let open = |leftovers: &mut Tally| {
+            Quarantine::open_existing(parent, &qname, euid, &job.fence, &job.plan, leftovers)
+                .map_err(|e| job.unusable(e, &qname))
         };
-        let original =
-            quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
-        let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
-            Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
-            Ok(Opened::Fenced) => {
-                // A mount on it: leave it pending, it is not ours to judge.
-                q = Some(share);
-                continue;
-            }
-            Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
-                Ok(st) if !st.is_dir => (st.id, None),
-                _ => {
+        let Some(mut first) = open(&mut leftovers)? else {
+            continue;
+        };
+        let names = first.take_pending();
+        let mut q = Some(first);
+        for unique in names {
+            // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
+            // other remover takes these over while they are checked.
+            let share = match q.take() {
+                Some(q) => q,
+                None => match open(&mut leftovers)? {
+                    Some(q) => q,
+                    None => break,
+                },
+            };
+            let original =
+                quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+            let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
+                Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
+                Ok(Opened::Fenced) => {
+                    // A mount on it: leave it pending, it is not ours to judge.
                     q = Some(share);
                     continue;
                 }
-            },
-            Err(_) => {
-                q = Some(share);
-                continue;
+                Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
+                    Ok(st) if !st.is_dir => (st.id, None),
+                    _ => {
+                        q = Some(share);
+                        continue;
+                    }
+                },
+                Err(_) => {
+                    q = Some(share);
+                    continue;
+                }
+            };
+            let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
+            if let Some(name) = &original {
+                entry_job.name = name.clone();
             }
+            out.push(Quarantined {
+                id,
+                dir,
+                original,
+                job: entry_job,
+                q: Some(share),
+                own: None,
+                unique,
+            });
+        }
+        if let Some(q) = q {
+            q.close(parent);
+        }
+    }
+    out.extend(own_pending_leftovers(parent, display, options, &job.fence)?);
+    Ok(out)
+}
+
+/// Directories a killed reaper left as their own quarantine
+/// (`.sandkeeper-pending-…` in the parent: see
+/// [`quarantine::own_pending_name`]), as handles to check. Only ours (owner
+/// and mode), and only those whose lock no live reaper holds.
+fn own_pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    display: &'a Path,
+    options: &RemoveOptions,
+    fence: &Fence,
+) -> Result<Vec<Quarantined<'a>>> {
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::list(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for unique in names {
+        let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
+            continue;
         };
-        let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
+        let (fd, st) = match at::open_dir(parent, &unique, fence) {
+            Ok(Opened::Dir(fd, st)) if st.uid == euid && st.perm == 0o700 => (fd, st),
+            _ => continue,
+        };
+        // A live reaper holds the entry's lock from its claim to its end.
+        if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+        let original = original.and_then(|n| CString::new(n).ok());
+        let mut job = Job::new(parent, OsStr::new("."), display, options)?;
         if let Some(name) = &original {
-            entry_job.name = name.clone();
+            job.name = name.clone();
         }
         out.push(Quarantined {
-            id,
-            dir,
+            id: st.id,
+            dir: Some((fd, st)),
             original,
-            job: entry_job,
-            q: Some(share),
+            job,
+            q: None,
+            own: Some(owner),
             unique,
         });
-    }
-    if let Some(q) = q {
-        q.close(parent);
     }
     Ok(out)
 }
@@ -205,6 +291,9 @@ pub(crate) fn pending_leftovers<'a>(
 pub struct Quarantined<'a> {
     job: Job<'a>,
     q: Option<Quarantine>,
+    /// Set when the entry is its own quarantine (renamed to `unique` in the
+    /// parent, owned by us, 0700): who owned it and its mode before.
+    own: Option<Owner>,
     unique: CString,
     /// Its name in the parent, when known.
     original: Option<CString>,
@@ -251,7 +340,7 @@ impl Quarantined<'_> {
     }
 
     /// The entry's path relative to the parent
-    /// (`.sandkeeper-trash/pending-…`): join it to the parent's path to ask
+    /// (`.sandkeeper-trash-<euid>-<random>/pending-…`): join it to the parent's path to ask
     /// path-based questions (mounts, sockets) about where it is now.
     pub fn path_in_parent(&self) -> PathBuf {
         let q = self.q.as_ref().map_or(&b""[..], |q| q.name().to_bytes());
@@ -280,6 +369,18 @@ impl Quarantined<'_> {
     /// If that name was taken meanwhile, it is **not** deleted: it stays
     /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
     pub fn restore(mut self) -> Restore {
+        if let Some(owner) = self.own {
+            let back = self.original.as_ref().is_some_and(|name| {
+                at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name).is_ok()
+            });
+            if !back {
+                return Restore::KeptInQuarantine(self.path_in_parent());
+            }
+            if let Some((fd, _)) = &self.dir {
+                give_back(fd.as_fd(), owner);
+            }
+            return Restore::Restored;
+        }
         let Some(q) = self.q.take() else {
             return Restore::KeptInQuarantine(self.path_in_parent());
         };
@@ -308,6 +409,15 @@ impl Quarantined<'_> {
     /// When it cannot be renamed to its condemned name (then nothing was
     /// removed and it stays pending).
     pub fn remove(mut self) -> Result<RemovalReport> {
+        if let Some(owner) = self.own {
+            // Its own quarantine: already where no one else can look in.
+            let Some((fd, st)) = self.dir.take() else {
+                return Err(
+                    Error::new(ErrorKind::Removal, "is not a directory").at(self.job.display)
+                );
+            };
+            return Ok(self.job.delete_own(&self.unique, fd, st, owner));
+        }
         let Some(q) = self.q.take() else {
             return Err(
                 Error::new(ErrorKind::Removal, "is no longer in the quarantine")
@@ -365,6 +475,7 @@ impl<'a> Job<'a> {
             plan: options.plan(),
             expect: options.expect,
             leftovers: Tally::default(),
+            no_space: false,
         })
     }
 
@@ -417,9 +528,124 @@ impl<'a> Job<'a> {
             return Err(self.mismatch());
         }
         let condemned = Quarantine::condemned_name();
-        let (q, unique) =
-            self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &condemned)?;
-        self.delete_dir(q, unique, fd, st)
+        match self.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &condemned) {
+            Ok((q, unique)) => self.delete_dir(q, unique, fd, st),
+            Err(e) if self.no_space => {
+                let (unique, owner) = self.become_own(fd.as_fd(), st, e)?;
+                Ok(self.delete_own(&unique, fd, st, owner))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes the directory `fd` (the entry, `st`) its own quarantine, for
+    /// when no quarantine can be made (no free inode or block; `no_space`
+    /// is the error that said so): first, on its descriptor, owned by us
+    /// (`fchown`) with mode 0700 (`fchmod`), so no one else can look up
+    /// anything inside any more; then renamed in the parent to a pending
+    /// name carrying its owner, mode and name
+    /// ([`quarantine::own_pending_name`]); then checked to be the inode
+    /// that was opened. Needs no new inode or block: the rename stays in
+    /// the parent. On any failure everything is put back as it was.
+    fn become_own(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: DirStat,
+        no_space: Error,
+    ) -> Result<(CString, Owner)> {
+        let full =
+            rustix::fs::fstat(fd).map_err(|e| io_error("cannot inspect", e, self.display))?;
+        let owner = Owner {
+            uid: full.st_uid,
+            gid: full.st_gid,
+            perm: full.st_mode & 0o7777,
+        };
+        let euid = rustix::process::geteuid();
+        let made_ours = rustix::fs::fchown(fd, Some(euid), Some(rustix::process::getegid()))
+            .and_then(|()| rustix::fs::fchmod(fd, Mode::RWXU));
+        if made_ours.is_err() {
+            give_back(fd, owner);
+            return Err(no_space);
+        }
+        let mut moved = Err(Errno::EXIST);
+        let mut name = CString::default();
+        for _ in 0..MAX_TRIES {
+            name = quarantine::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
+            moved = at::rename_noreplace(self.parent, &self.name, self.parent, &name);
+            if moved != Err(Errno::EXIST) {
+                break;
+            }
+        }
+        if let Err(errno) = moved {
+            give_back(fd, owner);
+            return Err(io_error(
+                "no free inode or block for a quarantine, and it cannot be renamed to be its own",
+                errno,
+                self.display,
+            ));
+        }
+        match at::lstat(self.parent, &name) {
+            Ok(now) if now.id == st.id => Ok((name, owner)),
+            _ => {
+                // Not what was opened: the name was swapped. Put both back.
+                let _ = at::rename_noreplace(self.parent, &name, self.parent, &self.name);
+                give_back(fd, owner);
+                Err(Error::new(
+                    ErrorKind::Removal,
+                    "was replaced between being opened and being moved aside; nothing removed",
+                )
+                .at(self.display))
+            }
+        }
+    }
+
+    /// Empties and removes the directory `fd` (`st`), which is its own
+    /// quarantine as `unique` in the parent; what is left of it is put
+    /// back under its name (as it was: owner and mode) when that is free.
+    fn delete_own(
+        &mut self,
+        unique: &CStr,
+        fd: OwnedFd,
+        st: DirStat,
+        owner: Owner,
+    ) -> RemovalReport {
+        let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
+        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
+        let mut sweeps = 0;
+        while !root.left_inside.load(Ordering::Acquire) {
+            match at::rmdir(self.parent, unique) {
+                Ok(()) => {
+                    tally.counts.dirs += 1;
+                    tally.counts.bytes += st.bytes;
+                    break;
+                }
+                Err(Errno::NOENT) => break,
+                Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
+                    sweeps += 1;
+                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan, true));
+                }
+                Err(errno) => {
+                    let path = PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
+                    tally.leave(
+                        path,
+                        LeftReason::Errno {
+                            op: Op::Rmdir,
+                            errno,
+                        },
+                    );
+                    root.left_inside.store(true, Ordering::Release);
+                }
+            }
+        }
+        let remnant = root.left_inside.load(Ordering::Acquire).then(|| {
+            if at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
+                give_back(root.fd.as_fd(), owner);
+                PathBuf::from(OsStr::from_bytes(self.name.as_bytes()))
+            } else {
+                PathBuf::from(OsStr::from_bytes(unique.to_bytes()))
+            }
+        });
+        self.report(tally, remnant)
     }
 
     /// Empties and removes the directory `fd` (`st`), which is in the
@@ -524,6 +750,13 @@ impl<'a> Job<'a> {
             let q = self.quarantine()?;
             match self.move_in(&q, want, dir, unique) {
                 Ok(unique) => return Ok((q, unique)),
+                Err(err) if is_no_space(&err) => {
+                    // The quarantine's directory has no room for one more
+                    // name (a full ext4 needs a block for it).
+                    q.close(self.parent);
+                    self.no_space = true;
+                    return Err(err);
+                }
                 Err(err) => {
                     let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
                     q.close(self.parent);
@@ -537,17 +770,28 @@ impl<'a> Job<'a> {
     }
 
     fn quarantine(&mut self) -> Result<Quarantine> {
-        Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers).map_err(|e| {
-            let at = parent_of(self.display).join(quarantine::TRASH);
-            match e {
-                Unusable::Taken => Error::new(
-                    ErrorKind::UnsafeRoot,
-                    "no usable quarantine: the names are taken by other users or are not directories",
-                )
-                .at(at),
-                Unusable::Errno(errno) => io_error("cannot set up the quarantine", errno, &at),
-            }
-        })
+        let opened = Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers);
+        self.no_space = matches!(opened, Err(Unusable::NoSpace(_)));
+        opened.map_err(|e| self.unusable(e, c".sandkeeper-trash-*"))
+    }
+
+    /// The error for a quarantine (`name` in the parent) that cannot be had.
+    fn unusable(&self, e: Unusable, name: &CStr) -> Error {
+        let at = parent_of(self.display).join(OsStr::from_bytes(name.to_bytes()));
+        match e {
+            Unusable::Taken => Error::new(
+                ErrorKind::Removal,
+                "no quarantine could be made: every fresh name was taken or vanished at once",
+            )
+            .at(at)
+            .with_hint("something is racing the remover in this directory; try again"),
+            Unusable::NoSpace(errno) => io_error(
+                "no free inode or block for a quarantine, and this entry cannot be its own",
+                errno,
+                &at,
+            ),
+            Unusable::Errno(errno) => io_error("cannot set up the quarantine", errno, &at),
+        }
     }
 
     /// Renames the entry into the quarantine under a fresh name, then checks
@@ -645,6 +889,24 @@ impl<'a> Job<'a> {
             leftovers_left: leftovers.left,
         }
     }
+}
+
+/// Whether `err` says the filesystem is full (`ENOSPC`, `EDQUOT`).
+fn is_no_space(err: &Error) -> bool {
+    err.io_error()
+        .and_then(io::Error::raw_os_error)
+        .is_some_and(|e| e == Errno::NOSPC.raw_os_error() || e == Errno::DQUOT.raw_os_error())
+}
+
+/// Gives the directory `fd` back its owner and mode (best effort: this
+/// undoes [`Job::become_own`]).
+fn give_back(fd: BorrowedFd<'_>, owner: Owner) {
+    let _ = rustix::fs::fchown(
+        fd,
+        Some(rustix::process::Uid::from_raw(owner.uid)),
+        Some(rustix::process::Gid::from_raw(owner.gid)),
+    );
+    let _ = rustix::fs::fchmod(fd, Mode::from_raw_mode(owner.perm));
 }
 
 fn io_error(what: &'static str, errno: Errno, path: &Path) -> Error {

@@ -2,7 +2,9 @@
 //! removing anything else (a reaper does this first on every run, even
 //! when it has nothing new to remove).
 
+use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::io::Errno;
@@ -13,14 +15,18 @@ use super::report::{RemovalReport, Tally};
 use super::RemoveOptions;
 use crate::error::{Error, Result};
 
-/// Empties the quarantine (`.sandkeeper-trash/`) of `parent` of what
-/// interrupted removals left in it to be deleted (*condemned*), then removes
-/// it if it is empty. Entries a killed reaper left *pending* (moved in, not
-/// yet checked) are left alone: see [`pending_leftovers`](super::pending_leftovers).
+/// Empties every quarantine (`.sandkeeper-trash-<euid>-<random>/`) of
+/// `parent` that belongs to the caller of what interrupted removals left in
+/// it to be deleted (*condemned*), then removes it if it is empty. Entries
+/// a killed reaper left *pending* (moved in, not yet checked) are left
+/// alone: see [`pending_leftovers`](super::pending_leftovers).
 ///
-/// Does nothing when there is no quarantine, and leaves it alone while
-/// another removal is using it (that one finishes it). What was removed
-/// is in [`RemovalReport::leftovers_removed`].
+/// A quarantine is the caller's when it is a directory owned by the
+/// effective uid with mode 0700, whatever its name: look-alikes other
+/// users made are ordinary entries. Several quarantines (of concurrent
+/// runs) are all finished. Does nothing when there is none, and leaves one
+/// alone while another removal is using it (that one finishes it). What
+/// was removed is in [`RemovalReport::leftovers_removed`].
 ///
 /// ```
 /// use std::os::fd::AsFd;
@@ -33,24 +39,33 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 ///
-/// When `parent` cannot be inspected or the quarantine cannot be opened.
+/// When `parent` cannot be inspected or listed, or a quarantine of the
+/// caller's cannot be opened.
 pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Result<RemovalReport> {
-    if !quarantine_exists(parent) {
-        return Ok(RemovalReport::default());
-    }
     let parent_st = at::fstat_dir(parent)
         .map_err(|e| Error::io("cannot inspect the directory", e.into()).at(Path::new(".")))?;
+    let names = quarantine::candidates(parent)
+        .map_err(|e| Error::io("cannot list the directory", e.into()).at(Path::new(".")))?;
     let fence = Fence::of(&parent_st);
     let plan = options.plan();
+    let euid = rustix::process::geteuid().as_raw();
     let mut leftovers = Tally::default();
-    let quarantine = Quarantine::open(parent, &fence, &plan, &mut leftovers).map_err(|e| {
-        let errno = match e {
-            quarantine::Unusable::Errno(errno) => errno,
-            quarantine::Unusable::Taken => Errno::EXIST,
-        };
-        Error::io("cannot open the quarantine", errno.into()).at(Path::new(quarantine::TRASH))
-    })?;
-    quarantine.close(parent);
+    for name in names {
+        let opened = Quarantine::open_existing(parent, &name, euid, &fence, &plan, &mut leftovers)
+            .map_err(|e| {
+                let errno = match e {
+                    quarantine::Unusable::Errno(errno) | quarantine::Unusable::NoSpace(errno) => {
+                        errno
+                    }
+                    quarantine::Unusable::Taken => Errno::EXIST,
+                };
+                Error::io("cannot open the quarantine", errno.into())
+                    .at(Path::new(OsStr::from_bytes(name.as_bytes())))
+            })?;
+        if let Some(q) = opened {
+            q.close(parent);
+        }
+    }
     let leftovers = leftovers.finished(plan.count_bytes);
     Ok(RemovalReport {
         leftovers: leftovers.counts,
@@ -59,18 +74,13 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
     })
 }
 
-/// Whether `parent` has an entry under one of the quarantine names.
+/// Whether `parent` has an entry that may be one of the caller's
+/// quarantines, or a directory left as its own (checked further when
+/// opened).
 pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
-    [
-        quarantine::TRASH.to_owned(),
-        format!(
-            "{}-{}",
-            quarantine::TRASH,
-            rustix::process::geteuid().as_raw()
-        ),
-    ]
-    .iter()
-    .any(|name| {
-        rustix::fs::statat(parent, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    quarantine::list(parent).map_or(true, |names| {
+        names.iter().any(|n| {
+            quarantine::is_quarantine(n.as_bytes()) || quarantine::is_own_pending(n.as_bytes())
+        })
     })
 }

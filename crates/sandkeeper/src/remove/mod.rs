@@ -15,8 +15,10 @@
 //!   resolved from the root again once the parent is open, so renaming or
 //!   swapping directories during the removal cannot redirect it.
 //! - **Quarantine first.** A directory entry is first renamed into the
-//!   parent's quarantine `.sandkeeper-trash/` (mode 0700, created on demand,
-//!   same filesystem) under a unique name, and what arrived there must be
+//!   parent's quarantine `.sandkeeper-trash-<euid>-<random>/` (mode 0700,
+//!   owned by the remover, same filesystem; an existing one of the
+//!   caller's is reused, a new one gets a random name, so no other user can
+//!   take its name first) under a unique name, and what arrived there must be
 //!   the very inode that was opened; if it is not, it is put back and
 //!   nothing is removed. The entry leaves the parent atomically, so a
 //!   half-removed tree is never mistaken for a live one. A quarantine left
@@ -88,7 +90,7 @@ use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 pub use entry::{Quarantined, Restore};
 pub use finish::finish_quarantine;
-pub(crate) use quarantine::is_quarantine;
+pub(crate) use quarantine::{is_own_pending, is_quarantine};
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 
 /// The most worker threads the automatic choice uses: unlinking contends on
@@ -180,7 +182,7 @@ impl RemoveOptions {
 /// Removes the entry `name` of the open directory `parent` and everything
 /// below it, confined to that entry.
 ///
-/// A directory is moved into `parent`'s quarantine `.sandkeeper-trash/`,
+/// A directory is moved into `parent`'s quarantine (`.sandkeeper-trash-<euid>-<random>/`),
 /// checked to be the inode that was opened, emptied and removed (see the
 /// [module docs](self) for every guarantee). A file, symlink, FIFO, socket
 /// or device node is unlinked as a name (moved through the quarantine first
@@ -205,10 +207,13 @@ impl RemoveOptions {
 ///   mount point, or it kept changing type: [`ErrorKind::Removal`], and
 ///   nothing was removed.
 /// - The quarantine cannot be created or used, or the entry cannot be
-///   renamed into it (`EBUSY`, `EACCES`, `EXDEV`, …): [`ErrorKind::Io`]
-///   (or [`ErrorKind::UnsafeRoot`] when both quarantine names belong to
-///   other users).
-/// - `name` is empty, `.`, `..`, contains `/`, or is a quarantine name:
+///   renamed into it (`EBUSY`, `EACCES`, `EXDEV`, `ENOSPC` when no
+///   quarantine can be had on a full filesystem, …): [`ErrorKind::Io`]
+///   (or [`ErrorKind::Removal`] when every fresh quarantine name tried was
+///   taken at once).
+/// - `name` is empty, `.`, `..`, contains `/`, or is one of the caller's
+///   quarantines (a directory of the effective uid, mode 0700, with a
+///   quarantine's name; another user's look-alike is an ordinary entry):
 ///   [`ErrorKind::InvalidInput`].
 ///
 /// # Examples

@@ -1,21 +1,42 @@
 //! The quarantine: a private directory beside the entries, where an entry
 //! is moved before it is emptied.
 //!
-//! `.sandkeeper-trash` (mode 0700, owned by the remover, created on demand
-//! in the parent, so on the same filesystem). Moving an entry there makes
-//! it disappear from the parent at once, gives it a name nobody else can
-//! swap, and means a half-removed tree is never mistaken for a live one.
+//! `.sandkeeper-trash-<euid>-<16 random hex digits>` (mode 0700, owned by
+//! the remover, in the parent, so on the same filesystem). Moving an entry
+//! there makes it disappear from the parent at once, gives it a name nobody
+//! else can swap, and means a half-removed tree is never mistaken for a
+//! live one.
 //!
-//! Concurrent removers in one parent share the quarantine and coordinate
-//! with `flock` on it: each holds `LOCK_SH` while its entry is inside. A
-//! remover that gets `LOCK_EX` is alone, so whatever is in the quarantine
-//! was left by a remover that died: it finishes that first. The last one
-//! out (again `LOCK_EX`) removes the empty quarantine; a remover that
-//! opened it just before finds it unlinked (`st_nlink == 0`) once it has
-//! its lock, and starts over.
+//! # No name can be taken first
 //!
-//! If `.sandkeeper-trash` in the parent belongs to another user (a shared
-//! `/tmp`), `.sandkeeper-trash-<uid>` is used instead.
+//! A fresh quarantine is made with `mkdirat` under a random name; `EEXIST`
+//! (someone made that name, or anything else there) just means another
+//! random name. It is found again — by later removals of this process
+//! (which remember the name per parent), by later runs, by concurrent
+//! removers — only by listing the parent and opening each name of that
+//! form (and the fixed names of older versions) with `O_NOFOLLOW`,
+//! trusting only a directory that `fstat` on the opened descriptor shows
+//! owned by the effective uid with mode 0700. Others' look-alikes (their
+//! directories, symlinks, files) are never used and are ordinary entries
+//! of the parent ([`crate::root::is_own_dir`] decides the same way). So a
+//! user who squats every fixed name changes nothing.
+//!
+//! A removal uses an existing quarantine of the caller's when there is one
+//! and makes one only when there is none, so on a filesystem without a
+//! free inode or block (`ENOSPC`, `EDQUOT`) any existing one still serves
+//! (see `remove::entry` for the case where there is none).
+//!
+//! # Concurrent removers
+//!
+//! Concurrent removers in one parent usually share one quarantine and
+//! coordinate with `flock` on it: each holds `LOCK_SH` while its entry is
+//! inside. A remover that gets `LOCK_EX` is alone, so whatever is in the
+//! quarantine was left by a remover that died: it finishes that first. The
+//! last one out (again `LOCK_EX`) removes the empty quarantine; a remover
+//! that opened it just before finds it unlinked (`st_nlink == 0`) once it
+//! has its lock, and moves on. Two removers that both found none may each
+//! make one: every quarantine of the caller's in a parent is finished and
+//! removed alike ([`finish_quarantine`](super::finish_quarantine)).
 //!
 //! # Names inside
 //!
@@ -41,23 +62,30 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
-use super::at::{self, DirStat, Fence, Opened};
+use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::Plan;
 use super::node::Node;
 use super::report::Tally;
 use super::walk::Walker;
 
-/// The quarantine's name in the parent.
+/// The prefix of every quarantine's name in the parent.
 pub(crate) const TRASH: &str = ".sandkeeper-trash";
 
-/// How often the quarantine may vanish under us (another remover removed it
-/// as empty) before giving up.
+/// How many fresh names are tried when the one made vanished or was taken
+/// (`EEXIST`) before giving up.
 const MAX_ATTEMPTS: usize = 16;
+
+/// The parents this process used a quarantine in, by identity (device and
+/// inode), with the name it used last: removals in a root reuse it while it
+/// exists without listing the parent (a batch of a reap shares one).
+static LAST_USED: Mutex<Vec<(FileId, CString)>> = Mutex::new(Vec::new());
+/// Parents remembered in [`LAST_USED`], at most.
+const MAX_REMEMBERED: usize = 64;
 
 /// Distinguishes names made by one process in the same nanosecond.
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -81,26 +109,86 @@ pub(crate) struct Quarantine {
 
 /// Why no quarantine could be had.
 pub(crate) enum Unusable {
-    /// Both names are taken by other users, or are not directories.
+    /// No fresh name could be made and kept (every try was taken or
+    /// vanished at once).
     Taken,
+    /// The filesystem has no free inode or block for a new quarantine
+    /// (`ENOSPC`, `EDQUOT`), and this user has none there to reuse.
+    NoSpace(Errno),
     /// A system call failed.
     Errno(Errno),
 }
 
-/// Whether `name` is one of the quarantine names (which are not entries to
-/// remove, but the remover's own).
+/// Whether `name` has the form of a quarantine's name: `.sandkeeper-trash`
+/// followed by nothing, `-<uid>` (older versions) or `-<uid>-<hex>`. A name
+/// alone proves nothing: only a directory owned by the caller with mode
+/// 0700 is one (see [`crate::root::is_own_dir`]).
 pub(crate) fn is_quarantine(name: &[u8]) -> bool {
-    name == TRASH.as_bytes()
-        || name
-            .strip_prefix(TRASH.as_bytes())
-            .and_then(|rest| rest.strip_prefix(b"-"))
-            .is_some_and(|uid| !uid.is_empty() && uid.iter().all(u8::is_ascii_digit))
+    let Some(rest) = name.strip_prefix(TRASH.as_bytes()) else {
+        return false;
+    };
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(rest) = rest.strip_prefix(b"-") else {
+        return false;
+    };
+    let (uid, random) = match rest.iter().position(|&b| b == b'-') {
+        Some(dash) => (&rest[..dash], Some(&rest[dash + 1..])),
+        None => (rest, None),
+    };
+    !uid.is_empty()
+        && uid.iter().all(u8::is_ascii_digit)
+        && random.is_none_or(|r| !r.is_empty() && r.iter().all(u8::is_ascii_hexdigit))
+}
+
+/// A fresh quarantine name: `.sandkeeper-trash-<euid>-<16 random hex>`.
+fn fresh_name(euid: u32) -> CString {
+    let name = format!("{TRASH}-{euid}-{:016x}", fastrand::u64(..));
+    // Digits, dashes and a fixed prefix: no NUL.
+    CString::new(name).unwrap_or_default()
+}
+
+/// The names of the quarantines of `parent` that may be the caller's
+/// (those of the right form; [`Quarantine::open_existing`] checks the
+/// rest on the opened directory).
+pub(crate) fn candidates(parent: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
+    let mut names = list(parent)?;
+    names.retain(|n| is_quarantine(n.as_bytes()));
+    names.sort();
+    Ok(names)
+}
+
+fn last_used(parent: FileId) -> Option<CString> {
+    let remembered = LAST_USED.lock().unwrap_or_else(PoisonError::into_inner);
+    remembered
+        .iter()
+        .find(|(id, _)| *id == parent)
+        .map(|(_, name)| name.clone())
+}
+
+fn remember(parent: FileId, name: &CStr) {
+    let mut remembered = LAST_USED.lock().unwrap_or_else(PoisonError::into_inner);
+    remembered.retain(|(id, _)| *id != parent);
+    if remembered.len() >= MAX_REMEMBERED {
+        remembered.remove(0);
+    }
+    remembered.push((parent, name.to_owned()));
 }
 
 impl Quarantine {
-    /// Opens (creating it if needed) and locks the quarantine of `parent`,
-    /// finishing what earlier, interrupted removals left in it when no
-    /// other removal is running there.
+    /// Opens and locks a quarantine of `parent`, finishing what earlier,
+    /// interrupted removals left in it when no other removal is running
+    /// there.
+    ///
+    /// No name can be taken first: the quarantine this process used last
+    /// in `parent`, if it is still there and still ours; else any other
+    /// of ours (found by listing the parent, trusted by owner and mode
+    /// only: an earlier or concurrent run's, whose leftovers are finished
+    /// when no one else is in it); else a fresh one under a random name
+    /// made with `mkdirat` (another name on `EEXIST`). So a new quarantine
+    /// is made only when the caller has none there, and on a full
+    /// filesystem any existing one serves.
     pub(crate) fn open(
         parent: BorrowedFd<'_>,
         fence: &Fence,
@@ -108,84 +196,136 @@ impl Quarantine {
         leftovers: &mut Tally,
     ) -> Result<Quarantine, Unusable> {
         let euid = rustix::process::geteuid().as_raw();
-        let names = [
-            CString::from(c".sandkeeper-trash"),
-            CString::new(format!("{TRASH}-{euid}")).map_err(|_| Unusable::Errno(Errno::INVAL))?,
-        ];
-        for name in names {
-            if let Some(quarantine) = Self::open_one(parent, name, euid, fence, plan, leftovers)? {
-                return Ok(quarantine);
+        let parent_id = at::fstat_dir(parent).map_err(Unusable::Errno)?.id;
+        if let Some(name) = last_used(parent_id) {
+            if let Some(q) = Self::open_existing(parent, &name, euid, fence, plan, leftovers)? {
+                return Ok(q);
+            }
+        }
+        // An earlier run's quarantine (or a concurrent one's), with
+        // whatever it left to finish.
+        if let Some(q) = Self::reuse(parent, euid, fence, plan, leftovers)? {
+            remember(parent_id, &q.name);
+            return Ok(q);
+        }
+        for _ in 0..MAX_ATTEMPTS {
+            let name = fresh_name(euid);
+            match rustix::fs::mkdirat(parent, name.as_c_str(), Mode::RWXU) {
+                Ok(()) => {}
+                // Someone took this name: another one.
+                Err(Errno::EXIST) => continue,
+                Err(errno @ (Errno::NOSPC | Errno::DQUOT)) => {
+                    // One may have appeared since the listing.
+                    return match Self::reuse(parent, euid, fence, plan, leftovers)? {
+                        Some(q) => Ok(q),
+                        None => Err(Unusable::NoSpace(errno)),
+                    };
+                }
+                Err(errno) => return Err(Unusable::Errno(errno)),
+            }
+            if let Some(q) = Self::open_one(parent, &name, euid, true, fence, plan, leftovers)? {
+                remember(parent_id, &q.name);
+                return Ok(q);
             }
         }
         Err(Unusable::Taken)
     }
 
-    /// `Ok(None)`: the name is someone else's or not a directory.
-    /// `Ok(Some(q))`: open, with `LOCK_SH` held.
-    fn open_one(
+    /// The first of the caller's quarantines in `parent` that can be
+    /// opened and locked (finishing their leftovers when alone in them).
+    fn reuse(
         parent: BorrowedFd<'_>,
-        name: CString,
         euid: u32,
         fence: &Fence,
         plan: &Plan,
         leftovers: &mut Tally,
     ) -> Result<Option<Quarantine>, Unusable> {
-        for _ in 0..MAX_ATTEMPTS {
-            match rustix::fs::mkdirat(parent, name.as_c_str(), Mode::RWXU) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(errno) => return Err(Unusable::Errno(errno)),
+        for name in candidates(parent).map_err(Unusable::Errno)? {
+            if let Some(q) = Self::open_existing(parent, &name, euid, fence, plan, leftovers)? {
+                return Ok(Some(q));
             }
-            let (fd, st) = match at::open_dir(parent, &name, fence) {
-                Ok(Opened::Dir(fd, st)) => (fd, st),
-                // Another mount on it, a symlink or a file: not usable.
-                Ok(Opened::Fenced) | Err(Errno::NOTDIR | Errno::LOOP) => return Ok(None),
-                // Removed as empty between mkdir and open: again.
-                Err(Errno::NOENT) => continue,
-                Err(errno) => return Err(Unusable::Errno(errno)),
-            };
-            if st.uid != euid {
+        }
+        Ok(None)
+    }
+
+    /// Opens the existing quarantine `name` of `parent`: `Ok(None)` unless
+    /// it is a directory owned by `euid` with mode 0700, on the parent's
+    /// filesystem, and still linked once locked.
+    pub(crate) fn open_existing(
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        euid: u32,
+        fence: &Fence,
+        plan: &Plan,
+        leftovers: &mut Tally,
+    ) -> Result<Option<Quarantine>, Unusable> {
+        Self::open_one(parent, name, euid, false, fence, plan, leftovers)
+    }
+
+    /// `Ok(None)`: the name is someone else's, not a directory, not 0700
+    /// (unless `fresh`: then made so), or gone. `Ok(Some(q))`: open, with
+    /// `LOCK_SH` held.
+    fn open_one(
+        parent: BorrowedFd<'_>,
+        name: &CStr,
+        euid: u32,
+        fresh: bool,
+        fence: &Fence,
+        plan: &Plan,
+        leftovers: &mut Tally,
+    ) -> Result<Option<Quarantine>, Unusable> {
+        let (fd, st) = match at::open_dir(parent, name, fence) {
+            Ok(Opened::Dir(fd, st)) => (fd, st),
+            // Another mount on it, a symlink or a file: not usable.
+            Ok(Opened::Fenced) | Err(Errno::NOTDIR | Errno::LOOP) => return Ok(None),
+            // Removed as empty meanwhile.
+            Err(Errno::NOENT) => return Ok(None),
+            Err(errno) => return Err(Unusable::Errno(errno)),
+        };
+        if st.uid != euid {
+            return Ok(None);
+        }
+        if st.perm != 0o700 {
+            // Ours only if we just made it (the umask may have taken bits).
+            if !fresh {
                 return Ok(None);
             }
-            if st.perm != 0o700 {
-                rustix::fs::fchmod(&fd, Mode::RWXU).map_err(Unusable::Errno)?;
+            rustix::fs::fchmod(&fd, Mode::RWXU).map_err(Unusable::Errno)?;
+        }
+        let alone = match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => true,
+            Err(Errno::WOULDBLOCK) => {
+                rustix::fs::flock(&fd, FlockOperation::LockShared).map_err(Unusable::Errno)?;
+                false
             }
-            let alone = match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => true,
-                Err(Errno::WOULDBLOCK) => {
-                    rustix::fs::flock(&fd, FlockOperation::LockShared).map_err(Unusable::Errno)?;
-                    false
-                }
-                Err(errno) => return Err(Unusable::Errno(errno)),
-            };
-            let st = at::fstat_dir(fd.as_fd()).map_err(Unusable::Errno)?;
-            if st.nlink == 0 {
-                // The last remover out removed it after we opened it.
-                continue;
-            }
-            let mut quarantine = Quarantine {
-                fd,
-                st,
-                name: name.clone(),
-                pending: Vec::new(),
-            };
-            if !alone {
-                return Ok(Some(quarantine));
-            }
-            quarantine.pending = quarantine.finish_leftovers(fence, plan, leftovers);
-            // From LOCK_EX to LOCK_SH is not atomic: in between, the last
-            // remover out of another removal may have removed it.
-            rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared)
-                .map_err(Unusable::Errno)?;
-            if at::fstat_dir(quarantine.fd.as_fd())
-                .map_err(Unusable::Errno)?
-                .nlink
-                == 0
-            {
-                continue;
-            }
+            Err(errno) => return Err(Unusable::Errno(errno)),
+        };
+        let st = at::fstat_dir(fd.as_fd()).map_err(Unusable::Errno)?;
+        if st.nlink == 0 {
+            // The last remover out removed it after we opened it.
+            return Ok(None);
+        }
+        let mut quarantine = Quarantine {
+            fd,
+            st,
+            name: name.to_owned(),
+            pending: Vec::new(),
+        };
+        if !alone {
             return Ok(Some(quarantine));
         }
-        Err(Unusable::Errno(Errno::AGAIN))
+        quarantine.pending = quarantine.finish_leftovers(fence, plan, leftovers);
+        // From LOCK_EX to LOCK_SH is not atomic: in between, the last
+        // remover out of another removal may have removed it.
+        rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared).map_err(Unusable::Errno)?;
+        if at::fstat_dir(quarantine.fd.as_fd())
+            .map_err(Unusable::Errno)?
+            .nlink
+            == 0
+        {
+            return Ok(None);
+        }
+        Ok(Some(quarantine))
     }
 
     /// The quarantine directory.
@@ -282,7 +422,7 @@ impl Quarantine {
 }
 
 /// The names in the directory `dir`, without `.` and `..`.
-fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
+pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     let fd = rustix::fs::openat(
         dir,
         c".",
@@ -305,8 +445,13 @@ fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
 /// valid name: the quarantine is ours, but a name is checked all the same).
 pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
     let rest = pending.strip_prefix(PENDING)?;
-    let hex = &rest[rest.iter().position(|&b| b == b'.')? + 1..];
-    if hex.is_empty() || hex.len() % 2 != 0 {
+    decode_name(&rest[rest.iter().position(|&b| b == b'.')? + 1..])
+}
+
+/// A name from its hex form, if it is a valid name of an entry (not `.`,
+/// `..`, no `/` or NUL, not one of the tool's own).
+fn decode_name(hex: &[u8]) -> Option<Vec<u8>> {
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
         return None;
     }
     let name: Vec<u8> = hex
@@ -317,9 +462,92 @@ pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
         })
         .collect::<Option<_>>()?;
-    let valid =
-        !at::is_dot(&name) && !name.contains(&b'/') && !name.contains(&0) && !is_quarantine(&name);
+    let valid = !at::is_dot(&name)
+        && !name.contains(&b'/')
+        && !name.contains(&0)
+        && !is_quarantine(&name)
+        && !is_own_pending(&name);
     valid.then_some(name)
+}
+
+/// The prefix of a directory that is its own quarantine (see
+/// [`own_pending_name`]).
+pub(crate) const OWN_PENDING: &[u8] = b".sandkeeper-pending-";
+
+/// Who owned a directory and its mode, before the remover made it its own
+/// quarantine (put back with it if it is restored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    /// Permission bits, `0o7777`.
+    pub(crate) perm: u32,
+}
+
+/// The name of a directory entry that is its own quarantine, in its
+/// parent, because no quarantine could be made (no free inode or block):
+/// `.sandkeeper-pending-<euid>-<16 random hex>-<uid>-<gid>-<octal
+/// mode>[.<hex of the original name>]`, carrying what is needed to put it
+/// back as it was (the original name only when it fits). Such an entry is
+/// owned by the remover with mode 0700 and pending: never deleted without
+/// a fresh check.
+pub(crate) fn own_pending_name(euid: u32, owner: Owner, original: &[u8]) -> CString {
+    let mut name = OWN_PENDING.to_vec();
+    name.extend_from_slice(
+        format!(
+            "{euid}-{:016x}-{}-{}-{:o}",
+            fastrand::u64(..),
+            owner.uid,
+            owner.gid,
+            owner.perm & 0o7777
+        )
+        .as_bytes(),
+    );
+    if name.len() + 1 + 2 * original.len() <= NAME_MAX {
+        name.push(b'.');
+        for b in original {
+            name.extend_from_slice(format!("{b:02x}").as_bytes());
+        }
+    }
+    // Digits, dashes, a dot: no NUL.
+    CString::new(name).unwrap_or_default()
+}
+
+/// What an [`own_pending_name`] says: the owner and mode to put back and
+/// the original name (when it was carried and is valid).
+pub(crate) fn parse_own_pending(name: &[u8]) -> Option<(Owner, Option<Vec<u8>>)> {
+    let rest = name.strip_prefix(OWN_PENDING)?;
+    let (fields, original) = match rest.iter().position(|&b| b == b'.') {
+        Some(dot) => (&rest[..dot], Some(&rest[dot + 1..])),
+        None => (rest, None),
+    };
+    let fields = std::str::from_utf8(fields).ok()?;
+    let parts: Vec<&str> = fields.split('-').collect();
+    let [euid, random, uid, gid, perm] = parts[..] else {
+        return None;
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(euid) || random.len() != 16 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    if !digits(uid) || !digits(gid) {
+        return None;
+    }
+    let owner = Owner {
+        uid: uid.parse().ok()?,
+        gid: gid.parse().ok()?,
+        perm: u32::from_str_radix(perm, 8).ok().filter(|p| *p <= 0o7777)?,
+    };
+    let original = match original {
+        Some(hex) => Some(decode_name(hex)?),
+        None => None,
+    };
+    Some((owner, original))
+}
+
+/// Whether `name` has the form of a directory that is its own quarantine.
+pub(crate) fn is_own_pending(name: &[u8]) -> bool {
+    name.starts_with(OWN_PENDING) && parse_own_pending(name).is_some()
 }
 
 #[cfg(test)]
@@ -328,12 +556,17 @@ mod tests {
 
     #[test]
     fn quarantine_names() {
-        let cases: [(&[u8], bool); 7] = [
+        let cases: [(&[u8], bool); 12] = [
             (b".sandkeeper-trash", true),
             (b".sandkeeper-trash-0", true),
             (b".sandkeeper-trash-1000", true),
+            (b".sandkeeper-trash-0-0123456789abcdef", true),
+            (b".sandkeeper-trash-1000-ff", true),
             (b".sandkeeper-trash-", false),
             (b".sandkeeper-trash-x", false),
+            (b".sandkeeper-trash-0-", false),
+            (b".sandkeeper-trash-0-xyz", false),
+            (b".sandkeeper-trash--ff", false),
             (b".sandkeeper-trashy", false),
             (b"app-1", false),
         ];
@@ -372,6 +605,45 @@ mod tests {
         assert!(Quarantine::condemned_name()
             .as_bytes()
             .starts_with(CONDEMNED));
+    }
+
+    #[test]
+    fn fresh_quarantine_names_are_quarantine_names_and_differ() {
+        let a = fresh_name(0);
+        assert!(is_quarantine(a.as_bytes()), "{a:?}");
+        assert_ne!(a, fresh_name(0));
+        assert!(a.as_bytes().starts_with(b".sandkeeper-trash-0-"));
+    }
+
+    #[test]
+    fn own_pending_names_carry_the_owner_and_the_name() {
+        let owner = Owner {
+            uid: 65534,
+            gid: 100,
+            perm: 0o2755,
+        };
+        let name = own_pending_name(0, owner, b"app-1");
+        assert!(is_own_pending(name.as_bytes()), "{name:?}");
+        assert!(
+            !is_quarantine(name.as_bytes()),
+            "never used as a quarantine"
+        );
+        assert_eq!(
+            parse_own_pending(name.as_bytes()),
+            Some((owner, Some(b"app-1".to_vec())))
+        );
+        let long = own_pending_name(0, owner, &[b'x'; 200]);
+        assert!(long.as_bytes().len() <= NAME_MAX);
+        assert_eq!(parse_own_pending(long.as_bytes()), Some((owner, None)));
+        for forged in [
+            &b".sandkeeper-pending-0-0123456789abcdef-1-2"[..],
+            b".sandkeeper-pending-0-0123456789abcdef-1-2-99999",
+            b".sandkeeper-pending-0-0123456789abcdef-1-2-755.2f",
+            b".sandkeeper-pending-0-0123-1-2-755",
+            b".sandkeeper-pending-x-0123456789abcdef-1-2-755",
+        ] {
+            assert_eq!(parse_own_pending(forged), None, "{forged:?}");
+        }
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub struct Left {
 impl Left {
     /// The entry, relative to the parent directory the removal was given:
     /// its first component is the removed entry's name (for quarantine
-    /// leftovers, `.sandkeeper-trash/<name>`). The bytes are exactly the
+    /// leftovers, `.sandkeeper-trash-<euid>-<random>/<name>`). The bytes are exactly the
     /// names on disk; escape them before showing them on a terminal.
     pub fn path(&self) -> &Path {
         &self.path
@@ -184,7 +184,7 @@ impl RemovalReport {
 
     /// Where what is left of an incomplete removal now is, relative to the
     /// parent: the entry's own name when the remainder was put back, or
-    /// `.sandkeeper-trash/<unique>` when its name had been taken again in
+    /// `.sandkeeper-trash-<euid>-<random>/<unique>` when its name had been taken again in
     /// the meantime. `None` when the removal is complete.
     pub fn remnant(&self) -> Option<&Path> {
         self.remnant.as_deref()
@@ -197,7 +197,7 @@ impl RemovalReport {
     }
 
     /// Quarantine leftovers that could not be removed, with why (paths start
-    /// with `.sandkeeper-trash/`).
+    /// with `.sandkeeper-trash-<euid>-<random>/`).
     pub fn leftovers_left(&self) -> &[Left] {
         &self.leftovers_left
     }

@@ -1,4 +1,4 @@
-//! The filesystem a root lives on: type, size, free space.
+//! The filesystem a root lives on: type, size, free space and free inodes.
 
 use std::os::fd::BorrowedFd;
 
@@ -16,6 +16,12 @@ pub struct Filesystem {
     /// Bytes free for unprivileged users (`f_bavail`, what `df` shows as
     /// available).
     pub free_bytes: u64,
+    /// Total inodes (`f_files`); 0 on filesystems without a fixed number
+    /// (btrfs, a tmpfs mounted with `nr_inodes=0`), which never run out.
+    pub total_inodes: u64,
+    /// Inodes free for unprivileged users (`f_favail`, what `df -i` shows
+    /// as free).
+    pub free_inodes: u64,
 }
 
 impl Filesystem {
@@ -31,6 +37,8 @@ impl Filesystem {
             fstype,
             total_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
             free_bytes: vfs.f_bavail.saturating_mul(vfs.f_frsize),
+            total_inodes: vfs.f_files,
+            free_inodes: vfs.f_favail,
         })
     }
 
@@ -42,6 +50,23 @@ impl Filesystem {
         }
         100.0 * (self.total_bytes.saturating_sub(self.free_bytes)) as f64 / self.total_bytes as f64
     }
+}
+
+/// Free bytes and free inodes, measured once (`fstatvfs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Free {
+    pub(crate) bytes: u64,
+    pub(crate) inodes: u64,
+}
+
+/// Re-measures free bytes and inodes (after each removal).
+pub(crate) fn free(dir: BorrowedFd<'_>) -> Result<Free> {
+    let vfs = rustix::fs::fstatvfs(dir)
+        .map_err(|e| crate::Error::io("cannot measure free space", e.into()))?;
+    Ok(Free {
+        bytes: vfs.f_bavail.saturating_mul(vfs.f_frsize),
+        inodes: vfs.f_favail,
+    })
 }
 
 /// Re-measures free space (for watermarks, after each removal).
@@ -115,6 +140,8 @@ mod tests {
             fstype: "tmpfs".into(),
             total_bytes: total,
             free_bytes: free,
+            total_inodes: 0,
+            free_inodes: 0,
         };
         assert_eq!(fs(0, 0).used_percent(), 0.0);
         assert_eq!(fs(100, 25).used_percent(), 75.0);

@@ -24,7 +24,7 @@
 //!
 //! Linux only: in-use detection needs `/proc`.
 
-mod filesystem;
+pub(crate) mod filesystem;
 mod report;
 mod state;
 

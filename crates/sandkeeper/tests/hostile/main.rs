@@ -8,6 +8,7 @@
 
 mod exec_churn;
 mod fd_tables;
+mod full_fs;
 mod kernel_support;
 mod lock_free_scan;
 mod loops;
@@ -16,4 +17,5 @@ mod output;
 mod reap_race;
 mod records;
 mod sockets;
+mod squat;
 mod visibility;

@@ -1,6 +1,7 @@
 //! One reap of one configured root, as `watch` and `reap --config` do it:
-//! measure the filesystem; above the high watermark, reap under pressure
-//! down to the low one; else reap by the rules.
+//! measure the filesystem; above the high watermark (of bytes or of
+//! inodes), reap under pressure down to the low one; else reap by the
+//! rules.
 //!
 //! A root's rules become one library [`Policy`]: orphaned sandboxes are
 //! judged by the root's `grace` and `orphan_age`, and each rule's glob by
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use sandkeeper::reap::{Filters, FreeTarget, Policy, ReapReport, Reaper};
+use sandkeeper::reap::{Filters, FreeInodes, FreeTarget, Policy, ReapReport, Reaper};
 use sandkeeper::root::{Root, UserDirs};
 
 use crate::config_file::RootConfig;
@@ -45,11 +46,15 @@ pub enum Mode {
     PressureOnly,
 }
 
-/// A filesystem's size and free bytes (`statvfs`; free as `df`'s Avail).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A filesystem's size and free bytes (`statvfs`; free as `df`'s Avail),
+/// and its inodes and free inodes (as `df -i`; 0 and 0 on filesystems
+/// without a fixed number of inodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Level {
     pub total: u64,
     pub free: u64,
+    pub total_inodes: u64,
+    pub free_inodes: u64,
 }
 
 impl Level {
@@ -60,6 +65,72 @@ impl Level {
         }
         100.0 * self.total.saturating_sub(self.free) as f64 / self.total as f64
     }
+
+    /// Used inodes in percent (0 when the filesystem reports none).
+    pub fn used_inodes_percent(&self) -> f64 {
+        if self.total_inodes == 0 {
+            return 0.0;
+        }
+        100.0 * self.total_inodes.saturating_sub(self.free_inodes) as f64 / self.total_inodes as f64
+    }
+
+    fn of(st: &rustix::fs::StatVfs) -> Level {
+        Level {
+            total: st.f_blocks.saturating_mul(st.f_frsize),
+            free: st.f_bavail.saturating_mul(st.f_frsize),
+            total_inodes: st.f_files,
+            free_inodes: st.f_favail,
+        }
+    }
+}
+
+/// What a reap under pressure aims for: the low watermark of each kind
+/// (bytes, inodes) whose high watermark the root is above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pressure {
+    /// Free bytes aimed for, when above the high watermark of bytes.
+    pub bytes: Option<u64>,
+    /// Free inodes aimed for, when above the high watermark of inodes.
+    pub inodes: Option<u64>,
+}
+
+impl Pressure {
+    /// The pressure `root` is under at `level`; `None` when it is above
+    /// neither high watermark.
+    pub fn of(root: &RootConfig, level: &Level) -> Option<Pressure> {
+        let bytes = root
+            .watermarks
+            .filter(|w| w.above_high(level.total, level.free))
+            .map(|w| w.target_free_bytes(level.total));
+        let inodes = root
+            .inode_watermarks
+            .filter(|w| w.above_high(level.total_inodes, level.free_inodes))
+            .map(|w| w.target_free_inodes(level.total_inodes));
+        (bytes.is_some() || inodes.is_some()).then_some(Pressure { bytes, inodes })
+    }
+
+    /// Whether `level` meets every target.
+    pub fn met(&self, level: &Level) -> bool {
+        self.bytes.is_none_or(|b| level.free >= b)
+            && self.inodes.is_none_or(|n| level.free_inodes >= n)
+    }
+
+    /// The targets in words: "2 GiB free", "500 inodes free", or both.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(b) = self.bytes {
+            parts.push(format!("{} free", crate::humanize::size(b)));
+        }
+        if let Some(n) = self.inodes {
+            parts.push(format!("{n} inodes free"));
+        }
+        parts.join(" and ")
+    }
+}
+
+/// Whether `root` is above a high watermark (of bytes or inodes) at `level`.
+pub fn above_high(root: &RootConfig, level: &Level) -> bool {
+    Pressure::of(root, level).is_some()
 }
 
 /// `statvfs(path)`: the cheap poll.
@@ -69,10 +140,7 @@ impl Level {
 /// When the path cannot be measured (it does not exist, …).
 pub fn measure(path: &Path) -> io::Result<Level> {
     let st = rustix::fs::statvfs(path)?;
-    Ok(Level {
-        total: st.f_blocks.saturating_mul(st.f_frsize),
-        free: st.f_bavail.saturating_mul(st.f_frsize),
-    })
+    Ok(Level::of(&st))
 }
 
 /// What one reap of a configured root did.
@@ -80,8 +148,8 @@ pub fn measure(path: &Path) -> io::Result<Level> {
 pub struct Outcome {
     /// The filesystem before the reap.
     pub before: Option<Level>,
-    /// The free bytes aimed for, when the reap ran under pressure.
-    pub pressure_target: Option<u64>,
+    /// What the reap aimed for, when it ran under pressure.
+    pub pressure: Option<Pressure>,
     /// The root's reap, then one per per-user sandbox directory.
     pub reports: Vec<ReapReport>,
     /// (Sub)roots that could not be reaped at all.
@@ -116,7 +184,7 @@ impl Outcome {
     }
 }
 
-/// The policy of `root`, under pressure when `target_free` is given.
+/// The policy of `root`, under pressure when `pressure` is given.
 ///
 /// # Errors
 ///
@@ -124,7 +192,7 @@ impl Outcome {
 /// only in theory).
 pub fn policy(
     root: &RootConfig,
-    target_free: Option<u64>,
+    pressure: Option<Pressure>,
     opts: &Options,
 ) -> Result<Policy, sandkeeper::Error> {
     let mut b = Policy::builder();
@@ -147,8 +215,14 @@ pub fn policy(
         }
         b.rule(rule.glob.clone(), &filters);
     }
-    if let Some(bytes) = target_free {
-        b.under_pressure(true).target_free(FreeTarget::Bytes(bytes));
+    if let Some(p) = pressure {
+        b.under_pressure(true);
+        if let Some(bytes) = p.bytes {
+            b.target_free(FreeTarget::Bytes(bytes));
+        }
+        if let Some(inodes) = p.inodes {
+            b.target_free_inodes(FreeInodes::Count(inodes));
+        }
     }
     if let Some(stop) = &opts.stop {
         b.stop_flag(Arc::clone(stop));
@@ -185,14 +259,11 @@ pub fn reap_opened(root: &RootConfig, opened: Root, opts: &Options, mode: Mode) 
         }
     };
     out.before = Some(before);
-    let pressure = root
-        .watermarks
-        .filter(|w| w.above_high(before.total, before.free))
-        .map(|w| w.target_free_bytes(before.total));
+    let pressure = Pressure::of(root, &before);
     if mode == Mode::PressureOnly && pressure.is_none() {
         return out;
     }
-    out.pressure_target = pressure;
+    out.pressure = pressure;
     let policy = match policy(root, pressure, opts) {
         Ok(p) => p,
         Err(e) => {
@@ -227,10 +298,7 @@ pub fn reap_opened(root: &RootConfig, opened: Root, opts: &Options, mode: Mode) 
 /// `fstatvfs` on an open root.
 fn measure_root(root: &Root) -> io::Result<Level> {
     let st = rustix::fs::fstatvfs(root.fd())?;
-    Ok(Level {
-        total: st.f_blocks.saturating_mul(st.f_frsize),
-        free: st.f_bavail.saturating_mul(st.f_frsize),
-    })
+    Ok(Level::of(&st))
 }
 
 #[cfg(test)]
@@ -246,7 +314,73 @@ mod tests {
             (100, 100, 0.0),
         ];
         for (total, free, want) in cases {
-            assert_eq!(Level { total, free }.used_percent(), want);
+            let level = Level {
+                total,
+                free,
+                ..Level::default()
+            };
+            assert_eq!(level.used_percent(), want);
+            let inodes = Level {
+                total_inodes: total,
+                free_inodes: free,
+                ..Level::default()
+            };
+            assert_eq!(inodes.used_inodes_percent(), want);
         }
+    }
+
+    #[test]
+    fn pressure_by_bytes_or_inodes() {
+        use crate::config_file::{InodeMark, InodeWatermarks, Watermark, Watermarks};
+        let mut root = crate::config_file::Config::defaults().roots.remove(0);
+        root.watermarks = Some(Watermarks {
+            high: Watermark::UsedPercent(90.0),
+            low: Watermark::UsedPercent(75.0),
+        });
+        root.inode_watermarks = Some(InodeWatermarks {
+            high: InodeMark::UsedPercent(90.0),
+            low: InodeMark::UsedPercent(75.0),
+        });
+        let level = |free, free_inodes| Level {
+            total: 1000,
+            free,
+            total_inodes: 100,
+            free_inodes,
+        };
+        // Bytes fine, inodes all used: a pressure reap by inodes only.
+        let p = Pressure::of(&root, &level(900, 0)).unwrap();
+        assert_eq!(
+            p,
+            Pressure {
+                bytes: None,
+                inodes: Some(25)
+            }
+        );
+        assert!(!p.met(&level(900, 24)));
+        assert!(p.met(&level(900, 25)));
+        assert_eq!(p.describe(), "25 inodes free");
+        // Both above.
+        let p = Pressure::of(&root, &level(50, 5)).unwrap();
+        assert_eq!(
+            p,
+            Pressure {
+                bytes: Some(250),
+                inodes: Some(25)
+            }
+        );
+        assert!(!p.met(&level(300, 10)), "both must be met");
+        // Neither; and no inodes reported at all.
+        assert_eq!(Pressure::of(&root, &level(500, 50)), None);
+        assert_eq!(
+            Pressure::of(
+                &root,
+                &Level {
+                    total: 1000,
+                    free: 500,
+                    ..Level::default()
+                }
+            ),
+            None
+        );
     }
 }
