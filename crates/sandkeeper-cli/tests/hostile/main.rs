@@ -9,6 +9,7 @@
 
 mod config_input;
 mod fuzz_render;
+mod hang;
 mod kernelusers;
 mod output;
 mod records;
