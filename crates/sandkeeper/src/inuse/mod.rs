@@ -197,6 +197,8 @@
 //!   the mapping; for files on overlayfs that is the underlying layer's file.
 
 #[cfg(target_os = "linux")]
+mod deadline;
+#[cfg(target_os = "linux")]
 mod fdinfo;
 mod mounts;
 #[cfg(target_os = "linux")]

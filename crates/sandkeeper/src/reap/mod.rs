@@ -613,6 +613,7 @@ fn claim(
         Ok(Probe::Free(claim)) if claim.identity() == entry.identity => Ok(Some(claim)),
         Ok(Probe::Free(_)) => Err(Changed("replaced by another directory".into())),
         Ok(Probe::Live { .. }) => Err(Changed("its lock is now held".into())),
+        Ok(Probe::MountPoint) => Err(Changed("a filesystem is mounted on it".into())),
         Ok(_) => Err(Changed("it can no longer be opened".into())),
         Err(e) if is_not_found(&e) => Err(Gone),
         Err(e) => Err(Changed(e.to_string())),

@@ -81,9 +81,21 @@ pub struct Visit<'a> {
     /// (empty for the entry itself).
     ancestors: &'a [Frame],
     arena: &'a [u8],
+    mount_point: bool,
 }
 
 impl Visit<'_> {
+    /// Whether the inode is the root of a mount other than its directory's
+    /// (compared by mount id where the kernel reports it, else by device).
+    /// Only ever true for the entry itself (depth 0): mount points deeper
+    /// down are not visited ([`Usage::mount_points`](super::Usage)). Such
+    /// an entry is visited, but neither counted, opened nor entered: it is
+    /// in use by definition, and a dead network or FUSE filesystem would
+    /// not answer.
+    pub fn is_mount_point(&self) -> bool {
+        self.mount_point
+    }
+
     /// The device the inode is on (`st_dev`).
     pub fn dev(&self) -> u64 {
         self.meta.dev
@@ -250,6 +262,10 @@ impl Walker {
             Error::new(ErrorKind::InvalidInput, "entry name contains a NUL byte").at(name)
         })?;
         let meta = at::stat(parent, &cname).with_path("cannot inspect", || name)?;
+        // A mount on the entry itself: looked at (the `statx` above asks
+        // the mounted filesystem nothing), never opened. When the parent
+        // cannot be told, it counts as one (fail closed).
+        let mount_point = at::fstat(parent).map_or(true, |p| !Fence::of(&p).admits(&meta));
         let mut tally = Tally {
             usage: Usage::default(),
             links,
@@ -264,9 +280,14 @@ impl Walker {
             depth: 0,
             ancestors: &[],
             arena: &[],
+            mount_point,
         });
         if state == WalkState::Quit {
             tally.usage.stopped = true;
+            return Ok(tally.usage);
+        }
+        if mount_point {
+            tally.usage.mount_points.push(PathBuf::from("."));
             return Ok(tally.usage);
         }
         tally.count(&meta);
@@ -442,6 +463,7 @@ impl Walker {
                 depth: stack.len(),
                 ancestors: stack,
                 arena,
+                mount_point: false,
             });
             match state {
                 WalkState::Quit => {
