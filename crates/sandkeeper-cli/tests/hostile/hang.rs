@@ -142,6 +142,25 @@ fn bounded(args: &[&str]) -> Output {
     out
 }
 
+/// Waits (at most 20 s) until process `pid` handles signal `signal`
+/// (`SigCgt` in `/proc/PID/status`).
+fn wait_until_handled(pid: u32, signal: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << (signal - 1)) != 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} never handled signal {signal}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -235,9 +254,9 @@ fn inner_hung_mount_elsewhere() {
     let reap = reap_all(root);
     assert_eq!(reap.status.code(), Some(0), "{reap:?}");
     assert!(!Path::new(root).join("app-1").exists(), "{reap:?}");
-    for at in [&named, &sub, &bind] {
-        let _ = Command::new("umount").arg("-l").arg(at).status();
-    }
+    // Unmounting the fuse (lazily) takes the mounts on it along; the
+    // others go with the namespace.
+    drop(fuse);
 }
 
 #[test]
@@ -321,7 +340,8 @@ fn inner_sigterm_while_stuck() {
         return;
     }
     let base = Sandbox::builder().tag("hang-watch").create().unwrap();
-    // The root itself is on the dead mount: listing it cannot finish.
+    // The root itself is on the mount, which dies once watch runs (with
+    // its signal handlers installed): the next cycle cannot finish.
     let mut fuse = HungFuse::mount(&base.path().join("fuse"));
     let config = base.path().join("watch.toml");
     fs::write(
@@ -332,7 +352,6 @@ fn inner_sigterm_while_stuck() {
         ),
     )
     .unwrap();
-    fuse.hang();
     let bin = env!("CARGO_BIN_EXE_sandkeeper");
     let mut watch = Spawned(
         Command::new(bin)
@@ -347,6 +366,8 @@ fn inner_sigterm_while_stuck() {
             .spawn()
             .expect("start watch"),
     );
+    wait_until_handled(watch.pid(), 15);
+    fuse.hang();
     // Stuck: a request of watch's waits for the dead server.
     fuse.wait_for_waiting(Duration::from_secs(20));
     let pid = rustix::process::Pid::from_raw(watch.pid() as i32).unwrap();
@@ -366,5 +387,53 @@ fn inner_sigterm_while_stuck() {
     let _ = std::io::Read::read_to_string(watch.0.stderr.as_mut().unwrap(), &mut stderr);
     assert_eq!(status.code(), Some(143), "{status:?}: {stderr}");
     assert!(stderr.contains("SIGTERM"), "{stderr}");
+    drop(fuse);
+}
+
+#[test]
+fn sigterm_stops_reap_while_a_system_call_is_stuck() {
+    run_in_pid_namespace(
+        "sigterm_stops_reap_while_a_system_call_is_stuck",
+        "hang::inner_sigterm_reap_while_stuck",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_sigterm_reap_while_stuck() {
+    if !in_namespace() {
+        return;
+    }
+    let base = Sandbox::builder().tag("hang-reap").create().unwrap();
+    let mut fuse = HungFuse::mount(&base.path().join("fuse"));
+    fuse.hang();
+    let bin = env!("CARGO_BIN_EXE_sandkeeper");
+    let mut reap = Spawned(
+        Command::new(bin)
+            .arg("reap")
+            .arg(&fuse.at)
+            .args(["--match", "*", "--older-than", "0s", "--grace", "0s"])
+            .env_remove("SANDKEEPER_KEEP")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start reap"),
+    );
+    fuse.wait_for_waiting(Duration::from_secs(20));
+    let pid = rustix::process::Pid::from_raw(reap.pid() as i32).unwrap();
+    let sent = Instant::now();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = loop {
+        if let Some(status) = reap.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < STOP_BOUND,
+            "reap did not exit within {STOP_BOUND:?} of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{status:?}");
     drop(fuse);
 }
