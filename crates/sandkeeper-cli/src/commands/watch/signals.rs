@@ -5,10 +5,13 @@
 //! sleeps on a socket the handlers write to (a self-pipe).
 //!
 //! A stop is bounded even when a system call does not return (a dead FUSE
-//! or NFS server: a handled signal does not interrupt such a wait): a
-//! watchdog thread, woken by the first SIGTERM or SIGINT through a socket
-//! of its own, ends the process [`STOP_LIMIT`] later if it is still
-//! running, with status 143 (130 for SIGINT). Ending the process kills
+//! or NFS server: a handled signal does not interrupt such a wait, and a
+//! thread stuck in one never runs the handler). The signals are blocked
+//! in the main thread and every thread it starts, and taken only by a
+//! watchdog thread that does nothing else ([`sandkeeper::signals`]); the
+//! first SIGTERM or SIGINT wakes it through a socket of its own, and it
+//! ends the process [`STOP_LIMIT`] later if it is still running, with
+//! status 143 (130 for SIGINT). Ending the process kills
 //! every thread, the stuck one included, wherever the kernel lets a fatal
 //! signal through (a FUSE request not yet read by its server, an NFS
 //! mount with the default `hard` option since Linux 2.6.25).
@@ -22,6 +25,7 @@ use std::time::Duration;
 use super::log::Log;
 use crate::exit_codes;
 
+use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::{flag, low_level};
 
@@ -68,9 +72,11 @@ impl Signals {
             low_level::pipe::register(signal, watchdog_waker.try_clone()?)?;
         }
         let sigint = Arc::clone(&interrupted);
+        // Started before the mask below, so it takes the signals.
         std::thread::Builder::new()
             .name("sandkeeper-stop".into())
             .spawn(move || watchdog_thread(&watchdog, &sigint, log))?;
+        sandkeeper::signals::block_in_this_thread(&[Signal::TERM, Signal::INT, Signal::HUP])?;
         Ok(Signals {
             stop,
             interrupted,
