@@ -113,9 +113,24 @@ fn resolve_layers(proc: BorrowedFd<'_>, found: &mut Found) {
             .ok(),
         });
         if let Some(root) = root {
-            k.inode = resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes()).ok();
+            k.inode = timed_resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes());
         }
     }
+}
+
+/// [`resolve_in_root`] on the [`deadline`] worker: a layer may lie on a
+/// filesystem that does not answer (an overlay over NFS or sshfs). `None`
+/// when it could not be resolved in time, which makes it an unresolved
+/// layer (a blind spot).
+fn timed_resolve_in_root(root: BorrowedFd<'_>, path: &[u8]) -> Option<Key> {
+    let root = rustix::io::fcntl_dupfd_cloexec(root, 0).ok()?;
+    let owned = path.to_vec();
+    let call = move || resolve_in_root(root.as_fd(), &owned).ok();
+    deadline::run(vec![(path.to_vec(), Box::new(call))], deadline::LIMIT)
+        .into_iter()
+        .next()
+        .flatten()
+        .flatten()
 }
 
 /// The `(device, inode)` of the absolute `path` under `root`, resolved

@@ -418,7 +418,7 @@ fn anon_holds(
             let before = fdinfo::ring_files_section(info).to_vec();
             let mut keys = Vec::with_capacity(paths.len());
             for path in &paths {
-                match resolve_no_links(path) {
+                match resolve_no_links_timed(path) {
                     Ok(key) => keys.push(key),
                     Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
                     Err(e) => return p.failed(step, e),
@@ -435,6 +435,22 @@ fn anon_holds(
             }
         }
     }
+}
+
+/// [`resolve_no_links`] on the [`deadline`](super::deadline) worker: the
+/// path may lead through a filesystem that does not answer. `ETIMEDOUT`
+/// when it did not answer in time (or is stuck since an earlier call).
+fn resolve_no_links_timed(path: &[u8]) -> Result<Key, Errno> {
+    let owned = path.to_vec();
+    let call = move || resolve_no_links(&owned);
+    super::deadline::run(
+        vec![(path.to_vec(), Box::new(call))],
+        super::deadline::LIMIT,
+    )
+    .into_iter()
+    .next()
+    .flatten()
+    .unwrap_or(Err(Errno::TIMEDOUT))
 }
 
 /// The `(device, inode)` of an absolute path, resolved from our root
