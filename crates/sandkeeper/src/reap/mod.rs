@@ -655,6 +655,11 @@ fn check_quarantined(
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
     let walked = walk::usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
+        if v.is_mount_point() {
+            // A mount of another namespace moves with its directory.
+            found = Some("a filesystem is mounted on it".into());
+            return WalkState::Quit;
+        }
         if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
             found = Some(h.to_string());
             return WalkState::Quit;

@@ -234,6 +234,11 @@ impl Scanner {
                     p(n, total);
                 }
                 let _ = probes[i].set(probe_entry(dir, root, &names[i], v, locks.as_ref().ok()));
+                if v.is_mount_point() {
+                    // In use by definition; never entered (the mounted
+                    // filesystem may not answer).
+                    return WalkState::Skip;
+                }
             }
             let (dev, ino) = (v.dev(), v.ino());
             let holders = inuse.holders(dev, ino);

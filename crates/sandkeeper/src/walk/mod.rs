@@ -177,8 +177,9 @@ pub struct Usage {
     /// milliseconds since the Unix epoch; `None` only when nothing was
     /// counted (the visitor quit at the entry itself).
     pub newest_mtime_ms: Option<i64>,
-    /// Mount points met inside the tree, relative to the entry (`.` when
-    /// the entry itself is one): neither counted nor entered.
+    /// Mount points met inside the tree, relative to the entry: neither
+    /// counted nor entered. `.` when the entry itself is one and the
+    /// visitor skipped it ([`Visit::is_mount_point`]).
     pub mount_points: Vec<PathBuf>,
     /// The first [`MAX_ERRORS`] failures inside the tree, in walking order.
     pub errors: Vec<WalkError>,

@@ -88,10 +88,13 @@ impl Visit<'_> {
     /// Whether the inode is the root of a mount other than its directory's
     /// (compared by mount id where the kernel reports it, else by device).
     /// Only ever true for the entry itself (depth 0): mount points deeper
-    /// down are not visited ([`Usage::mount_points`](super::Usage)). Such
-    /// an entry is visited, but neither counted, opened nor entered: it is
-    /// in use by definition, and a dead network or FUSE filesystem would
-    /// not answer.
+    /// down are neither visited nor entered
+    /// ([`Usage::mount_points`](super::Usage)). The walk enters such an
+    /// entry (measuring a mount is allowed) unless the visitor returns
+    /// [`WalkState::Skip`] for it: then the entry is counted as itself and
+    /// listed in `mount_points` as `.`. Nothing above asked the mounted
+    /// filesystem anything but a cached `statx`, so a dead FUSE or network
+    /// filesystem cannot block the visit.
     pub fn is_mount_point(&self) -> bool {
         self.mount_point
     }
@@ -286,12 +289,11 @@ impl Walker {
             tally.usage.stopped = true;
             return Ok(tally.usage);
         }
-        if mount_point {
-            tally.usage.mount_points.push(PathBuf::from("."));
-            return Ok(tally.usage);
-        }
         tally.count(&meta);
         if meta.kind != FileType::Directory || state == WalkState::Skip {
+            if mount_point {
+                tally.usage.mount_points.push(PathBuf::from("."));
+            }
             return Ok(tally.usage);
         }
         let fd = at::open_entry(parent, &cname, &meta, self.euid)
