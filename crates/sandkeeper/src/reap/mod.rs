@@ -656,7 +656,7 @@ fn check_quarantined(
     let mut links = walk::HardLinks::new();
     let walked = walk::usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
         if v.is_mount_point() {
-            // A mount of another namespace moves with its directory.
+            // Something is mounted on it: in use by definition.
             found = Some("a filesystem is mounted on it".into());
             return WalkState::Quit;
         }
