@@ -94,7 +94,11 @@ impl HungFuse {
             if text.trim().parse::<u64>().is_ok_and(|n| n > 0) {
                 return;
             }
-            assert!(Instant::now() < deadline, "nothing waits on {}", self.at.display());
+            assert!(
+                Instant::now() < deadline,
+                "nothing waits on {}",
+                self.at.display()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -109,7 +113,10 @@ impl HungFuse {
 impl Drop for HungFuse {
     fn drop(&mut self) {
         // Abort first: whatever waits gets ENOTCONN at once.
-        let _ = fs::write(connections().join(format!("{}/abort", self.connection)), "1");
+        let _ = fs::write(
+            connections().join(format!("{}/abort", self.connection)),
+            "1",
+        );
         drop(self.stdin.take());
         if let Some(mut server) = self.server.take() {
             let _ = server.kill();
@@ -156,7 +163,10 @@ fn wait_until_handled(pid: u32, signal: u32) {
         if caught & (1 << (signal - 1)) != 0 {
             return;
         }
-        assert!(Instant::now() < deadline, "pid {pid} never handled signal {signal}");
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} never handled signal {signal}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -234,7 +244,12 @@ fn inner_hung_mount_elsewhere() {
     let through = fuse.at.join("sub/x");
     let mounts: [&[&std::ffi::OsStr]; 3] = [
         &["--bind".as_ref(), sub.as_os_str(), bind.as_os_str()],
-        &["-t".as_ref(), "tmpfs".as_ref(), "tmpfs".as_ref(), sub.as_os_str()],
+        &[
+            "-t".as_ref(),
+            "tmpfs".as_ref(),
+            "tmpfs".as_ref(),
+            sub.as_os_str(),
+        ],
         &[
             "-t".as_ref(),
             "tmpfs".as_ref(),

@@ -21,6 +21,10 @@ use std::time::{Duration, Instant};
 /// answered count as unknown.
 pub(super) const LIMIT: Duration = Duration::from_secs(2);
 
+/// A call for [`run`]: its topic (what it looks at, for [`is_hung`]) and
+/// the call itself.
+pub(super) type Call<T> = (Vec<u8>, Box<dyn FnOnce() -> T + Send>);
+
 /// A job: runs the call, sends its answer.
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -56,10 +60,7 @@ pub(super) fn is_hung(topic: &[u8]) -> bool {
 /// same order, `None` for those not answered within `limit` in all (and
 /// for those whose topic is stuck already: they are not run). `topic`
 /// names what the call looks at (a path), for [`is_hung`].
-pub(super) fn run<T: Send + 'static>(
-    calls: Vec<(Vec<u8>, Box<dyn FnOnce() -> T + Send>)>,
-    limit: Duration,
-) -> Vec<Option<T>> {
+pub(super) fn run<T: Send + 'static>(calls: Vec<Call<T>>, limit: Duration) -> Vec<Option<T>> {
     let mut answers: Vec<Option<T>> = calls.iter().map(|_| None).collect();
     if calls.is_empty() {
         return answers;
@@ -110,7 +111,9 @@ pub(super) fn run<T: Send + 'static>(
                 // that call's topic is hung until it returns. (The calls
                 // queued behind it run then, answering nobody.)
                 if let Some((_, topic)) = sent.iter().find(|(i, _)| answers[*i].is_none()) {
-                    hung().get_or_insert_with(HashSet::new).insert(topic.clone());
+                    hung()
+                        .get_or_insert_with(HashSet::new)
+                        .insert(topic.clone());
                 }
                 *worker = None;
                 break;
@@ -127,7 +130,7 @@ mod tests {
     #[test]
     fn answers_in_order_and_abandons_a_stuck_call() {
         let (unblock, blocked) = mpsc::channel::<()>();
-        let calls: Vec<(Vec<u8>, Box<dyn FnOnce() -> u32 + Send>)> = vec![
+        let calls: Vec<Call<u32>> = vec![
             (b"a".to_vec(), Box::new(|| 1)),
             (
                 b"stuck".to_vec(),
@@ -142,7 +145,7 @@ mod tests {
         assert_eq!(answers, vec![Some(1), None, None]);
         assert!(is_hung(b"stuck"));
         // Not asked again while stuck; the others are, by a new worker.
-        let again: Vec<(Vec<u8>, Box<dyn FnOnce() -> u32 + Send>)> = vec![
+        let again: Vec<Call<u32>> = vec![
             (b"stuck".to_vec(), Box::new(|| 20)),
             (b"c".to_vec(), Box::new(|| 3)),
         ];

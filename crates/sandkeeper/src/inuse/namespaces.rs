@@ -223,7 +223,7 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     // O_PATH through the magic link: no lookup in, nor open of, the
     // filesystem; only `fstatfs` may have to ask it, in the worker.
     let mut devs = Vec::new();
-    let mut calls: Vec<(Vec<u8>, Box<dyn FnOnce() -> _ + Send>)> = Vec::new();
+    let mut calls: Vec<deadline::Call<_>> = Vec::new();
     for (&dev, (_, link)) in &candidates {
         if let Ok(fd) = rustix::fs::openat(
             proc,
@@ -234,7 +234,10 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
             devs.push(dev);
             #[allow(clippy::unnecessary_cast)] // the field type varies by target
             let call = move || rustix::fs::fstatfs(&fd).map(|st| st.f_type as i64);
-            calls.push((format!("statfs of device {dev}").into_bytes(), Box::new(call)));
+            calls.push((
+                format!("statfs of device {dev}").into_bytes(),
+                Box::new(call),
+            ));
         } // else the holder went away, or let go
     }
     let answers: HashMap<u64, Result<i64, Errno>> = devs
