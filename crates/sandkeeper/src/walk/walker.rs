@@ -265,9 +265,10 @@ impl Walker {
             Error::new(ErrorKind::InvalidInput, "entry name contains a NUL byte").at(name)
         })?;
         let meta = at::stat(parent, &cname).with_path("cannot inspect", || name)?;
-        // A mount on the entry itself: looked at (the `statx` above asks
-        // the mounted filesystem nothing), never opened. When the parent
-        // cannot be told, it counts as one (fail closed).
+        // A mount on the entry itself is told to the visitor, which may
+        // skip it unopened (the `statx` above asked the mounted filesystem
+        // nothing). When the parent cannot be told, it counts as one (fail
+        // closed).
         let mount_point = at::fstat(parent).map_or(true, |p| !Fence::of(&p).admits(&meta));
         let mut tally = Tally {
             usage: Usage::default(),
