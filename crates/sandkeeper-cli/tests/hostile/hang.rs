@@ -126,6 +126,14 @@ impl Drop for HungFuse {
     }
 }
 
+/// Unmounts (lazily) what a test mounted in its scratch directory, so that
+/// the directory can be removed.
+fn unmount(points: &[&Path]) {
+    for at in points {
+        let _ = Command::new("umount").arg("-l").arg(at).status();
+    }
+}
+
 /// The binary with `args`, killed (and reported as such) after [`LIMIT`]
 /// seconds.
 fn bounded(args: &[&str]) -> Output {
@@ -269,9 +277,10 @@ fn inner_hung_mount_elsewhere() {
     let reap = reap_all(root);
     assert_eq!(reap.status.code(), Some(0), "{reap:?}");
     assert!(!Path::new(root).join("app-1").exists(), "{reap:?}");
-    // Unmounting the fuse (lazily) takes the mounts on it along; the
-    // others go with the namespace.
+    // Aborted first, so that nothing on the way waits; unmounting the fuse
+    // (lazily) takes the mount on it along.
     drop(fuse);
+    unmount(&[&named, &bind]);
 }
 
 #[test]
@@ -318,6 +327,7 @@ fn inner_source_through_a_link() {
     assert_eq!(reap.status.code(), Some(0), "{reap:?}");
     assert!(Path::new(root).join("app-1").exists(), "{reap:?}");
     drop(fuse);
+    unmount(&[&named]);
 }
 
 #[test]
