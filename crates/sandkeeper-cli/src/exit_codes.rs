@@ -6,6 +6,7 @@
 //! | 1 | done, but something could not be done (an entry not removed) |
 //! | 2 | bad usage or bad input: nothing was changed |
 //! | 130 | interrupted by SIGINT |
+//! | 143 | `watch`: stopped by a second SIGTERM, or not done stopping 5 s after the first (a system call that does not return) |
 
 /// A process exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,12 @@ pub const USAGE: ExitStatus = ExitStatus(2);
 #[allow(dead_code)] // used by run and watch
 pub const INTERRUPTED: ExitStatus = ExitStatus(130);
 
+/// `watch` ended by SIGTERM before it could finish stopping: a second
+/// SIGTERM, or the stop watchdog (`watch::signals::STOP_LIMIT`).
+pub const TERMINATED: ExitStatus = ExitStatus(143);
+
 /// The table for `--help`.
-pub const HELP: &str = "Exit status: 0 success; 1 something could not be done; 2 bad usage or input (nothing changed); 130 interrupted.";
+pub const HELP: &str = "Exit status: 0 success; 1 something could not be done; 2 bad usage or input (nothing changed); 130 interrupted; 143 watch ended by SIGTERM before it finished stopping.";
 
 impl From<ExitStatus> for std::process::ExitCode {
     fn from(status: ExitStatus) -> Self {

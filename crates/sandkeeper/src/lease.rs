@@ -415,6 +415,10 @@ pub enum Probe {
         /// The verdict of the record fallback.
         owner: OwnerStatus,
     },
+    /// Another filesystem is mounted on the entry: it is in use by
+    /// definition, and was not opened (a dead FUSE or network filesystem
+    /// would not answer).
+    MountPoint,
 }
 
 /// An exclusive lock on a directory whose owner is gone. While the claim
@@ -489,6 +493,8 @@ pub fn probe(path: &Path) -> Result<Probe> {
 /// cannot be opened, what its record says instead.
 enum Opened {
     Dir(OwnedFd, rustix::fs::Stat),
+    /// Another filesystem is mounted on the entry: not opened.
+    MountPoint,
     Unopenable {
         error: io::Error,
         record: Option<LeaseRecord>,
@@ -497,11 +503,13 @@ enum Opened {
 }
 
 /// Opens the entry `name` of `parent` without following a symlink, for a
-/// probe or a look.
+/// probe or a look, and never when it is a mount point
+/// ([`entry_on_same_mount`]).
 fn open_entry(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Result<Opened> {
     let path = || parent_path.join(name);
-    let dir = match open_dir_at(parent, name) {
+    let dir = match entry_on_same_mount(parent, name) {
         Ok(dir) => dir,
+        Err(Errno::XDEV) => return Ok(Opened::MountPoint),
         Err(Errno::ACCESS | Errno::PERM) => {
             let record = read_record_beneath(parent, name).ok().flatten();
             let owner = record
@@ -524,6 +532,48 @@ fn open_entry(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Resul
     Ok(Opened::Dir(dir, stat))
 }
 
+/// `openat2(parent, name, O_RDONLY|O_DIRECTORY|O_NOFOLLOW,
+/// RESOLVE_NO_XDEV|RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH)`—opens the
+/// directory `name` unless another filesystem is mounted on it (`EXDEV`):
+/// the kernel refuses before asking the mounted filesystem anything, so a
+/// dead FUSE or network mount cannot block here. A mount point is in use
+/// by definition, and its lease would not be the entry's anyway.
+///
+/// Where `openat2` is missing (Linux < 5.6, or a seccomp filter), the
+/// entry is first compared with `parent` by `statx` mount id
+/// (`AT_STATX_DONT_SYNC`, which asks no server), then opened with `openat`.
+///
+/// # References
+///
+/// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
+fn entry_on_same_mount(parent: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    use rustix::fs::{ResolveFlags, StatxFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::NO_XDEV
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::BENEATH;
+    match rustix::fs::openat2(parent, name, flags, Mode::empty(), resolve) {
+        // ENOSYS: no openat2; EPERM: a seccomp filter refusing it so.
+        Err(Errno::NOSYS | Errno::PERM) => {}
+        other => return other,
+    }
+    let mask = StatxFlags::MNT_ID | StatxFlags::INO;
+    let quiet = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
+    let here = rustix::fs::statx(parent, c"", AtFlags::EMPTY_PATH | quiet, mask);
+    let there = rustix::fs::statx(parent, name, AtFlags::SYMLINK_NOFOLLOW | quiet, mask);
+    if let (Ok(here), Ok(there)) = (&here, &there) {
+        let mount = |st: &rustix::fs::Statx| {
+            let id = (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
+            (st.stx_dev_major, st.stx_dev_minor, id)
+        };
+        if mount(here) != mount(there) {
+            return Err(Errno::XDEV);
+        }
+    }
+    open_dir_at(parent, name)
+}
+
 /// Probes the entry `name` of the open directory `parent` (whose path,
 /// for messages, is `parent_path`).
 ///
@@ -534,6 +584,7 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
     let path = || parent_path.join(name);
     let (dir, stat) = match open_entry(parent, parent_path, name)? {
         Opened::Dir(dir, stat) => (dir, stat),
+        Opened::MountPoint => return Ok(Probe::MountPoint),
         Opened::Unopenable {
             error,
             record,
@@ -595,6 +646,9 @@ pub enum Look {
         /// The verdict of the record fallback.
         owner: OwnerStatus,
     },
+    /// Another filesystem is mounted on the entry: it is in use by
+    /// definition, and was not opened.
+    MountPoint,
 }
 
 /// A snapshot of the locks the kernel lists in `/proc/locks`, indexed by
@@ -678,6 +732,7 @@ pub fn look_at(
     let path = || parent_path.join(name);
     let (dir, stat) = match open_entry(parent, parent_path, name)? {
         Opened::Dir(dir, stat) => (dir, stat),
+        Opened::MountPoint => return Ok(Look::MountPoint),
         Opened::Unopenable {
             error,
             record,

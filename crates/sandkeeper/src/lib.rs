@@ -74,6 +74,7 @@ pub mod remove;
 pub mod root;
 mod sandbox;
 pub mod scan;
+pub mod signals;
 pub mod supervise;
 mod sys;
 pub mod walk;

@@ -54,8 +54,8 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
             _ => {}
         }
     }
-    let signals =
-        Signals::install().map_err(|e| CliError::io("cannot install signal handlers", &e))?;
+    let signals = Signals::install(Log::new(printer))
+        .map_err(|e| CliError::io("cannot install signal handlers", &e))?;
     let trust_cli = super::trust_pid_namespace(args.trust_pid_namespace, false)?;
     let mut watcher = Watcher {
         opts: Options {

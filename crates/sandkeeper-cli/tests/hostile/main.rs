@@ -10,6 +10,7 @@
 mod config_input;
 mod full_fs;
 mod fuzz_render;
+mod hang;
 mod kernelusers;
 mod output;
 mod records;

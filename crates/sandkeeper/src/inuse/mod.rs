@@ -197,6 +197,8 @@
 //!   the mapping; for files on overlayfs that is the underlying layer's file.
 
 #[cfg(target_os = "linux")]
+mod deadline;
+#[cfg(target_os = "linux")]
 mod fdinfo;
 mod mounts;
 #[cfg(target_os = "linux")]
@@ -745,6 +747,10 @@ pub enum BlindSpotKind {
         /// A process using the filesystem.
         pid: u32,
     },
+    /// A path from a mount table (a mount's source, which its mounter
+    /// chose) could not be looked up in time: a filesystem on the way
+    /// does not answer. What it names could be inside any entry.
+    UnansweredLookup,
 }
 
 /// A [`BlindSpotKind`] with the error that caused it, if any.
@@ -838,6 +844,10 @@ impl fmt::Display for BlindSpot {
                 f,
                 "pid {pid} uses a filesystem that no mount table lists and that did not answer statfs in time: what it uses is unknown"
             )?,
+            BlindSpotKind::UnansweredLookup => write!(
+                f,
+                "looking up {detail} (a mount's source) did not finish in time: a filesystem on the way does not answer, so what it names could be inside any entry"
+            )?,
         }
         let visibility = matches!(
             self.kind,
@@ -873,7 +883,8 @@ impl fmt::Display for BlindSpot {
             | BlindSpotKind::RelativeOverlayLayer
             | BlindSpotKind::UnresolvedOverlayLayer
             | BlindSpotKind::DetachedOverlay { .. }
-            | BlindSpotKind::UnlistedFilesystem { .. } => Ok(()),
+            | BlindSpotKind::UnlistedFilesystem { .. }
+            | BlindSpotKind::UnansweredLookup => Ok(()),
         }
     }
 }

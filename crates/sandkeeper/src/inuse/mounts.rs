@@ -234,10 +234,66 @@ fn strip_dir_prefix<'a>(path: &'a [u8], dir: &[u8]) -> Option<&'a [u8]> {
     }
 }
 
+/// Whether a lookup in a filesystem of type `fstype` may have to wait for
+/// a server or a process that may never answer: FUSE (`fuse`,
+/// `fuse.sshfs`, `fuseblk`), network and cluster filesystems (NFS, CIFS,
+/// 9p, Ceph, AFS, Lustre, …), virtio and hypervisor shares, and `autofs`
+/// (whose lookups mount).
+pub(super) fn may_not_answer(fstype: &[u8]) -> bool {
+    let base = fstype.split(|&b| b == b'.').next().unwrap_or(fstype);
+    matches!(
+        base,
+        b"fuse"
+            | b"fuseblk"
+            | b"fuse3"
+            | b"nfs"
+            | b"nfs4"
+            | b"cifs"
+            | b"smb3"
+            | b"smbfs"
+            | b"9p"
+            | b"ceph"
+            | b"glusterfs"
+            | b"afs"
+            | b"coda"
+            | b"lustre"
+            | b"gfs2"
+            | b"ocfs2"
+            | b"gpfs"
+            | b"beegfs"
+            | b"orangefs"
+            | b"pvfs2"
+            | b"ncpfs"
+            | b"virtiofs"
+            | b"vboxsf"
+            | b"vmhgfs"
+            | b"davfs"
+            | b"sshfs"
+            | b"autofs"
+    )
+}
+
+/// The first mount of `mounts` that [may not answer](may_not_answer) and
+/// that a lookup of the absolute `path` would pass through (its mount
+/// point is `path` or a directory above it), judged by the text alone.
+pub(super) fn silent_mount_on_the_way<'a>(
+    mounts: &'a [MountLine],
+    path: &[u8],
+) -> Option<&'a MountLine> {
+    mounts
+        .iter()
+        .find(|m| may_not_answer(&m.fstype) && strip_dir_prefix(path, &m.mount_point).is_some())
+}
+
 /// Turns the mounts of one namespace into kernel uses, appending to `out`.
 ///
 /// `stat(path, follow)` gives the `(device, inode)` of an absolute path of
-/// that namespace, following a final symlink when `follow` is set.
+/// that namespace, following a final symlink when `follow` is set. It is
+/// never asked about a path through a mount that
+/// [may not answer](may_not_answer) (a dead FUSE or NFS server would hang
+/// the lookup in the kernel): those uses keep no inode and are matched by
+/// their path alone. The walker never enters such a mount, so an inode on
+/// it could only matter to a root on that very filesystem.
 pub(super) fn kernel_uses(
     mounts: &[MountLine],
     namespace: MountNamespace,
@@ -259,7 +315,12 @@ pub(super) fn kernel_uses(
         };
         // The mount point resolves to the root of what is mounted: for a
         // bind mount, the source directory or file itself.
-        let root_inode = stat(&m.mount_point, false);
+        let silent = |path: &[u8]| silent_mount_on_the_way(mounts, path).is_some();
+        let root_inode = if silent(&m.mount_point) {
+            None
+        } else {
+            stat(&m.mount_point, false)
+        };
         out.push(use_(
             KernelUseKind::MountPoint,
             &m.mount_point,
@@ -275,7 +336,11 @@ pub(super) fn kernel_uses(
             ));
         }
         if m.source.first() == Some(&b'/') {
-            let inode = stat(&m.source, true);
+            let inode = if silent(&m.source) {
+                None
+            } else {
+                stat(&m.source, true)
+            };
             out.push(use_(KernelUseKind::MountSource, &m.source, inode, false));
         }
         if m.fstype == b"overlay" {
@@ -642,6 +707,53 @@ mod tests {
             let got = bind_source_paths(&mounts, *index);
             let want: Vec<Vec<u8>> = want.iter().map(|s| s.as_bytes().to_vec()).collect();
             assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn silent_mounts_are_never_looked_up() {
+        let mounts = vec![
+            line("/", "/", "ext4", "/dev/vda", ""),
+            line("/", "/mnt/dead", "fuse.sshfs", "me@host:", ""),
+            line("/", "/mnt/dead/sub", "tmpfs", "tmpfs", ""),
+            line("/x", "/srv/bind", "nfs4", "server:/x", ""),
+            line("/", "/srv/named", "tmpfs", "/mnt/dead/sub/x", ""),
+            line("/", "/tmp", "tmpfs", "/dev/sdb", ""),
+        ];
+        let mut asked = Vec::new();
+        let mut stat = |p: &[u8], _follow: bool| {
+            asked.push(String::from_utf8_lossy(p).into_owned());
+            Some((9, asked.len() as u64))
+        };
+        let mut out = Vec::new();
+        kernel_uses(&mounts, MountNamespace::Own, &mut stat, &mut out);
+        assert_eq!(asked, ["/", "/dev/vda", "/srv/named", "/tmp", "/dev/sdb"]);
+        let unresolved: Vec<_> = out
+            .iter()
+            .filter(|k| k.inode.is_none() && k.kind != KernelUseKind::BindSource)
+            .map(|k| k.path.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            unresolved,
+            ["/mnt/dead", "/mnt/dead/sub", "/srv/bind", "/mnt/dead/sub/x"]
+        );
+        let cases: &[(&str, &[u8], bool)] = &[
+            ("fuse", b"fuse", true),
+            ("fuse subtype", b"fuse.sshfs", true),
+            ("fuseblk", b"fuseblk", true),
+            ("nfs", b"nfs", true),
+            ("nfs4", b"nfs4", true),
+            ("cifs", b"cifs", true),
+            ("9p", b"9p", true),
+            ("ceph", b"ceph", true),
+            ("autofs", b"autofs", true),
+            ("ext4", b"ext4", false),
+            ("tmpfs", b"tmpfs", false),
+            ("overlay", b"overlay", false),
+            ("a prefix is not a type", b"nfsd", false),
+        ];
+        for (name, fstype, want) in cases {
+            assert_eq!(may_not_answer(fstype), *want, "{name}");
         }
     }
 

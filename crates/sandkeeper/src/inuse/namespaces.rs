@@ -18,17 +18,17 @@
 //! ends afterwards; no other thread changes namespace. Whatever cannot be
 //! entered is a [blind spot](super::BlindSpotKind), never silence.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 use rustix::thread::LinkNameSpaceType;
 
+use super::deadline;
 use super::mounts::{self, makedev, parse_dec};
 use super::sockets::{self, BoundSocket};
 use super::{BlindSpotKind, Found, HoldKind, KernelUse, KernelUseKind, MountNamespace};
@@ -113,9 +113,24 @@ fn resolve_layers(proc: BorrowedFd<'_>, found: &mut Found) {
             .ok(),
         });
         if let Some(root) = root {
-            k.inode = resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes()).ok();
+            k.inode = timed_resolve_in_root(root.as_fd(), k.path.as_os_str().as_bytes());
         }
     }
+}
+
+/// [`resolve_in_root`] on the [`deadline`] worker: a layer may lie on a
+/// filesystem that does not answer (an overlay over NFS or sshfs). `None`
+/// when it could not be resolved in time, which makes it an unresolved
+/// layer (a blind spot).
+fn timed_resolve_in_root(root: BorrowedFd<'_>, path: &[u8]) -> Option<Key> {
+    let root = rustix::io::fcntl_dupfd_cloexec(root, 0).ok()?;
+    let owned = path.to_vec();
+    let call = move || resolve_in_root(root.as_fd(), &owned).ok();
+    deadline::run(vec![(path.to_vec(), Box::new(call))], deadline::LIMIT)
+        .into_iter()
+        .next()
+        .flatten()
+        .flatten()
 }
 
 /// The `(device, inode)` of the absolute `path` under `root`, resolved
@@ -170,10 +185,6 @@ fn unresolved_layers(found: &mut Found) {
     }
 }
 
-/// How long the `statfs` of filesystems that no mount table lists may
-/// take, in all, before they count as unknown.
-const STATFS_LIMIT: Duration = Duration::from_secs(2);
-
 /// `OVERLAYFS_SUPER_MAGIC`.
 const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
 
@@ -182,9 +193,9 @@ const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
 /// overlay that hides its layers; so each such filesystem with an
 /// anonymous device (major 0: overlays, tmpfs, FUSE, pseudo filesystems) is
 /// identified with one `fstatfs` of an `O_PATH` descriptor of what the
-/// process holds, in a helper thread that is abandoned after
-/// [`STATFS_LIMIT`] (a detached network or FUSE filesystem may not
-/// answer).
+/// process holds, on the [`deadline`](super::deadline) worker, abandoned
+/// after [`deadline::LIMIT`](super::deadline::LIMIT) (a detached network
+/// or FUSE filesystem may not answer).
 fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     let listed: HashSet<u64> = found.kernel.iter().filter_map(|k| k.device).collect();
     let nsfs = own_ns(proc, c"mnt").map(|k| k.0);
@@ -211,7 +222,8 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     }
     // O_PATH through the magic link: no lookup in, nor open of, the
     // filesystem; only `fstatfs` may have to ask it, in the worker.
-    let mut jobs = Vec::new();
+    let mut devs = Vec::new();
+    let mut calls: Vec<deadline::Call<_>> = Vec::new();
     for (&dev, (_, link)) in &candidates {
         if let Ok(fd) = rustix::fs::openat(
             proc,
@@ -219,10 +231,20 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
             OFlags::PATH | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            jobs.push((dev, fd));
+            devs.push(dev);
+            #[allow(clippy::unnecessary_cast)] // the field type varies by target
+            let call = move || rustix::fs::fstatfs(&fd).map(|st| st.f_type as i64);
+            calls.push((
+                format!("statfs of device {dev}").into_bytes(),
+                Box::new(call),
+            ));
         } // else the holder went away, or let go
     }
-    let answers = statfs_worker::run(jobs, STATFS_LIMIT);
+    let answers: HashMap<u64, Result<i64, Errno>> = devs
+        .into_iter()
+        .zip(deadline::run(calls, deadline::LIMIT))
+        .filter_map(|(dev, answer)| Some((dev, answer?)))
+        .collect();
     for (dev, (pid, _)) in &candidates {
         match answers.get(dev) {
             Some(Ok(fs_type)) if *fs_type == OVERLAYFS_MAGIC => {
@@ -231,82 +253,6 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
             Some(_) => {}
             None => found.blind_spot(BlindSpotKind::UnlistedFilesystem { pid: *pid }, None),
         }
-    }
-}
-
-/// One long-lived thread that answers `fstatfs` for the scans of a
-/// process: spawning a thread per scan costs milliseconds on a loaded
-/// machine, and reapers collect once per entry. A worker that does not
-/// answer in time is abandoned (stuck in a filesystem that does not
-/// answer) and the next scan starts another.
-mod statfs_worker {
-    use std::collections::HashMap;
-    use std::os::fd::OwnedFd;
-    use std::sync::mpsc::{self, Receiver, Sender};
-    use std::sync::{Mutex, PoisonError};
-    use std::time::{Duration, Instant};
-
-    use rustix::io::Errno;
-
-    type Job = (u64, OwnedFd, Sender<(u64, Result<i64, Errno>)>);
-
-    static WORKER: Mutex<Option<Sender<Job>>> = Mutex::new(None);
-
-    fn spawn() -> Option<Sender<Job>> {
-        let (tx, rx): (Sender<Job>, Receiver<Job>) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("sandkeeper-statfs".into())
-            .spawn(move || {
-                for (dev, fd, reply) in rx {
-                    #[allow(clippy::unnecessary_cast)] // the field type varies by target
-                    let fs_type = rustix::fs::fstatfs(&fd).map(|st| st.f_type as i64);
-                    let _ = reply.send((dev, fs_type));
-                }
-            })
-            .ok()?;
-        Some(tx)
-    }
-
-    /// `fstatfs` of each descriptor, by device; those not answered within
-    /// `limit` in all are left out.
-    pub(super) fn run(
-        jobs: Vec<(u64, OwnedFd)>,
-        limit: Duration,
-    ) -> HashMap<u64, Result<i64, Errno>> {
-        let mut answers = HashMap::new();
-        if jobs.is_empty() {
-            return answers;
-        }
-        // Held throughout: one scan at a time uses the worker.
-        let mut worker = WORKER.lock().unwrap_or_else(PoisonError::into_inner);
-        if worker.is_none() {
-            *worker = spawn();
-        }
-        let Some(tx) = worker.as_ref() else {
-            return answers;
-        };
-        let (reply, replies) = mpsc::channel();
-        let want = jobs.len();
-        for (dev, fd) in jobs {
-            if tx.send((dev, fd, reply.clone())).is_err() {
-                *worker = None; // it died: the next scan starts another
-                return answers;
-            }
-        }
-        let deadline = Instant::now() + limit;
-        while answers.len() < want {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match replies.recv_timeout(left) {
-                Ok((dev, fs_type)) => {
-                    answers.insert(dev, fs_type);
-                }
-                Err(_) => {
-                    *worker = None; // stuck: abandoned
-                    break;
-                }
-            }
-        }
-        answers
     }
 }
 

@@ -71,9 +71,15 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
     // Whether that procfs lists every process that can reach the roots.
     let facts = visibility_facts(proc.as_fd(), &scanner.text);
     found.visibility(visibility::decide(&facts, in_group));
+    let mut unanswered = Vec::new();
     let mut stat_own = |path: &[u8], follow: bool| {
-        let path = CString::new(path).ok()?;
-        stat_at(CWD, &path, follow).ok()
+        let name = CString::new(path).ok()?;
+        if !follow {
+            // A mount point: the kernel's own path, not through a mount
+            // that may not answer (see `mounts::kernel_uses`).
+            return stat_at(CWD, &name, false).ok();
+        }
+        timed_stat(None, name, path.to_vec(), &mut unanswered)
     };
     mounts::kernel_uses(
         &own_mounts,
@@ -81,6 +87,9 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
         &mut stat_own,
         &mut found.kernel,
     );
+    for path in unanswered {
+        found.blind_spot_about(super::BlindSpotKind::UnansweredLookup, None, &path);
+    }
     // Loop devices, sockets and namespaces without a process: see
     // `super::namespaces`, after this pass.
 
@@ -314,6 +323,33 @@ fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<(u64, u64),
     }
 }
 
+/// [`stat_at`] of `name` (relative to `dir`, else absolute), following a
+/// final symlink, on the [`deadline`](super::deadline) worker: a mount
+/// source is text its mounter chose, and a symlink on the way may lead
+/// into a filesystem that does not answer. Not answered within
+/// [`deadline::LIMIT`](super::deadline::LIMIT) (or stuck since an earlier
+/// call about the same `topic`), `topic` is added to `unanswered` and the
+/// answer is `None`.
+fn timed_stat(
+    dir: Option<OwnedFd>,
+    name: CString,
+    topic: Vec<u8>,
+    unanswered: &mut Vec<Vec<u8>>,
+) -> Option<(u64, u64)> {
+    let call = move || stat_at(dir.as_ref().map_or(CWD, |d| d.as_fd()), &name, true);
+    let answer = super::deadline::run(
+        vec![(topic.clone(), Box::new(call))],
+        super::deadline::LIMIT,
+    );
+    match answer.into_iter().next().flatten() {
+        Some(result) => result.ok(),
+        None => {
+            unanswered.push(topic);
+            None
+        }
+    }
+}
+
 /// Like [`stat_at`] following the link, and whether the target is an
 /// anonymous inode (no file type: inotify, io_uring, eventfd, …).
 fn stat_typed(dir: BorrowedFd<'_>, name: &CStr) -> Result<(Key, bool), Errno> {
@@ -415,7 +451,7 @@ fn anon_holds(
             let before = fdinfo::ring_files_section(info).to_vec();
             let mut keys = Vec::with_capacity(paths.len());
             for path in &paths {
-                match resolve_no_links(path) {
+                match resolve_no_links_timed(path) {
                     Ok(key) => keys.push(key),
                     Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
                     Err(e) => return p.failed(step, e),
@@ -432,6 +468,22 @@ fn anon_holds(
             }
         }
     }
+}
+
+/// [`resolve_no_links`] on the [`deadline`](super::deadline) worker: the
+/// path may lead through a filesystem that does not answer. `ETIMEDOUT`
+/// when it did not answer in time (or is stuck since an earlier call).
+fn resolve_no_links_timed(path: &[u8]) -> Result<Key, Errno> {
+    let owned = path.to_vec();
+    let call = move || resolve_no_links(&owned);
+    super::deadline::run(
+        vec![(path.to_vec(), Box::new(call))],
+        super::deadline::LIMIT,
+    )
+    .into_iter()
+    .next()
+    .flatten()
+    .unwrap_or(Err(Errno::TIMEDOUT))
 }
 
 /// The `(device, inode)` of an absolute path, resolved from our root
@@ -948,6 +1000,8 @@ impl<'p> Scanner<'p> {
         drop(seen);
         let lines = mounts::parse_mountinfo(&self.text);
         // Paths of that namespace are relative to the process's root.
+        let mut unanswered = Vec::new();
+        let pid = p.pid;
         let mut stat_there = |path: &[u8], follow: bool| {
             if path.first() != Some(&b'/') {
                 return None;
@@ -956,10 +1010,19 @@ impl<'p> Scanner<'p> {
             rel.extend_from_slice(b"root");
             rel.extend_from_slice(path);
             let rel = CString::new(rel).ok()?;
-            stat_at(base, &rel, follow).ok()
+            if !follow {
+                return stat_at(base, &rel, false).ok();
+            }
+            let base = rustix::io::fcntl_dupfd_cloexec(base, 0).ok()?;
+            let mut topic = path.to_vec();
+            topic.extend_from_slice(format!(" in the mount namespace of pid {pid}").as_bytes());
+            timed_stat(Some(base), rel, topic, &mut unanswered)
         };
-        let namespace = MountNamespace::Of { pid: p.pid };
+        let namespace = MountNamespace::Of { pid };
         mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut found.kernel);
+        for topic in unanswered {
+            found.blind_spot_about(super::BlindSpotKind::UnansweredLookup, None, &topic);
+        }
     }
 
     /// Opens `/proc/PID/task/TID` for some thread other than the main one.

@@ -644,6 +644,7 @@ fn claim(
         Ok(Probe::Free(claim)) if claim.identity() == entry.identity => Ok(Some(claim)),
         Ok(Probe::Free(_)) => Err(Changed("replaced by another directory".into())),
         Ok(Probe::Live { .. }) => Err(Changed("its lock is now held".into())),
+        Ok(Probe::MountPoint) => Err(Changed("a filesystem is mounted on it".into())),
         Ok(_) => Err(Changed("it can no longer be opened".into())),
         Err(e) if is_not_found(&e) => Err(Gone),
         Err(e) => Err(Changed(e.to_string())),
@@ -685,6 +686,11 @@ fn check_quarantined(
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
     let walked = walk::usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
+        if v.is_mount_point() {
+            // Something is mounted on it: in use by definition.
+            found = Some("a filesystem is mounted on it".into());
+            return WalkState::Quit;
+        }
         if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
             found = Some(h.to_string());
             return WalkState::Quit;

@@ -234,6 +234,11 @@ impl Scanner {
                     p(n, total);
                 }
                 let _ = probes[i].set(probe_entry(dir, root, &names[i], v, locks.as_ref().ok()));
+                if v.is_mount_point() {
+                    // In use by definition; never entered (the mounted
+                    // filesystem may not answer).
+                    return WalkState::Skip;
+                }
             }
             let (dev, ino) = (v.dev(), v.ino());
             let holders = inuse.holders(dev, ino);
@@ -301,7 +306,7 @@ impl Scanner {
                 .into_iter()
                 .map(Path::to_owned)
                 .collect();
-            facts.held = !holders.is_empty() || !kernel.is_empty() || !sockets.is_empty();
+            facts.held |= !holders.is_empty() || !kernel.is_empty() || !sockets.is_empty();
             let (state, reason) = state::classify(&facts);
             entries.push(Entry {
                 name: name.clone(),
@@ -373,6 +378,13 @@ fn probe_entry(
         warning: None,
         vanished: false,
     };
+    if v.is_mount_point() {
+        // In use by definition, and never opened: the mounted filesystem
+        // may be a dead FUSE or network one, and its lease (if any) is not
+        // the entry's.
+        probed.facts.held = true;
+        return probed;
+    }
     if probed.kind != FileKind::Dir {
         return probed;
     }
@@ -395,6 +407,7 @@ fn probe_entry(
             }
             facts.has_lease |= probed.lease.is_some() || probed.lease_invalid;
         }
+        Ok(Look::MountPoint) => facts.held = true,
         Ok(Look::Unopenable { record, owner, .. }) => {
             facts.unopenable = Some(match owner {
                 lease::OwnerStatus::Alive => Some(true),

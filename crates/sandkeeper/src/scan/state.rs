@@ -151,6 +151,8 @@ impl fmt::Display for StateReason {
                     | BlindSpotKind::DetachedOverlay { .. } => "an overlay's layers are unknown",
                     BlindSpotKind::UnlistedFilesystem { .. } =>
                         "a filesystem a process uses is unknown",
+                    BlindSpotKind::UnansweredLookup =>
+                        "a mount's source is on a filesystem that does not answer",
                 }
             ),
             StateReason::UnreadableInside { errors } => write!(

@@ -8,6 +8,8 @@ pub(crate) mod loopdev;
 #[cfg(target_os = "linux")]
 pub(crate) mod namespace;
 #[cfg(unix)]
+pub(crate) mod sigmask;
+#[cfg(unix)]
 mod unix;
 
 #[cfg(target_os = "linux")]

@@ -178,7 +178,8 @@ pub struct Usage {
     /// counted (the visitor quit at the entry itself).
     pub newest_mtime_ms: Option<i64>,
     /// Mount points met inside the tree, relative to the entry: neither
-    /// counted nor entered.
+    /// counted nor entered. `.` when the entry itself is one and the
+    /// visitor skipped it ([`Visit::is_mount_point`]).
     pub mount_points: Vec<PathBuf>,
     /// The first [`MAX_ERRORS`] failures inside the tree, in walking order.
     pub errors: Vec<WalkError>,

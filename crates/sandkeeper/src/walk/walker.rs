@@ -81,9 +81,24 @@ pub struct Visit<'a> {
     /// (empty for the entry itself).
     ancestors: &'a [Frame],
     arena: &'a [u8],
+    mount_point: bool,
 }
 
 impl Visit<'_> {
+    /// Whether the inode is the root of a mount other than its directory's
+    /// (compared by mount id where the kernel reports it, else by device).
+    /// Only ever true for the entry itself (depth 0): mount points deeper
+    /// down are neither visited nor entered
+    /// ([`Usage::mount_points`](super::Usage)). The walk enters such an
+    /// entry (measuring a mount is allowed) unless the visitor returns
+    /// [`WalkState::Skip`] for it: then the entry is counted as itself and
+    /// listed in `mount_points` as `.`. Nothing above asked the mounted
+    /// filesystem anything but a cached `statx`, so a dead FUSE or network
+    /// filesystem cannot block the visit.
+    pub fn is_mount_point(&self) -> bool {
+        self.mount_point
+    }
+
     /// The device the inode is on (`st_dev`).
     pub fn dev(&self) -> u64 {
         self.meta.dev
@@ -250,6 +265,11 @@ impl Walker {
             Error::new(ErrorKind::InvalidInput, "entry name contains a NUL byte").at(name)
         })?;
         let meta = at::stat(parent, &cname).with_path("cannot inspect", || name)?;
+        // A mount on the entry itself is told to the visitor, which may
+        // skip it unopened (the `statx` above asked the mounted filesystem
+        // nothing). When the parent cannot be told, it counts as one (fail
+        // closed).
+        let mount_point = at::fstat(parent).map_or(true, |p| !Fence::of(&p).admits(&meta));
         let mut tally = Tally {
             usage: Usage::default(),
             links,
@@ -264,6 +284,7 @@ impl Walker {
             depth: 0,
             ancestors: &[],
             arena: &[],
+            mount_point,
         });
         if state == WalkState::Quit {
             tally.usage.stopped = true;
@@ -271,6 +292,9 @@ impl Walker {
         }
         tally.count(&meta);
         if meta.kind != FileType::Directory || state == WalkState::Skip {
+            if mount_point {
+                tally.usage.mount_points.push(PathBuf::from("."));
+            }
             return Ok(tally.usage);
         }
         let fd = at::open_entry(parent, &cname, &meta, self.euid)
@@ -442,6 +466,7 @@ impl Walker {
                 depth: stack.len(),
                 ancestors: stack,
                 arena,
+                mount_point: false,
             });
             match state {
                 WalkState::Quit => {

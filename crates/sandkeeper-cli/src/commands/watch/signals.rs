@@ -3,6 +3,18 @@
 //! finishes); SIGHUP asks for a reload. A second SIGTERM or SIGINT ends
 //! the process at once. Every signal also wakes the main loop, which
 //! sleeps on a socket the handlers write to (a self-pipe).
+//!
+//! A stop is bounded even when a system call does not return (a dead FUSE
+//! or NFS server: a handled signal does not interrupt such a wait, and a
+//! thread stuck in one never runs the handler). The signals are blocked
+//! in the main thread and every thread it starts, and taken only by a
+//! watchdog thread that does nothing else ([`sandkeeper::signals`]); the
+//! first SIGTERM or SIGINT wakes it through a socket of its own, and it
+//! ends the process [`STOP_LIMIT`] later if it is still running, with
+//! status 143 (130 for SIGINT). Ending the process kills
+//! every thread, the stuck one included, wherever the kernel lets a fatal
+//! signal through (a FUSE request not yet read by its server, an NFS
+//! mount with the default `hard` option since Linux 2.6.25).
 
 use std::io::{self, Read as _};
 use std::os::unix::net::UnixStream;
@@ -10,8 +22,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::log::Log;
+use crate::exit_codes;
+
+use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::{flag, low_level};
+
+/// How long after the first SIGTERM or SIGINT the process ends, whatever
+/// it is doing: the bound the README gives for stopping `watch`.
+pub const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// The installed handlers' flags and the loop's wake-up socket.
 #[derive(Debug)]
@@ -23,12 +43,15 @@ pub struct Signals {
 }
 
 impl Signals {
-    /// Installs the handlers (for the rest of the process).
+    /// Installs the handlers (for the rest of the process), and the
+    /// watchdog that ends the process [`STOP_LIMIT`] after the first
+    /// SIGTERM or SIGINT, logging why to `log`.
     ///
     /// # Errors
     ///
-    /// When a handler cannot be installed or the socket pair not made.
-    pub fn install() -> io::Result<Signals> {
+    /// When a handler cannot be installed, the socket pairs not made or
+    /// the watchdog not started.
+    pub fn install(log: Log) -> io::Result<Signals> {
         let stop = Arc::new(AtomicBool::new(false));
         let interrupted = Arc::new(AtomicBool::new(false));
         let hangup = Arc::new(AtomicBool::new(false));
@@ -44,6 +67,16 @@ impl Signals {
         for signal in [SIGTERM, SIGINT, SIGHUP] {
             low_level::pipe::register(signal, waker.try_clone()?)?;
         }
+        let (watchdog, watchdog_waker) = UnixStream::pair()?;
+        for signal in [SIGTERM, SIGINT] {
+            low_level::pipe::register(signal, watchdog_waker.try_clone()?)?;
+        }
+        let sigint = Arc::clone(&interrupted);
+        // Started before the mask below, so it takes the signals.
+        std::thread::Builder::new()
+            .name("sandkeeper-stop".into())
+            .spawn(move || watchdog_thread(&watchdog, &sigint, log))?;
+        sandkeeper::signals::block_in_this_thread(&[Signal::TERM, Signal::INT, Signal::HUP])?;
         Ok(Signals {
             stop,
             interrupted,
@@ -82,4 +115,30 @@ impl Signals {
         let mut buf = [0u8; 64];
         let _ = (&self.wake).read(&mut buf);
     }
+}
+
+/// Waits for the first SIGTERM or SIGINT, then gives the main thread
+/// [`STOP_LIMIT`] to finish; ends the process if it has not.
+fn watchdog_thread(wake: &UnixStream, interrupted: &AtomicBool, log: Log) {
+    let mut buf = [0u8; 64];
+    loop {
+        match (&*wake).read(&mut buf) {
+            Ok(n) if n > 0 => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // The handlers' end is never closed while they are installed.
+            _ => return,
+        }
+    }
+    std::thread::sleep(STOP_LIMIT);
+    let (signal, status) = if interrupted.load(Ordering::Relaxed) {
+        ("SIGINT", exit_codes::INTERRUPTED)
+    } else {
+        ("SIGTERM", exit_codes::TERMINATED)
+    };
+    log.error(&format!(
+        "still not stopped {} s after {signal}: a system call does not return \
+         (a filesystem that does not answer?); exiting without finishing",
+        STOP_LIMIT.as_secs()
+    ));
+    std::process::exit(i32::from(status.0));
 }
