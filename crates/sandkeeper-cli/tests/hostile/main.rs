@@ -10,6 +10,7 @@
 mod config_input;
 mod fuzz_render;
 mod kernelusers;
+mod metrics_privacy;
 mod output;
 mod records;
 mod roots;
