@@ -30,7 +30,7 @@ use crate::config_file::{self, Config, RootConfig};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::humanize::{sanitize, size};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, FamilyLabels, Metrics};
 use crate::printer::Printer;
 use crate::render;
 use cycle::{Level, Mode, Options, Outcome};
@@ -162,7 +162,11 @@ fn describe(config: &Config) -> Vec<String> {
             }
             parts.push(r);
         }
-        if root.user_dirs {
+        if root.user_dirs && root.user_dir_families {
+            parts.push(
+                "and its sandkeeper-<uid> directories (their families named in the metrics)".into(),
+            );
+        } else if root.user_dirs {
             parts.push("and its sandkeeper-<uid> directories".into());
         }
         lines.push(format!(
@@ -483,6 +487,12 @@ impl Watcher {
                 .then_some(root.watermarks.as_ref())
                 .flatten()
         };
+        // A per-user root is private (0700): its families are labelled
+        // only when the config asks (`user_dir_families`).
+        let labels = |path: &Path| match path == canonical || root.user_dir_families {
+            true => FamilyLabels::Named,
+            false => FamilyLabels::TotalsOnly,
+        };
         let mut rescan = Vec::new();
         for report in &outcome.reports {
             for (reap, scanned) in report.roots.iter().zip(&report.scan.roots) {
@@ -490,7 +500,8 @@ impl Watcher {
                     self.metrics.count_reap(reap);
                 }
                 if reap.removed.is_empty() || report.dry_run {
-                    self.metrics.observe_scan(scanned, marks(&scanned.path));
+                    self.metrics
+                        .observe_scan(scanned, marks(&scanned.path), labels(&scanned.path));
                 } else {
                     rescan.push(scanned.path.clone());
                 }
@@ -506,7 +517,7 @@ impl Watcher {
             match scanner.scan(&[&path]) {
                 Ok(fresh) => {
                     for r in &fresh.roots {
-                        self.metrics.observe_scan(r, marks(&path));
+                        self.metrics.observe_scan(r, marks(&path), labels(&r.path));
                     }
                 }
                 Err(e) => self.log.error(&format!(

@@ -149,9 +149,10 @@ fn per_user_roots_show_totals_not_names() {
         mine.iter().all(|(l, _)| l.contains("family=\"(all)\"")),
         "{text}"
     );
-    // The shared root's own families are public, and escaped.
+    // The shared root's own families are public, and escaped: the
+    // pattern doubles the name's `\`, the label format both of those.
     assert!(
-        text.contains(r#"family="shared \"quoted\" \\ dir""#),
+        text.contains(r#"family="shared \"quoted\" \\\\ dir""#),
         "{text}"
     );
 }
