@@ -10,6 +10,7 @@ mod fd_tables;
 mod kernel_support;
 mod lock_free_scan;
 mod loops;
+mod messages;
 mod mounts;
 mod output;
 mod reap_race;
