@@ -10,6 +10,7 @@
 mod config_input;
 mod fuzz_render;
 mod kernelusers;
+mod messages;
 mod metrics_privacy;
 mod output;
 mod records;
