@@ -347,11 +347,12 @@ impl Watcher {
         let freed = outcome.freed_bytes();
         let errors = outcome.error_count();
         let target = outcome.pressure_target;
+        let blocked = target.map(|_| blockers(&outcome));
         // The reports go before the metrics' rescan: one scan in memory.
         self.observe(root, outcome);
         let after = cycle::measure(&root.path).ok();
-        if let (Some(target), Some(after)) = (target, after) {
-            self.after_pressure(root, (removed, freed), target, after);
+        if let (Some(target), Some(after), Some(blocked)) = (target, after, blocked) {
+            self.after_pressure(root, (removed, freed), target, after, &blocked);
         } else if removed > 0 || (mode == Mode::Cycle && self.log.enabled(log::Level::Debug)) {
             let verb = if self.opts.dry_run {
                 "would remove"
@@ -369,8 +370,16 @@ impl Watcher {
     }
 
     /// After a reap under pressure: done, or still above (then back off).
-    /// `done`: the entries removed and the bytes freed.
-    fn after_pressure(&mut self, root: &RootConfig, done: (usize, u64), target: u64, after: Level) {
+    /// `done`: the entries removed and the bytes freed; `blocked`: what
+    /// kept the rest ([`blockers`]).
+    fn after_pressure(
+        &mut self,
+        root: &RootConfig,
+        done: (usize, u64),
+        target: u64,
+        after: Level,
+        blocked: &str,
+    ) {
         let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
         let (removed, freed) = done;
         let summary = format!(
@@ -400,12 +409,12 @@ impl Watcher {
             state.retry_at = Some(Instant::now() + state.backoff);
             state.gave_up_at_free = Some(after.free);
             self.log.warning(&format!(
-                "{name}: still above the high watermark: {summary}; nothing else may go (live, in use, unknown, in grace, kept, or no rule matches); retrying in {}",
+                "{name}: still above the high watermark: {summary}; nothing else may go: {blocked}; retrying in {}",
                 humantime::format_duration(state.backoff)
             ));
         } else {
             self.log.notice(&format!(
-                "{name}: below the high watermark but not the low one: {summary}; nothing else may go"
+                "{name}: below the high watermark but not the low one: {summary}; nothing else may go: {blocked}"
             ));
         }
     }
@@ -574,6 +583,86 @@ impl Watcher {
     }
 }
 
+/// What kept a reap under pressure from freeing more: the entries that
+/// could not be removed (with the first error), then the keep reasons by
+/// the disk usage they hold, the top [`TOP_BLOCKERS`] named. Sanitized.
+fn blockers(outcome: &Outcome) -> String {
+    let roots = outcome.reports.iter().flat_map(|r| &r.roots);
+    let skipped = roots.clone().flat_map(|r| &r.skipped);
+    let errors: Vec<(&Path, &str)> = roots
+        .flat_map(|r| &r.errors)
+        .map(|e| (e.path.as_path(), e.error.as_str()))
+        .chain(
+            outcome
+                .failures
+                .iter()
+                .map(|(path, e)| (path.as_path(), e.message.as_str())),
+        )
+        .collect();
+    blocker_text(skipped.map(|s| (&s.reason, s.disk_bytes)), &errors)
+}
+
+/// How many keep reasons [`blockers`] names; the rest are summed.
+const TOP_BLOCKERS: usize = 3;
+
+/// See [`blockers`]: `kept` is each kept entry's reason and disk usage,
+/// `errors` each entry (or root) that could not be removed and why.
+fn blocker_text<'a>(
+    kept: impl Iterator<Item = (&'a KeepReason, u64)>,
+    errors: &[(&Path, &str)],
+) -> String {
+    // (label, entries, bytes), by the reason's stable name.
+    let mut by: Vec<(&'static str, usize, u64)> = Vec::new();
+    for (reason, bytes) in kept {
+        let label = match reason {
+            KeepReason::Live => "live (lease held)",
+            KeepReason::InUse => "in use",
+            KeepReason::Unknown => "unknown (could not be inspected)",
+            KeepReason::InGrace { .. } => "in grace",
+            KeepReason::KeptUntil(_) => "kept on purpose",
+            KeepReason::NotSelected => "matched by no rule",
+            KeepReason::TooNew { .. } => "too new",
+            KeepReason::AmongNewest => "among the newest kept",
+            KeepReason::OtherOwner(_) => "of another owner",
+            KeepReason::Changed(_) => "changed during the reap",
+            KeepReason::ClockStepped(_) => "ages untrusted (clock stepped)",
+            // Not blockers: the target was met, or a stop was asked for.
+            KeepReason::TargetMet | KeepReason::Stopped => continue,
+            _ => "kept for another reason",
+        };
+        match by.iter_mut().find(|(l, ..)| *l == label) {
+            Some(slot) => {
+                slot.1 += 1;
+                slot.2 = slot.2.saturating_add(bytes);
+            }
+            None => by.push((label, 1, bytes)),
+        }
+    }
+    by.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(b.0)));
+    let mut parts = Vec::new();
+    if let Some((path, why)) = errors.first() {
+        parts.push(format!(
+            "{} could not be removed (first: {}: {})",
+            errors.len(),
+            sanitize(path.as_os_str().as_bytes()),
+            sanitize(why.as_bytes())
+        ));
+    }
+    for (label, n, bytes) in by.iter().take(TOP_BLOCKERS) {
+        parts.push(format!("{n} {label} ({})", size(*bytes)));
+    }
+    if by.len() > TOP_BLOCKERS {
+        let (n, bytes) = by[TOP_BLOCKERS..]
+            .iter()
+            .fold((0, 0u64), |(n, b), x| (n + x.1, b.saturating_add(x.2)));
+        parts.push(format!("{n} more kept for other reasons ({})", size(bytes)));
+    }
+    if parts.is_empty() {
+        return "no entry is left to take".to_owned();
+    }
+    parts.join(", ")
+}
+
 fn percent(level: &Level) -> String {
     format!("{:.1}%", level.used_percent())
 }
@@ -717,5 +806,65 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
             Some(path) => config_file::load(&path).map(Some).map_err(config_error),
             None => Ok(None),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 11, item 9(a): a reap under pressure that cannot free more
+    /// names what held it back, biggest first, errors before all.
+    #[test]
+    fn blockers_are_named() {
+        let grace = KeepReason::InGrace {
+            age: Duration::from_secs(1),
+        };
+        let cases: Vec<(&str, Vec<(KeepReason, u64)>, Vec<(&str, &str)>, &str)> = vec![
+            ("nothing", vec![], vec![], "no entry is left to take"),
+            (
+                "in use beats grace by bytes",
+                vec![
+                    (grace.clone(), 1 << 10),
+                    (grace.clone(), 1 << 10),
+                    (KeepReason::InUse, 3 << 20),
+                ],
+                vec![],
+                "1 in use (3.00 MiB), 2 in grace (2.00 KiB)",
+            ),
+            (
+                "errors first; target met is no blocker",
+                vec![(KeepReason::TargetMet, 1 << 30), (KeepReason::Unknown, 0)],
+                vec![
+                    ("/r/a", "no usable quarantine"),
+                    ("/r/b", "no usable quarantine"),
+                ],
+                "2 could not be removed (first: /r/a: no usable quarantine), 1 unknown (could not be inspected) (0 B)",
+            ),
+            (
+                "the rest summed",
+                vec![
+                    (KeepReason::Live, 4),
+                    (KeepReason::InUse, 3),
+                    (KeepReason::NotSelected, 2),
+                    (KeepReason::KeptUntil(1), 1),
+                    (KeepReason::ClockStepped(Duration::ZERO), 1),
+                ],
+                vec![],
+                "1 live (lease held) (4 B), 1 in use (3 B), 1 matched by no rule (2 B), 2 more kept for other reasons (2 B)",
+            ),
+            (
+                "hostile text is escaped",
+                vec![],
+                vec![("/r/\x1b[2J", "bad\nline")],
+                "1 could not be removed (first: /r/\\x1b[2J: bad\\nline)",
+            ),
+        ];
+        for (name, kept, errors, want) in cases {
+            let errors: Vec<(&Path, &str)> =
+                errors.iter().map(|(p, e)| (Path::new(*p), *e)).collect();
+            let got = blocker_text(kept.iter().map(|(r, b)| (r, *b)), &errors);
+            assert_eq!(got, want, "{name}");
+        }
     }
 }
