@@ -36,7 +36,10 @@ fn inner_stuck_pressure_reap() {
     if !in_namespace() {
         return;
     }
-    let base = Sandbox::builder().tag("hostile-msg-pressure").create().unwrap();
+    let base = Sandbox::builder()
+        .tag("hostile-msg-pressure")
+        .create()
+        .unwrap();
     let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();

@@ -143,14 +143,16 @@ fn squatted(base: &Path, path: &Path, owner: Option<u32>) -> Error {
 
 /// `uid 65534 (nobody)`, with the name from `/etc/passwd` when it has one.
 fn user_label(uid: u32) -> String {
-    let name = std::fs::read_to_string("/etc/passwd").ok().and_then(|text| {
-        text.lines().find_map(|line| {
-            let mut fields = line.split(':');
-            let name = fields.next()?;
-            let id = fields.nth(1)?.parse::<u32>().ok()?;
-            (id == uid && !name.is_empty()).then(|| name.to_owned())
-        })
-    });
+    let name = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                let id = fields.nth(1)?.parse::<u32>().ok()?;
+                (id == uid && !name.is_empty()).then(|| name.to_owned())
+            })
+        });
     match name {
         Some(name) => format!("uid {uid} ({name})"),
         None => format!("uid {uid}"),

@@ -65,7 +65,11 @@ fn victim_says(tag: &str, plant: &str) -> String {
         .current_dir(base.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(std::env::current_exe().unwrap())
@@ -169,7 +173,10 @@ fn recreator_main() {
     let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
     let mut events = inotify::Reader::new(&fd, &mut buf);
     while let Ok(event) = events.next() {
-        if event.file_name().is_some_and(|n| n.to_bytes() == b"app-000") {
+        if event
+            .file_name()
+            .is_some_and(|n| n.to_bytes() == b"app-000")
+        {
             break;
         }
     }
@@ -275,7 +282,11 @@ fn populate_as_nobody(root: &Path) {
         .env("N", ENTRIES.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 struct Recreator {
