@@ -820,7 +820,14 @@ mod tests {
         let grace = KeepReason::InGrace {
             age: Duration::from_secs(1),
         };
-        let cases: Vec<(&str, Vec<(KeepReason, u64)>, Vec<(&str, &str)>, &str)> = vec![
+        // (name, kept entries, errors, the text)
+        type Case = (
+            &'static str,
+            Vec<(KeepReason, u64)>,
+            Vec<(&'static str, &'static str)>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
             ("nothing", vec![], vec![], "no entry is left to take"),
             (
                 "in use beats grace by bytes",
