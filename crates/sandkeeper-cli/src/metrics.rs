@@ -252,7 +252,7 @@ impl Metrics {
         family(
             "sandkeeper_entries",
             "gauge",
-            "Top-level entries of a root, by name family and state, at the last scan.",
+            "Top-level entries of a root, by name family and state, at the last scan; a per-user root sandkeeper-<uid> has only family=\"(all)\" unless its config sets user_dir_families.",
             entries,
         );
         family(
