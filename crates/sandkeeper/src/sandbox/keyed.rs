@@ -129,7 +129,7 @@ fn squatted(base: &Path, path: &Path, owner: Option<u32>) -> Error {
              as root (there it is an ordinary entry, never followed). Meanwhile set \
              SANDKEEPER_ROOT to a directory only you can write (e.g. ~/.cache/sandkeeper)",
             if sticky {
-                " (the directory it is in is sticky: only its owner or root may)"
+                " (the directory it is in is sticky: only its owner, that directory's owner or root may)"
             } else {
                 ""
             },
