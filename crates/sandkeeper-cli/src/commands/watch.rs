@@ -447,11 +447,21 @@ impl Watcher {
                     }
                 ));
             }
-            for e in &root.errors {
+            // One line per failure, up to a bound: a cause that fails every
+            // removal (a filesystem gone read-only) would flood the journal
+            // on every poll; the rest is one line, and the pressure summary
+            // names the cause too.
+            for e in root.errors.iter().take(MAX_ERROR_LINES) {
                 self.log.warning(&format!(
                     "{name}: could not remove {}: {}",
                     sanitize(e.path.as_os_str().as_bytes()),
                     sanitize(e.error.as_bytes())
+                ));
+            }
+            if root.errors.len() > MAX_ERROR_LINES {
+                self.log.warning(&format!(
+                    "{name}: and {} more could not be removed in this reap (not listed one by one)",
+                    root.errors.len() - MAX_ERROR_LINES
                 ));
             }
             for s in &root.skipped {
@@ -601,6 +611,10 @@ fn blockers(outcome: &Outcome) -> String {
         .collect();
     blocker_text(skipped.map(|s| (&s.reason, s.disk_bytes)), &errors)
 }
+
+/// Removal failures logged one by one per root and reap; the rest are
+/// counted in one line.
+const MAX_ERROR_LINES: usize = 8;
 
 /// How many keep reasons [`blockers`] names; the rest are summed.
 const TOP_BLOCKERS: usize = 3;

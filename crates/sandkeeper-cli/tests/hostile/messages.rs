@@ -95,3 +95,78 @@ fn inner_stuck_pressure_reap() {
     }
     drop(holders);
 }
+
+/// Entries that cannot be removed (an immutable file in each) under
+/// pressure: the summary names the failures and the first error, and the
+/// log lists at most 8 of them one by one, so a cause that fails every
+/// removal cannot flood the journal on every poll.
+#[test]
+fn failed_removals_are_named_and_bounded_in_the_log() {
+    run_in_pid_namespace(
+        "failed_removals_are_named_and_bounded_in_the_log",
+        "messages::inner_failed_removals",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_failed_removals() {
+    if !in_namespace() {
+        return;
+    }
+    let base = Sandbox::builder()
+        .tag("hostile-msg-failed")
+        .create()
+        .unwrap();
+    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
+    let root = tmpfs.path();
+    for i in 0..12 {
+        let dir = root.join(format!("stuck-{i:02}"));
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("data"), vec![7u8; 400 << 10]).unwrap();
+        age_tree(&dir, Duration::from_secs(86_400));
+        let st = Command::new("chattr")
+            .arg("+i")
+            .arg(dir.join("data"))
+            .status()
+            .expect("chattr (e2fsprogs)");
+        assert!(st.success(), "chattr +i on tmpfs");
+    }
+    let config = base.path().join("watch.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{}\"\ngrace = \"0s\"\nuser_dirs = false\n\
+             high_watermark = \"20%\"\nlow_watermark = \"10%\"\n\
+             [[root.rule]]\nmatch = \"stuck-*\"\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["watch", "--once", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    let one_by_one = log
+        .lines()
+        .filter(|l| l.contains(": could not remove "))
+        .count();
+    assert_eq!(one_by_one, 8, "{log}");
+    assert!(
+        log.contains("and 4 more could not be removed in this reap"),
+        "{log}"
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains("still above the high watermark"))
+        .unwrap_or_else(|| panic!("no pressure summary:\n{log}"));
+    assert!(
+        line.contains("nothing else may go: 12 could not be removed (first: "),
+        "{line}"
+    );
+    assert!(line.contains("stuck-00"), "{line}");
+    assert!(line.contains("Operation not permitted"), "{line}");
+}
