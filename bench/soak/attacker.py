@@ -12,10 +12,13 @@ whether every reclaimable entry went and nothing held did.
 
 import fcntl, json, os, random, secrets, signal, socket, sys, time
 
-# Bounds: never more than this many entries of ours at once, and never
-# more than this share of the filesystem filled by us.
+# Bounds: never more than this many entries at once (in the root and in
+# our own sandkeeper-<uid>, counted before each step), never more than this
+# share of the filesystem filled by us, at most this many squatted
+# `.sandkeeper-new-*` names.
 MAX_ENTRIES = 300
 MAX_FILL_SHARE = 0.92
+MAX_NEW_SQUATS = 20
 
 
 def emit(**kw):
@@ -73,16 +76,19 @@ def leftover(parent, name, size, rng, age=3600):
 
 
 def squat(root, rng):
-    """Takes the tool's names and names like them (each at most once)."""
+    """Takes the tool's names and names like them (each at most once, a
+    few `.sandkeeper-new-*` at most)."""
     plants = [
         (".sandkeeper-trash", "dir"),
         (".sandkeeper-trash-0", "symlink"),
         ("sandkeeper-0", "symlink"),
         ("sandkeeper-1000", "dir"),
         (".sandkeeper-lease", "file"),
-        (".sandkeeper-new-" + secrets.token_hex(6), "dir"),
         (".sandkeeper-restored-x", "file"),
     ]
+    news = sum(1 for n in os.listdir(root) if n.startswith(".sandkeeper-new-"))
+    if news < MAX_NEW_SQUATS:
+        plants.append((".sandkeeper-new-squat-" + secrets.token_hex(6), "dir"))
     if os.environ.get("SOAK_SQUAT_QUARANTINE", "1") != "1":
         plants = [p for p in plants if not p[0].startswith(".sandkeeper-trash")]
     for name, kind in plants:
@@ -134,10 +140,10 @@ def attack(root, seconds, seed):
     end = time.time() + seconds
     n = 0
     fills = []
-    entries = 0
     while time.time() < end and not stopping:
         n += 1
         now = time.time()
+        entries = len(os.listdir(root)) + len(os.listdir(mine))
         # Transient holds that end.
         for h in [h for h in held if h[3] is not None and h[3] <= now]:
             os.close(h[2])
@@ -153,11 +159,9 @@ def attack(root, seconds, seed):
                 name = "orphan-%d" % n
                 fd = sandbox(parent, name, rng.randint(4, 256) << 10, rng)
                 os.close(fd)
-                entries += 1
                 emit(op="create", kind="orphan", path=os.path.join(parent, name))
             elif op < 0.55:
                 path = leftover(root, "leftover-%d" % n, rng.randint(4, 1024) << 10, rng)
-                entries += 1
                 emit(op="create", kind="leftover", path=path)
             elif op < 0.65:
                 # Held for a while, then let go: reclaimable after that.
@@ -165,7 +169,6 @@ def attack(root, seconds, seed):
                 fd = os.open(os.path.join(path, "data"), os.O_RDONLY)
                 release = now + rng.uniform(1, 30)
                 held.append(("transient", path, fd, release))
-                entries += 1
                 emit(op="create", kind="transient", path=path, release_at=release)
             elif op < 0.80:
                 # Fill towards (and past) the high watermark with what no
@@ -189,7 +192,7 @@ def attack(root, seconds, seed):
         except OSError as e:
             emit(op="error", error=str(e))
         time.sleep(rng.uniform(0.02, 0.12))
-    emit(op="stopped", entries=entries, steps=n)
+    emit(op="stopped", steps=n)
     # Keep the holds until told to stop (the check runs meanwhile).
     while not stopping:
         now = time.time()
