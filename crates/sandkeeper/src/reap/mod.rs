@@ -379,7 +379,7 @@ impl Reaper {
             match remove::quarantine_entry(dir, &entry.name, &opts) {
                 Ok(q) => moved.push((entry, reason, claim, q)),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => match raced_by_owner(dir, entry) {
+                Err(e) => match raced_by_owner(dir, entry, &e) {
                     Some(what) => {
                         result
                             .skipped
@@ -589,19 +589,21 @@ fn record_removal(
 
 /// After a failed move into the quarantine: whether the failure was a race
 /// with the entry's owner, not an error. The scanned inode was claimed,
-/// but its name now holds another one (a program removed its directory and
-/// made it again, or swapped it), or nothing: the program was quicker, and
-/// what has the name now was never scanned, so it is left alone (a benign
-/// race, `changed`; the next reap judges it afresh). When the name still
-/// holds the scanned inode, the failure was the removal's own: an error.
-fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry) -> Option<String> {
+/// but its name held another one when the remover looked or moved (a
+/// program removed its directory and made it again, or swapped it: the
+/// remover says so, [`Error::replaced`]), or the name holds another one or
+/// nothing now: what has the name was never scanned, so it is left alone
+/// (a benign race, `changed`; the next reap judges it afresh). Any other
+/// failure on the scanned inode is the removal's own: an error.
+fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
+    const RECREATED: &str = "re-created under its name during the reap (a race with its owner); \
+                             the new one is left alone";
+    if err.replaced() {
+        return Some(RECREATED.into());
+    }
     match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if (st.st_dev, st.st_ino) == entry.identity => None,
-        Ok(_) => Some(
-            "re-created under its name during the reap (a race with its owner); \
-             the new one is left alone"
-                .into(),
-        ),
+        Ok(_) => Some(RECREATED.into()),
         Err(rustix::io::Errno::NOENT) => Some("gone from its name during the reap".into()),
         Err(_) => None,
     }
