@@ -111,7 +111,7 @@ impl Error {
 
     /// Marks an error that says the entry was replaced under its name (see
     /// [`replaced`](Self::replaced)).
-    pub(crate) fn as_replaced(mut self) -> Self {
+    pub(crate) fn replaced_name(mut self) -> Self {
         self.replaced = true;
         self
     }

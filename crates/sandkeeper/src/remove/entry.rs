@@ -409,7 +409,7 @@ impl<'a> Job<'a> {
             ErrorKind::Removal,
             "kept changing between a directory and something else; not removing it",
         )
-        .as_replaced()
+        .replaced_name()
         .at(self.display)
     }
 
@@ -597,7 +597,7 @@ impl<'a> Job<'a> {
                     "was replaced between being opened and being moved to the quarantine; \
                      nothing removed",
                 )
-                .as_replaced()
+                .replaced_name()
                 .at(self.display)
                 .with_hint(format!(
                     "the replacement was put back at {}",
@@ -633,7 +633,7 @@ impl<'a> Job<'a> {
             ErrorKind::Removal,
             format!("is not the expected inode (device:inode{want}); nothing removed"),
         )
-        .as_replaced()
+        .replaced_name()
         .at(self.display)
     }
 
