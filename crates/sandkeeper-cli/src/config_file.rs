@@ -72,6 +72,11 @@ pub struct RootConfig {
     /// Whether the per-user sandbox directories `sandkeeper-<uid>` inside
     /// the root are reaped too, with the same rules.
     pub user_dirs: bool,
+    /// `user_dir_families = true`: the metrics label the name families of
+    /// those per-user directories. By default they show only their totals
+    /// (`family="(all)"`): their owners made them 0700 so that others
+    /// cannot list them, and the metrics file is world-readable.
+    pub user_dir_families: bool,
     /// When to reap under pressure, and down to where (bytes).
     pub watermarks: Option<Watermarks>,
     /// The same by inodes: above the high one (fewer free inodes) a reap
@@ -239,6 +244,7 @@ impl Config {
                 orphan_age: None,
                 max_keep: sandkeeper::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
+                user_dir_families: false,
                 watermarks: None,
                 inode_watermarks: None,
                 rules: Vec::new(),
@@ -476,6 +482,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             orphan_age,
             max_keep,
             user_dirs: r.user_dirs.unwrap_or(true),
+            user_dir_families: r.user_dir_families.unwrap_or(false),
             watermarks,
             inode_watermarks,
             rules,
@@ -519,6 +526,7 @@ struct RawRoot {
     orphan_age: Option<Spanned<toml::Value>>,
     max_keep: Option<Spanned<toml::Value>>,
     user_dirs: Option<bool>,
+    user_dir_families: Option<bool>,
     high_watermark: Option<Spanned<toml::Value>>,
     low_watermark: Option<Spanned<toml::Value>>,
     high_watermark_inodes: Option<Spanned<toml::Value>>,
@@ -796,7 +804,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 16] = [
+        const KEYS: [&str; 17] = [
             "interval",
             "poll",
             "path",
@@ -804,6 +812,7 @@ mod tests {
             "orphan_age",
             "max_keep",
             "user_dirs",
+            "user_dir_families",
             "high_watermark",
             "low_watermark",
             "high_watermark_inodes",

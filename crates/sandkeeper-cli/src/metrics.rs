@@ -25,6 +25,35 @@ pub const MAX_FAMILIES: usize = 100;
 /// The family label of the families beyond [`MAX_FAMILIES`].
 pub const OTHER_FAMILY: &str = "(other)";
 
+/// The only family label of a per-user root (`sandkeeper-<uid>`) whose
+/// families are not asked for: its totals by state. Its owner made it
+/// 0700 so that nobody else can list it, and the metrics are
+/// world-readable (and served over the network by node_exporter).
+pub const ALL_FAMILY: &str = "(all)";
+
+/// Whether a root's families get their own series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyLabels {
+    /// Each family by its pattern (at most [`MAX_FAMILIES`], then
+    /// [`OTHER_FAMILY`]): a shared root, whose names every user can list,
+    /// or a per-user root with `user_dir_families = true`.
+    Named,
+    /// One family [`ALL_FAMILY`]: a per-user root, by default.
+    TotalsOnly,
+}
+
+/// The label of a family's pattern: the pattern itself, except that one
+/// starting with `(` gets a leading `\` (the same glob: `\` escapes the
+/// next character) so that no entry name, which anyone may choose, can
+/// produce the tool's own [`OTHER_FAMILY`] or [`ALL_FAMILY`] and so a
+/// duplicate series (node_exporter drops a file that has one).
+fn family_label(pattern: &str) -> String {
+    match pattern.starts_with('(') {
+        true => format!("\\{pattern}"),
+        false => pattern.to_owned(),
+    }
+}
+
 /// What the metrics file says, kept between cycles.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -88,23 +117,36 @@ impl Metrics {
         }
     }
 
-    /// Replaces a root's gauges with what `scan` found.
-    pub fn observe_scan(&mut self, scan: &RootReport, watermarks: Option<&Watermarks>) {
+    /// Replaces a root's gauges with what `scan` found, each family on its
+    /// own or only the totals (`labels`).
+    pub fn observe_scan(
+        &mut self,
+        scan: &RootReport,
+        watermarks: Option<&Watermarks>,
+        labels: FamilyLabels,
+    ) {
         let total = scan.filesystem.total_bytes;
         let mut families: Vec<Family> = Vec::with_capacity(scan.groups.len().min(MAX_FAMILIES));
         let mut other: Option<Family> = None;
+        let bucket = |name: &str| Family {
+            pattern: name.to_owned(),
+            states: [(0, 0); 5],
+        };
+        if labels == FamilyLabels::TotalsOnly {
+            // Present even when empty, as every family's states are.
+            families.push(bucket(ALL_FAMILY));
+        }
         for (n, group) in scan.groups.iter().enumerate() {
-            let slot = if n < MAX_FAMILIES {
+            let slot = if labels == FamilyLabels::TotalsOnly {
+                families.first_mut()
+            } else if n < MAX_FAMILIES {
                 families.push(Family {
-                    pattern: group.pattern.clone(),
+                    pattern: family_label(&group.pattern),
                     states: [(0, 0); 5],
                 });
                 families.last_mut()
             } else {
-                Some(other.get_or_insert_with(|| Family {
-                    pattern: OTHER_FAMILY.to_owned(),
-                    states: [(0, 0); 5],
-                }))
+                Some(other.get_or_insert_with(|| bucket(OTHER_FAMILY)))
             };
             let Some(family) = slot else { continue };
             for &i in &group.members {
@@ -210,7 +252,7 @@ impl Metrics {
         family(
             "sandkeeper_entries",
             "gauge",
-            "Top-level entries of a root, by name family and state, at the last scan.",
+            "Top-level entries of a root, by name family and state, at the last scan; a per-user root sandkeeper-<uid> has only family=\"(all)\" unless its config sets user_dir_families.",
             entries,
         );
         family(
@@ -387,9 +429,30 @@ mod tests {
             ("a\"b", r#"x="a\"b""#),
             ("a\\b", r#"x="a\\b""#),
             ("two\nlines", r#"x="two\nlines""#),
+            ("both\\\"\n", r#"x="both\\\"\n""#),
         ];
         for (value, want) in cases {
             assert_eq!(labels(&[("x", value)]), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn entry_names_cannot_take_the_tools_family_labels() {
+        let cases = [
+            ("app-*", "app-*"),
+            ("(other)", r"\(other)"),
+            ("(all)", r"\(all)"),
+            ("(x", r"\(x"),
+            ("x(other)", "x(other)"),
+        ];
+        for (pattern, want) in cases {
+            let label = family_label(pattern);
+            assert_eq!(label, want, "{pattern:?}");
+            let name = pattern.trim_end_matches('*');
+            assert!(
+                sandkeeper::pattern::matches(&label, name.as_ref()),
+                "{label} is the same glob as {pattern}"
+            );
         }
     }
 

@@ -65,6 +65,9 @@ pub struct Error {
     pid: Option<u32>,
     hint: Option<Cow<'static, str>>,
     source: Option<io::Error>,
+    /// The entry's name held another inode than the one expected: a race
+    /// with whoever may rename in its parent, not a failure of the removal.
+    replaced: bool,
 }
 
 impl Error {
@@ -77,6 +80,7 @@ impl Error {
             pid: None,
             hint: None,
             source: None,
+            replaced: false,
         }
     }
 
@@ -103,6 +107,21 @@ impl Error {
     pub(crate) fn with_source(mut self, source: io::Error) -> Self {
         self.source = Some(source);
         self
+    }
+
+    /// Marks an error that says the entry was replaced under its name (see
+    /// [`replaced`](Self::replaced)).
+    pub(crate) fn replaced_name(mut self) -> Self {
+        self.replaced = true;
+        self
+    }
+
+    /// Whether the entry was found replaced under its name (another inode
+    /// than the expected one), so nothing was removed: a race with
+    /// whoever may rename in its parent (its owner re-creating it), which
+    /// the reaper reports as a skip, not an error.
+    pub(crate) fn replaced(&self) -> bool {
+        self.replaced
     }
 
     /// The category of this error.

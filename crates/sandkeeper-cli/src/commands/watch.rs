@@ -30,7 +30,7 @@ use crate::config_file::{self, Config, RootConfig};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::humanize::{sanitize, size};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, FamilyLabels, Metrics};
 use crate::printer::Printer;
 use crate::render;
 use cycle::{Level, Mode, Options, Outcome, Pressure};
@@ -165,7 +165,11 @@ fn describe(config: &Config) -> Vec<String> {
             }
             parts.push(r);
         }
-        if root.user_dirs {
+        if root.user_dirs && root.user_dir_families {
+            parts.push(
+                "and its sandkeeper-<uid> directories (their families named in the metrics)".into(),
+            );
+        } else if root.user_dirs {
             parts.push("and its sandkeeper-<uid> directories".into());
         }
         lines.push(format!(
@@ -349,11 +353,12 @@ impl Watcher {
         let freed = outcome.freed_bytes();
         let errors = outcome.error_count();
         let target = outcome.pressure;
+        let blocked = target.map(|_| blockers(&outcome));
         // The reports go before the metrics' rescan: one scan in memory.
         self.observe(root, outcome);
         let after = cycle::measure(&root.path).ok();
-        if let (Some(target), Some(after)) = (target, after) {
-            self.after_pressure(root, (removed, freed), target, after);
+        if let (Some(target), Some(after), Some(blocked)) = (target, after, blocked) {
+            self.after_pressure(root, (removed, freed), target, after, &blocked);
         } else if removed > 0 || (mode == Mode::Cycle && self.log.enabled(log::Level::Debug)) {
             let verb = if self.opts.dry_run {
                 "would remove"
@@ -371,13 +376,15 @@ impl Watcher {
     }
 
     /// After a reap under pressure: done, or still above (then back off).
-    /// `done`: the entries removed and the bytes freed.
+    /// `done`: the entries removed and the bytes freed; `blocked`: what
+    /// kept the rest ([`blockers`]).
     fn after_pressure(
         &mut self,
         root: &RootConfig,
         done: (usize, u64),
         target: Pressure,
         after: Level,
+        blocked: &str,
     ) {
         let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
         let (removed, freed) = done;
@@ -405,12 +412,12 @@ impl Watcher {
             state.retry_at = Some(Instant::now() + state.backoff);
             state.gave_up_at_free = Some(after);
             self.log.warning(&format!(
-                "{name}: still above the high watermark: {summary}; nothing else may go (live, in use, unknown, in grace, kept, or no rule matches); retrying in {}",
+                "{name}: still above the high watermark: {summary}; nothing else may go: {blocked}; retrying in {}",
                 humantime::format_duration(state.backoff)
             ));
         } else {
             self.log.notice(&format!(
-                "{name}: below the high watermark but not the low one: {summary}; nothing else may go"
+                "{name}: below the high watermark but not the low one: {summary}; nothing else may go: {blocked}"
             ));
         }
     }
@@ -443,11 +450,21 @@ impl Watcher {
                     }
                 ));
             }
-            for e in &root.errors {
+            // One line per failure, up to a bound: a cause that fails every
+            // removal (a filesystem gone read-only) would flood the journal
+            // on every poll; the rest is one line, and the pressure summary
+            // names the cause too.
+            for e in root.errors.iter().take(MAX_ERROR_LINES) {
                 self.log.warning(&format!(
                     "{name}: could not remove {}: {}",
                     sanitize(e.path.as_os_str().as_bytes()),
                     sanitize(e.error.as_bytes())
+                ));
+            }
+            if root.errors.len() > MAX_ERROR_LINES {
+                self.log.warning(&format!(
+                    "{name}: and {} more could not be removed in this reap (not listed one by one)",
+                    root.errors.len() - MAX_ERROR_LINES
                 ));
             }
             for s in &root.skipped {
@@ -492,6 +509,12 @@ impl Watcher {
                 .then_some(root.watermarks.as_ref())
                 .flatten()
         };
+        // A per-user root is private (0700): its families are labelled
+        // only when the config asks (`user_dir_families`).
+        let labels = |path: &Path| match path == canonical || root.user_dir_families {
+            true => FamilyLabels::Named,
+            false => FamilyLabels::TotalsOnly,
+        };
         let mut rescan = Vec::new();
         for report in &outcome.reports {
             for (reap, scanned) in report.roots.iter().zip(&report.scan.roots) {
@@ -499,7 +522,8 @@ impl Watcher {
                     self.metrics.count_reap(reap);
                 }
                 if reap.removed.is_empty() || report.dry_run {
-                    self.metrics.observe_scan(scanned, marks(&scanned.path));
+                    self.metrics
+                        .observe_scan(scanned, marks(&scanned.path), labels(&scanned.path));
                 } else {
                     rescan.push(scanned.path.clone());
                 }
@@ -515,7 +539,7 @@ impl Watcher {
             match scanner.scan(&[&path]) {
                 Ok(fresh) => {
                     for r in &fresh.roots {
-                        self.metrics.observe_scan(r, marks(&path));
+                        self.metrics.observe_scan(r, marks(&path), labels(&r.path));
                     }
                 }
                 Err(e) => self.log.error(&format!(
@@ -570,6 +594,90 @@ impl Watcher {
         }
         self.write_metrics();
     }
+}
+
+/// What kept a reap under pressure from freeing more: the entries that
+/// could not be removed (with the first error), then the keep reasons by
+/// the disk usage they hold, the top [`TOP_BLOCKERS`] named. Sanitized.
+fn blockers(outcome: &Outcome) -> String {
+    let roots = outcome.reports.iter().flat_map(|r| &r.roots);
+    let skipped = roots.clone().flat_map(|r| &r.skipped);
+    let errors: Vec<(&Path, &str)> = roots
+        .flat_map(|r| &r.errors)
+        .map(|e| (e.path.as_path(), e.error.as_str()))
+        .chain(
+            outcome
+                .failures
+                .iter()
+                .map(|(path, e)| (path.as_path(), e.message.as_str())),
+        )
+        .collect();
+    blocker_text(skipped.map(|s| (&s.reason, s.disk_bytes)), &errors)
+}
+
+/// Removal failures logged one by one per root and reap; the rest are
+/// counted in one line.
+const MAX_ERROR_LINES: usize = 8;
+
+/// How many keep reasons [`blockers`] names; the rest are summed.
+const TOP_BLOCKERS: usize = 3;
+
+/// See [`blockers`]: `kept` is each kept entry's reason and disk usage,
+/// `errors` each entry (or root) that could not be removed and why.
+fn blocker_text<'a>(
+    kept: impl Iterator<Item = (&'a KeepReason, u64)>,
+    errors: &[(&Path, &str)],
+) -> String {
+    // (label, entries, bytes), by the reason's stable name.
+    let mut by: Vec<(&'static str, usize, u64)> = Vec::new();
+    for (reason, bytes) in kept {
+        let label = match reason {
+            KeepReason::Live => "live (lease held)",
+            KeepReason::InUse => "in use",
+            KeepReason::Unknown => "unknown (could not be inspected)",
+            KeepReason::InGrace { .. } => "in grace",
+            KeepReason::KeptUntil(_) => "kept on purpose",
+            KeepReason::NotSelected => "matched by no rule",
+            KeepReason::TooNew { .. } => "too new",
+            KeepReason::AmongNewest => "among the newest kept",
+            KeepReason::OtherOwner(_) => "of another owner",
+            KeepReason::Changed(_) => "changed during the reap",
+            KeepReason::ClockStepped(_) => "ages untrusted (clock stepped)",
+            // Not blockers: the target was met, or a stop was asked for.
+            KeepReason::TargetMet | KeepReason::Stopped => continue,
+            _ => "kept for another reason",
+        };
+        match by.iter_mut().find(|(l, ..)| *l == label) {
+            Some(slot) => {
+                slot.1 += 1;
+                slot.2 = slot.2.saturating_add(bytes);
+            }
+            None => by.push((label, 1, bytes)),
+        }
+    }
+    by.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(b.0)));
+    let mut parts = Vec::new();
+    if let Some((path, why)) = errors.first() {
+        parts.push(format!(
+            "{} could not be removed (first: {}: {})",
+            errors.len(),
+            sanitize(path.as_os_str().as_bytes()),
+            sanitize(why.as_bytes())
+        ));
+    }
+    for (label, n, bytes) in by.iter().take(TOP_BLOCKERS) {
+        parts.push(format!("{n} {label} ({})", size(*bytes)));
+    }
+    if by.len() > TOP_BLOCKERS {
+        let (n, bytes) = by[TOP_BLOCKERS..]
+            .iter()
+            .fold((0, 0u64), |(n, b), x| (n + x.1, b.saturating_add(x.2)));
+        parts.push(format!("{n} more kept for other reasons ({})", size(bytes)));
+    }
+    if parts.is_empty() {
+        return "no entry is left to take".to_owned();
+    }
+    parts.join(", ")
 }
 
 fn percent(level: &Level) -> String {
@@ -733,5 +841,72 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
             Some(path) => config_file::load(&path).map(Some).map_err(config_error),
             None => Ok(None),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 11, item 9(a): a reap under pressure that cannot free more
+    /// names what held it back, biggest first, errors before all.
+    #[test]
+    fn blockers_are_named() {
+        let grace = KeepReason::InGrace {
+            age: Duration::from_secs(1),
+        };
+        // (name, kept entries, errors, the text)
+        type Case = (
+            &'static str,
+            Vec<(KeepReason, u64)>,
+            Vec<(&'static str, &'static str)>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            ("nothing", vec![], vec![], "no entry is left to take"),
+            (
+                "in use beats grace by bytes",
+                vec![
+                    (grace.clone(), 1 << 10),
+                    (grace.clone(), 1 << 10),
+                    (KeepReason::InUse, 3 << 20),
+                ],
+                vec![],
+                "1 in use (3.00 MiB), 2 in grace (2.00 KiB)",
+            ),
+            (
+                "errors first; target met is no blocker",
+                vec![(KeepReason::TargetMet, 1 << 30), (KeepReason::Unknown, 0)],
+                vec![
+                    ("/r/a", "no usable quarantine"),
+                    ("/r/b", "no usable quarantine"),
+                ],
+                "2 could not be removed (first: /r/a: no usable quarantine), 1 unknown (could not be inspected) (0 B)",
+            ),
+            (
+                "the rest summed",
+                vec![
+                    (KeepReason::Live, 4),
+                    (KeepReason::InUse, 3),
+                    (KeepReason::NotSelected, 2),
+                    (KeepReason::KeptUntil(1), 1),
+                    (KeepReason::ClockStepped(Duration::ZERO), 1),
+                ],
+                vec![],
+                "1 live (lease held) (4 B), 1 in use (3 B), 1 matched by no rule (2 B), 2 more kept for other reasons (2 B)",
+            ),
+            (
+                "hostile text is escaped",
+                vec![],
+                vec![("/r/\x1b[2J", "bad\nline")],
+                "1 could not be removed (first: /r/\\x1b[2J: bad\\nline)",
+            ),
+        ];
+        for (name, kept, errors, want) in cases {
+            let errors: Vec<(&Path, &str)> =
+                errors.iter().map(|(p, e)| (Path::new(*p), *e)).collect();
+            let got = blocker_text(kept.iter().map(|(r, b)| (r, *b)), &errors);
+            assert_eq!(got, want, "{name}");
+        }
     }
 }

@@ -12,6 +12,8 @@ mod full_fs;
 mod fuzz_render;
 mod hang;
 mod kernelusers;
+mod messages;
+mod metrics_privacy;
 mod output;
 mod records;
 mod roots;

@@ -410,10 +410,17 @@ impl Reaper {
             match remove::quarantine_entry(dir, &entry.name, &opts) {
                 Ok(q) => moved.push((entry, reason, claim, q)),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => result.errors.push(ReapError {
-                    path: path.join(&entry.name),
-                    error: e.to_string(),
-                }),
+                Err(e) => match raced_by_owner(dir, entry, &e) {
+                    Some(what) => {
+                        result
+                            .skipped
+                            .push(skipped(path, entry, KeepReason::Changed(what)))
+                    }
+                    None => result.errors.push(ReapError {
+                        path: path.join(&entry.name),
+                        error: e.to_string(),
+                    }),
+                },
             }
         }
         if moved.is_empty() {
@@ -609,6 +616,28 @@ fn record_removal(
             left.join("; ")
         ),
     });
+}
+
+/// After a failed move into the quarantine: whether the failure was a race
+/// with the entry's owner, not an error. The scanned inode was claimed,
+/// but its name held another one when the remover looked or moved (a
+/// program removed its directory and made it again, or swapped it: the
+/// remover says so, [`Error::replaced`]), or the name holds another one or
+/// nothing now: what has the name was never scanned, so it is left alone
+/// (a benign race, `changed`; the next reap judges it afresh). Any other
+/// failure on the scanned inode is the removal's own: an error.
+fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
+    const RECREATED: &str = "re-created under its name during the reap (a race with its owner); \
+                             the new one is left alone";
+    if err.replaced() {
+        return Some(RECREATED.into());
+    }
+    match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if (st.st_dev, st.st_ino) == entry.identity => None,
+        Ok(_) => Some(RECREATED.into()),
+        Err(rustix::io::Errno::NOENT) => Some("gone from its name during the reap".into()),
+        Err(_) => None,
+    }
 }
 
 fn is_not_found(e: &Error) -> bool {

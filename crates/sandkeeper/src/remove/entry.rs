@@ -520,6 +520,7 @@ impl<'a> Job<'a> {
             ErrorKind::Removal,
             "kept changing between a directory and something else; not removing it",
         )
+        .replaced_name()
         .at(self.display)
     }
 
@@ -840,6 +841,7 @@ impl<'a> Job<'a> {
                     "was replaced between being opened and being moved to the quarantine; \
                      nothing removed",
                 )
+                .replaced_name()
                 .at(self.display)
                 .with_hint(format!(
                     "the replacement was put back at {}",
@@ -875,6 +877,7 @@ impl<'a> Job<'a> {
             ErrorKind::Removal,
             format!("is not the expected inode (device:inode{want}); nothing removed"),
         )
+        .replaced_name()
         .at(self.display)
     }
 

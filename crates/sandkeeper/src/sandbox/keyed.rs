@@ -61,27 +61,14 @@ pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, OwnedFd)> {
     }
     let dir = match lease::open_dir(&path) {
         Ok(dir) => dir,
-        Err(Errno::LOOP | Errno::NOTDIR) => return Err(Error::new(
-            ErrorKind::UnsafeRoot,
-            "per-user sandbox root is not a directory (a symlink or a file planted by someone?)",
-        )
-        .at(&path)
-        .with_hint("remove it, or set SANDKEEPER_ROOT to a directory only you can write")),
+        Err(Errno::LOOP | Errno::NOTDIR) => return Err(squatted(base, &path, None)),
         Err(e) => return Err(e).with_path("cannot open per-user sandbox root", || path.clone()),
     };
     let st = rustix::fs::fstat(&dir)
         .with_path("cannot inspect per-user sandbox root", || path.clone())?;
     let uid = rustix::process::getuid().as_raw();
     if st.st_uid != uid {
-        return Err(Error::new(
-            ErrorKind::UnsafeRoot,
-            format!(
-                "per-user sandbox root belongs to uid {}, not to us (uid {uid})",
-                st.st_uid
-            ),
-        )
-        .at(&path)
-        .with_hint("someone may be trying to hijack it; remove it, or set SANDKEEPER_ROOT"));
+        return Err(squatted(base, &path, Some(st.st_uid)));
     }
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         return Err(Error::new(
@@ -99,6 +86,77 @@ pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, OwnedFd)> {
             })?;
     }
     Ok((path, dir))
+}
+
+/// The error for a per-user root name that someone else took: what is
+/// there and whose it is (`owner`: of the directory we opened; else the
+/// name is looked at without following it, for the message only), and
+/// what the victim can do. In a sticky `/tmp` they cannot remove another
+/// user's file, so the hint says who can, and the way around it meanwhile.
+fn squatted(base: &Path, path: &Path, owner: Option<u32>) -> Error {
+    let me = rustix::process::getuid().as_raw();
+    let found = rustix::fs::lstat(path).ok();
+    let owner = owner.or(found.as_ref().map(|st| st.st_uid));
+    let what = match found.map(|st| FileType::from_raw_mode(st.st_mode)) {
+        Some(FileType::Directory) => "a directory",
+        Some(FileType::Symlink) => "a symlink, not a directory",
+        Some(FileType::RegularFile) => "a file, not a directory",
+        Some(_) => "not a directory",
+        None => "not a directory (it changed while being looked at)",
+    };
+    let whose = match owner {
+        Some(o) if o == me => format!("owned by you (uid {me})"),
+        Some(o) => format!("owned by {}, not by you (uid {me})", user_label(o)),
+        None => "of unknown owner".to_owned(),
+    };
+    let message = format!("per-user sandbox root is {what}, {whose}");
+    let base_st = rustix::fs::stat(base).ok();
+    let sticky = base_st.as_ref().is_some_and(|st| st.st_mode & 0o1000 != 0);
+    let may_remove = owner == Some(me)
+        || me == 0
+        || base_st.as_ref().is_some_and(|st| st.st_uid == me)
+        || (owner.is_some() && !sticky);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let hint = if may_remove {
+        format!(
+            "remove it (`rm {}`), or set SANDKEEPER_ROOT to a directory only you can write",
+            path.display()
+        )
+    } else {
+        format!(
+            "someone may be trying to hijack your sandboxes. You cannot remove it{}: \
+             ask an administrator to, or to run `sandkeeper reap --match '{name}' --grace 0s {}` \
+             as root (there it is an ordinary entry, never followed). Meanwhile set \
+             SANDKEEPER_ROOT to a directory only you can write (e.g. ~/.cache/sandkeeper)",
+            if sticky {
+                " (the directory it is in is sticky: only its owner, that directory's owner or root may)"
+            } else {
+                ""
+            },
+            base.display()
+        )
+    };
+    Error::new(ErrorKind::UnsafeRoot, message)
+        .at(path)
+        .with_hint(hint)
+}
+
+/// `uid 65534 (nobody)`, with the name from `/etc/passwd` when it has one.
+fn user_label(uid: u32) -> String {
+    let name = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                let id = fields.nth(1)?.parse::<u32>().ok()?;
+                (id == uid && !name.is_empty()).then(|| name.to_owned())
+            })
+        });
+    match name {
+        Some(name) => format!("uid {uid} ({name})"),
+        None => format!("uid {uid}"),
+    }
 }
 
 /// A stable, short hash of a checkout (a path): FNV-1a, 64 bits, as 10 hex

@@ -12,6 +12,7 @@ mod full_fs;
 mod kernel_support;
 mod lock_free_scan;
 mod loops;
+mod messages;
 mod mounts;
 mod output;
 mod reap_race;
