@@ -428,62 +428,76 @@ fn anon_holds(
         }
         Anon::IoUring => {
             // Listed only when the kernel took the ring's lock: try again a
-            // few times if it counted files but listed none.
+            // few times if it counted files but listed none. A listing that
+            // changed while its paths were resolved is read and resolved
+            // again (a ring whose files are being swapped settles within a
+            // few tries); only one that never holds still fails.
             let mut tries = 0;
-            let (count, paths) = loop {
+            loop {
                 let Some((count, paths)) = fdinfo::parse_ring_files(info) else {
                     return; // a kernel that does not list registered files
                 };
-                if count == 0 || !paths.is_empty() {
-                    break (count, paths);
+                if count == 0 {
+                    return;
                 }
                 tries += 1;
-                if tries == 3 {
-                    return p.failed(step, Errno::AGAIN);
+                if paths.is_empty() {
+                    if tries == RING_TRIES {
+                        return p.failed(step, Errno::AGAIN);
+                    }
+                    if !reread(info, p) {
+                        return;
+                    }
+                    continue;
+                }
+                let before = fdinfo::ring_files_section(info).to_vec();
+                let mut keys = Vec::with_capacity(paths.len());
+                for (path, resolved) in paths.iter().zip(resolve_no_links_timed(&paths)) {
+                    match resolved {
+                        Ok(key) => keys.push(key),
+                        Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
+                        Err(e) => return p.failed(step, e),
+                    }
                 }
                 if !reread(info, p) {
                     return;
                 }
-            };
-            if count == 0 {
-                return;
-            }
-            let before = fdinfo::ring_files_section(info).to_vec();
-            let mut keys = Vec::with_capacity(paths.len());
-            for path in &paths {
-                match resolve_no_links_timed(path) {
-                    Ok(key) => keys.push(key),
-                    Err(Errno::NOENT) if path.ends_with(b" (deleted)") => {}
-                    Err(e) => return p.failed(step, e),
+                if fdinfo::ring_files_section(info) == before.as_slice() {
+                    for key in keys {
+                        p.hold(found, key, HoldKind::IoUringFile(fd));
+                    }
+                    return;
                 }
-            }
-            if !reread(info, p) {
-                return;
-            }
-            if fdinfo::ring_files_section(info) != before.as_slice() {
-                return p.failed(step, Errno::AGAIN);
-            }
-            for key in keys {
-                p.hold(found, key, HoldKind::IoUringFile(fd));
+                if tries == RING_TRIES {
+                    return p.failed(step, Errno::AGAIN);
+                }
             }
         }
     }
 }
 
-/// [`resolve_no_links`] on the [`deadline`](super::deadline) worker: the
-/// path may lead through a filesystem that does not answer. `ETIMEDOUT`
-/// when it did not answer in time (or is stuck since an earlier call).
-fn resolve_no_links_timed(path: &[u8]) -> Result<Key, Errno> {
-    let owned = path.to_vec();
-    let call = move || resolve_no_links(&owned);
-    super::deadline::run(
-        vec![(path.to_vec(), Box::new(call))],
-        super::deadline::LIMIT,
-    )
-    .into_iter()
-    .next()
-    .flatten()
-    .unwrap_or(Err(Errno::TIMEDOUT))
+/// How often the registered files of one ring are read and resolved before
+/// a listing that keeps changing (or is never given) counts as a failure.
+const RING_TRIES: usize = 4;
+
+/// [`resolve_no_links`] of each path, all in one call to the
+/// [`deadline`](super::deadline) worker: a path may lead through a
+/// filesystem that does not answer. `ETIMEDOUT` for one that did not answer
+/// in time (or is stuck since an earlier call).
+fn resolve_no_links_timed(paths: &[Vec<u8>]) -> Vec<Result<Key, Errno>> {
+    let calls: Vec<_> = paths
+        .iter()
+        .map(|path| {
+            let owned = path.clone();
+            let call: Box<dyn FnOnce() -> Result<Key, Errno> + Send> =
+                Box::new(move || resolve_no_links(&owned));
+            (path.clone(), call)
+        })
+        .collect();
+    super::deadline::run(calls, super::deadline::LIMIT)
+        .into_iter()
+        .map(|answer| answer.unwrap_or(Err(Errno::TIMEDOUT)))
+        .collect()
 }
 
 /// The `(device, inode)` of an absolute path, resolved from our root
