@@ -4,8 +4,8 @@
 //! bytes without a panic (debug builds check every arithmetic overflow).
 //!
 //! `PROPTEST_CASES` sets how many cases each property runs (default 256);
-//! `.ci/run` runs them once more with more cases, bounded to about a
-//! minute. See `docs/security.md`, "Fuzzing".
+//! `.ci/run` runs the parser properties once more with many more cases,
+//! well under a minute. See `docs/security.md`, "Fuzzing".
 
 use std::fs;
 use std::time::Duration;
