@@ -859,7 +859,7 @@ pub fn lock_holders(dev: u64, ino: u64) -> io::Result<Vec<u32>> {
     Ok(pids)
 }
 
-/// One granted lock from `/proc/locks`.
+/// One granted `FLOCK` lock with a visible owner from `/proc/locks`.
 #[derive(Debug, PartialEq, Eq)]
 struct LockLine {
     pid: u32,
@@ -869,32 +869,23 @@ struct LockLine {
 }
 
 /// Parses a line such as `1: FLOCK  ADVISORY  READ 1234 00:2e:5678 0 EOF`.
-/// Returns `None` for waiters (`->`), non-flock locks and malformed lines.
+/// Returns `None` for waiters (`->`), non-flock locks (POSIX and OFD locks
+/// are not leases), locks without a visible pid and malformed lines.
 fn parse_locks_line(line: &str) -> Option<LockLine> {
-    let mut fields = line.split_whitespace();
-    fields.next()?; // "N:"
-    let kind = fields.next()?;
-    if kind != "FLOCK" {
-        return None; // POSIX/OFDLCK locks and "->" waiters are not leases
-    }
-    let _advisory = fields.next()?;
-    let _access = fields.next()?;
-    let pid: i64 = fields.next()?.parse().ok()?;
-    let mut id = fields.next()?.splitn(3, ':');
-    let major = u32::from_str_radix(id.next()?, 16).ok()?;
-    let minor = u32::from_str_radix(id.next()?, 16).ok()?;
-    let ino = id.next()?.parse().ok()?;
+    let lock = parse_any_lock(line).filter(|l| l.flock)?;
     Some(LockLine {
-        pid: u32::try_from(pid).ok().filter(|&p| p > 0)?,
-        major,
-        minor,
-        ino,
+        pid: lock.pid?,
+        major: lock.major,
+        minor: lock.minor,
+        ino: lock.ino,
     })
 }
 
 /// One granted lock of any kind from `/proc/locks`.
 #[derive(Debug, PartialEq, Eq)]
 struct AnyLock {
+    /// Whether it is an `FLOCK` lock (the lease protocol's kind).
+    flock: bool,
     /// `None` for locks without a visible owner pid (`OFDLCK`: `-1`).
     pid: Option<u32>,
     major: u32,
@@ -919,6 +910,7 @@ fn parse_any_lock(line: &str) -> Option<AnyLock> {
     let minor = u32::from_str_radix(id.next()?, 16).ok()?;
     let ino = id.next()?.parse().ok()?;
     Some(AnyLock {
+        flock: kind == "FLOCK",
         pid: u32::try_from(pid).ok().filter(|&p| p > 0),
         major,
         minor,

@@ -600,30 +600,32 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// Empties and removes the directory `fd` (`st`), which is its own
-    /// quarantine as `unique` in the parent; what is left of it is put
-    /// back under its name (as it was: owner and mode) when that is free.
-    fn delete_own(
-        &mut self,
+    /// Empties the directory `root` (`st`), named `unique` in `dir`, and
+    /// removes it, sweeping again while something new appears inside (at
+    /// most [`MAX_SWEEPS`] times); what could not go is in the tally and
+    /// `root.left_inside` is set.
+    fn empty_and_rmdir(
+        &self,
+        root: &Arc<Node>,
+        dir: BorrowedFd<'_>,
         unique: &CStr,
-        fd: OwnedFd,
         st: DirStat,
-        owner: Owner,
-    ) -> RemovalReport {
-        let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
-        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
+    ) -> Tally {
+        let mut tally = engine::empty_dir(root, &self.fence, &self.plan, false);
         let mut sweeps = 0;
         while !root.left_inside.load(Ordering::Acquire) {
-            match at::rmdir(self.parent, unique) {
+            match at::rmdir(dir, unique) {
                 Ok(()) => {
                     tally.counts.dirs += 1;
                     tally.counts.bytes += st.bytes;
                     break;
                 }
+                // Only processes that had it open before could reach it
+                // once it left its name; one of them removed it.
                 Err(Errno::NOENT) => break,
                 Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
                     sweeps += 1;
-                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan, true));
+                    tally.merge(engine::empty_dir(root, &self.fence, &self.plan, true));
                 }
                 Err(errno) => {
                     let path = PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
@@ -638,6 +640,21 @@ impl<'a> Job<'a> {
                 }
             }
         }
+        tally
+    }
+
+    /// Empties and removes the directory `fd` (`st`), which is its own
+    /// quarantine as `unique` in the parent; what is left of it is put
+    /// back under its name (as it was: owner and mode) when that is free.
+    fn delete_own(
+        &mut self,
+        unique: &CStr,
+        fd: OwnedFd,
+        st: DirStat,
+        owner: Owner,
+    ) -> RemovalReport {
+        let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
+        let tally = self.empty_and_rmdir(&root, self.parent, unique, st);
         let remnant = root.left_inside.load(Ordering::Acquire).then(|| {
             if at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
                 give_back(root.fd.as_fd(), owner);
@@ -659,35 +676,7 @@ impl<'a> Job<'a> {
         st: DirStat,
     ) -> Result<RemovalReport> {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
-        let mut tally = engine::empty_dir(&root, &self.fence, &self.plan, false);
-        let mut sweeps = 0;
-        while !root.left_inside.load(Ordering::Acquire) {
-            match at::rmdir(q.fd(), &unique) {
-                Ok(()) => {
-                    tally.counts.dirs += 1;
-                    tally.counts.bytes += st.bytes;
-                    break;
-                }
-                // Only processes that had it open before could reach it in
-                // the quarantine; one of them removed it.
-                Err(Errno::NOENT) => break,
-                Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
-                    sweeps += 1;
-                    tally.merge(engine::empty_dir(&root, &self.fence, &self.plan, true));
-                }
-                Err(errno) => {
-                    let path = PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
-                    tally.leave(
-                        path,
-                        LeftReason::Errno {
-                            op: Op::Rmdir,
-                            errno,
-                        },
-                    );
-                    root.left_inside.store(true, Ordering::Release);
-                }
-            }
-        }
+        let tally = self.empty_and_rmdir(&root, q.fd(), &unique, st);
         let remnant = root
             .left_inside
             .load(Ordering::Acquire)
