@@ -23,12 +23,12 @@
 # Prints the numbers (samples in $SOAK_OUT/rss.tsv, the log, the manifest,
 # the metrics) and exits 1 when a check fails. Not a test.
 #
-# Measured (2 shared cores, seed 11, 600 s): with SOAK_SQUAT_QUARANTINE=0,
-# 6255 entries made, 5838 reaped (1.5 GB), 440 pressure reaps, nothing
-# reclaimable left, nothing held removed, RSS 6020 -> 6108 KiB. With the
-# quarantine names squatted (before the squat-proof quarantine of issue 11,
-# item 2) nothing in the shared root can be removed: 218 reclaimable
-# entries left (exit 1), the log names the cause, RSS 6344 -> 6724 KiB.
+# Measured (2 shared cores, seed 11, 600 s, everything squatted, after the
+# squat-proof quarantine of issue 11 item 2): 6221 entries made, 5798 reaped
+# (1.56 GB), 453 pressure reaps, 454 squats, nothing reclaimable left,
+# nothing held or live removed, 0 removal errors, RSS 6288 -> 6428 KiB
+# (last-quarter peak). With SOAK_SQUAT_QUARANTINE=0: 6255 made, 5838 reaped,
+# nothing left, RSS 6020 -> 6108 KiB.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-${SOAK_SECONDS:-600}}
