@@ -89,7 +89,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
 /// ([`Root::open`]), and its last name kept as it is: the entry itself is
 /// never followed.
 fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
-    let unusable = |e: sandkeeper::Error| {
+    let unusable = |e: &dyn std::fmt::Display| {
         let mut err = CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
         err.hint = Some("give the path of an existing entry".into());
         err
@@ -101,18 +101,15 @@ fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
             } else {
                 parent
             };
-            let dir = Root::open(parent).map_err(unusable)?;
-            rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).map_err(
-                |e| {
-                    let mut err =
-                        CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
-                    err.hint = Some("give the path of an existing entry".into());
-                    err
-                },
-            )?;
+            let dir = Root::open(parent).map_err(|e| unusable(&e))?;
+            rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| unusable(&e))?;
             Ok(dir.path().join(name))
         }
-        _ => Ok(Root::open(path).map_err(unusable)?.path().to_owned()),
+        _ => Ok(Root::open(path)
+            .map_err(|e| unusable(&e))?
+            .path()
+            .to_owned()),
     }
 }
 

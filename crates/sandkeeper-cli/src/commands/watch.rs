@@ -503,29 +503,31 @@ impl Watcher {
         if self.metrics_file.is_none() || self.signals.stopping() {
             return;
         }
-        let canonical = std::fs::canonicalize(&root.path).unwrap_or_else(|_| root.path.clone());
-        let marks = |path: &Path| {
-            (path == canonical)
+        // The configured root carries the watermarks; a per-user root inside
+        // it is private (0700): its families are labelled only when the
+        // config asks (`user_dir_families`).
+        let marks = |opened: &Root| {
+            opened
+                .user_uid()
+                .is_none()
                 .then_some(root.watermarks.as_ref())
                 .flatten()
         };
-        // A per-user root is private (0700): its families are labelled
-        // only when the config asks (`user_dir_families`).
-        let labels = |path: &Path| match path == canonical || root.user_dir_families {
+        let labels = |opened: &Root| match opened.user_uid().is_none() || root.user_dir_families {
             true => FamilyLabels::Named,
             false => FamilyLabels::TotalsOnly,
         };
         let mut rescan = Vec::new();
-        for report in &outcome.reports {
+        for (opened, report) in outcome.roots.iter().zip(&outcome.reports) {
             for (reap, scanned) in report.roots.iter().zip(&report.scan.roots) {
                 if !report.dry_run {
                     self.metrics.count_reap(reap);
                 }
                 if reap.removed.is_empty() || report.dry_run {
                     self.metrics
-                        .observe_scan(scanned, marks(&scanned.path), labels(&scanned.path));
+                        .observe_scan(scanned, marks(opened), labels(opened));
                 } else {
-                    rescan.push(scanned.path.clone());
+                    rescan.push(opened.clone());
                 }
             }
         }
@@ -535,16 +537,17 @@ impl Watcher {
             scanner.ignore_pid(pid);
         }
         scanner.trust_pid_namespace(self.opts.trust_pid_namespace);
-        for path in rescan {
-            match scanner.scan(&[&path]) {
+        for opened in rescan {
+            match scanner.scan_roots(std::slice::from_ref(&opened)) {
                 Ok(fresh) => {
                     for r in &fresh.roots {
-                        self.metrics.observe_scan(r, marks(&path), labels(&r.path));
+                        self.metrics
+                            .observe_scan(r, marks(&opened), labels(&opened));
                     }
                 }
                 Err(e) => self.log.error(&format!(
                     "{}: cannot scan for the metrics: {e}",
-                    sanitize(path.as_os_str().as_bytes())
+                    sanitize(opened.path().as_os_str().as_bytes())
                 )),
             }
         }

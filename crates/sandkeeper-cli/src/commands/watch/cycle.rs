@@ -152,6 +152,9 @@ pub struct Outcome {
     pub pressure: Option<Pressure>,
     /// The root's reap, then one per per-user sandbox directory.
     pub reports: Vec<ReapReport>,
+    /// The opened root of each report, in the same order: what the metrics'
+    /// rescan uses, so no path is resolved again.
+    pub roots: Vec<Root>,
     /// (Sub)roots that could not be reaped at all.
     pub failures: Vec<(PathBuf, CliError)>,
 }
@@ -288,7 +291,10 @@ pub fn reap_opened(root: &RootConfig, opened: Root, opts: &Options, mode: Mode) 
             break;
         }
         match reaper.reap_roots(std::slice::from_ref(r)) {
-            Ok(report) => out.reports.push(report),
+            Ok(report) => {
+                out.roots.push(r.clone());
+                out.reports.push(report);
+            }
             Err(e) => out.failures.push((r.path().to_owned(), e.into())),
         }
     }
