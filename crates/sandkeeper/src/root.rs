@@ -260,26 +260,14 @@ pub(crate) fn is_user_root_stat(st: &Stat, uid: u32) -> bool {
 /// an entry of `dir`. Decided from `lstat` relative to `dir`: names alone
 /// are trusted for nothing.
 pub(crate) fn is_own_dir(dir: BorrowedFd<'_>, name: &OsStr) -> bool {
-    let bytes = name.as_bytes();
-    let user_uid = user_root_uid(bytes);
-    let quarantine = crate::remove::is_quarantine(bytes) || crate::remove::is_own_pending(bytes);
-    if user_uid.is_none() && !quarantine {
-        return false;
+    match user_root_uid(name.as_bytes()) {
+        Some(uid) => rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| is_user_root_stat(&st, uid)),
+        // A quarantine is ours only if our removals made it (what
+        // `remove` trusts too); another user's look-alike is an ordinary
+        // entry, visible and sized.
+        None => crate::remove::is_own_quarantine_at(dir, name),
     }
-    let Ok(st) = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
-        return false;
-    };
-    if let Some(uid) = user_uid {
-        return is_user_root_stat(&st, uid);
-    }
-    // A quarantine (`.sandkeeper-trash-<euid>-<random>`, or an older
-    // version's fixed name) is ours only if our removals made it: owned by
-    // us, mode 0700 — what `remove::quarantine` trusts too. Another user's
-    // look-alike is an ordinary entry, visible and sized.
-    let me = rustix::process::geteuid().as_raw();
-    FileType::from_raw_mode(st.st_mode) == FileType::Directory
-        && st.st_uid == me
-        && st.st_mode & 0o7777 == 0o700
 }
 
 /// How [`chase`] resolves a path, for roots and for output directories.

@@ -70,15 +70,7 @@ fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()
         )
         .at(display));
     }
-    let own = (quarantine::is_quarantine(bytes) || quarantine::is_own_pending(bytes))
-        && rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
-            |st| {
-                rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
-                    && st.st_uid == rustix::process::geteuid().as_raw()
-                    && st.st_mode & 0o7777 == 0o700
-            },
-        );
-    if own {
+    if quarantine::is_own_quarantine_at(parent, name) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "the quarantine is emptied by every removal in its directory, not removed as an entry",

@@ -90,7 +90,7 @@ use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 pub use entry::{Quarantined, Restore};
 pub use finish::finish_quarantine;
-pub(crate) use quarantine::{is_own_pending, is_quarantine};
+pub(crate) use quarantine::is_own_quarantine_at;
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 
 /// The most worker threads the automatic choice uses: unlinking contends on

@@ -550,6 +550,21 @@ pub(crate) fn is_own_pending(name: &[u8]) -> bool {
     name.starts_with(OWN_PENDING) && parse_own_pending(name).is_some()
 }
 
+/// Whether the entry `name` of `dir` is one of the caller's own quarantines
+/// (or a directory that is its own quarantine): a name of that form *and*,
+/// by `lstat` relative to `dir`, a directory owned by the effective uid
+/// with mode 0700. A look-alike anyone else made is an ordinary entry.
+pub(crate) fn is_own_quarantine_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    (is_quarantine(bytes) || is_own_pending(bytes))
+        && rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
+                && st.st_uid == rustix::process::geteuid().as_raw()
+                && st.st_mode & 0o7777 == 0o700
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
