@@ -299,18 +299,17 @@ impl Survey {
                     && matches!(h.how, HoldKind::Fd(_))
             })
         });
-        let mut failures: Vec<(u32, Errno)> = Vec::new();
-        for pid in pids(proc) {
+        // The namespaces of one process; `Err` when its `ns/net` cannot be
+        // read (a process that is gone is `Ok`: it lives in none).
+        let mut survey_one = |pid: u32, survey: &mut Survey| -> Result<(), Errno> {
             let mut name = format!("{pid}/ns/net").into_bytes();
             match ns_key(proc, &name) {
                 Ok(key) if Some(key) != survey.own_net => {
                     survey.net.entry(key).or_insert(Source::Process(pid));
                 }
                 Ok(_) => {}
-                Err(e) if gone(e) => continue,
-                Err(e) => {
-                    failures.push((pid, e));
-                }
+                Err(e) if gone(e) => return Ok(()),
+                Err(e) => return Err(e),
             }
             if nsfs_held {
                 name.truncate(name.len() - 3);
@@ -319,6 +318,27 @@ impl Survey {
                     lived_mnt.insert(key);
                 }
             }
+            Ok(())
+        };
+        let mut failures: Vec<(u32, Errno)> = pids(proc)
+            .into_iter()
+            .filter_map(|pid| survey_one(pid, &mut survey).err().map(|e| (pid, e)))
+            .collect();
+        // A process caught mid-`exec` refuses a moment (`EACCES`): looked
+        // at again after the same pauses as a failed inspection; only one
+        // that keeps failing counts.
+        for pause in super::procs::RECHECK_PAUSES {
+            if failures.is_empty() {
+                break;
+            }
+            std::thread::sleep(pause);
+            failures.retain_mut(|(pid, e)| match survey_one(*pid, &mut survey) {
+                Ok(()) => false,
+                Err(again) => {
+                    *e = again;
+                    true
+                }
+            });
         }
         // A process whose namespaces cannot be read is one whose
         // descriptors cannot be read either (the same ptrace check): it is

@@ -146,7 +146,7 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
 /// inspection: a process caught changing (mid-`exec`, exiting, churning
 /// threads or its io_uring files) is readable again a moment later. At most
 /// 40 ms of pauses per pass, however many processes failed.
-const RECHECK_PAUSES: [std::time::Duration; 5] = [
+pub(super) const RECHECK_PAUSES: [std::time::Duration; 5] = [
     std::time::Duration::from_millis(1),
     std::time::Duration::from_millis(2),
     std::time::Duration::from_millis(5),
