@@ -3,26 +3,9 @@
 use std::borrow::Cow;
 
 /// Bytes in binary units with three significant digits: `0 B`, `512 B`,
-/// `1.5 KiB`, `67.0 MiB`, `14.6 GiB`.
-pub fn size(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value >= 100.0 {
-        format!("{value:.0} {}", UNITS[unit])
-    } else if value >= 10.0 {
-        format!("{value:.1} {}", UNITS[unit])
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
-}
+/// `1.5 KiB`, `67.0 MiB`, `14.6 GiB` (the library's, so the config's
+/// watermarks print the same).
+pub use sandkeeper::config::value::human_size as size;
 
 /// An age in the largest whole unit: `12s`, `5m`, `3h`, `2d`, `6w`, `3y`.
 /// Negative ages (clock skew, future mtimes) print as `future`.

@@ -4,7 +4,6 @@
 mod cli;
 mod commands;
 mod config;
-mod config_file;
 mod error;
 mod exit_codes;
 mod humanize;

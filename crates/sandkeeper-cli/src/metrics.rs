@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sandkeeper::reap::{ReapReason, RootReap};
 use sandkeeper::scan::{EntryState, RootReport};
 
-use crate::config_file::Watermarks;
+use sandkeeper::config::Watermarks;
 
 /// Families per root with their own series; the smaller rest are summed
 /// into the family `(other)`, so a root of many unrelated names cannot

@@ -43,6 +43,9 @@ pub enum ErrorKind {
     /// The platform does not support the operation (non-Linux systems lack
     /// `/proc`).
     Unsupported,
+    /// A stop was asked for (a [stop flag](crate::reap::PolicyBuilder::stop_flag)
+    /// was raised) before the work was done; nothing further was done.
+    Stopped,
 }
 
 /// An error with the path (and pid, where relevant) it concerns.
@@ -82,6 +85,11 @@ impl Error {
             source: None,
             replaced: false,
         }
+    }
+
+    /// An [`ErrorKind::Stopped`] error: a stop was asked for.
+    pub(crate) fn stopped() -> Self {
+        Error::new(ErrorKind::Stopped, "stopped on request before the scan was done")
     }
 
     /// An [`ErrorKind::Io`] error: `message` says what was being done.
@@ -159,6 +167,7 @@ impl Error {
             (_, ErrorKind::Held) => io::ErrorKind::ResourceBusy,
             (_, ErrorKind::TimedOut) => io::ErrorKind::TimedOut,
             (_, ErrorKind::Unsupported) => io::ErrorKind::Unsupported,
+            (_, ErrorKind::Stopped) => io::ErrorKind::Interrupted,
             (None, _) => io::ErrorKind::Other,
         }
     }

@@ -64,6 +64,8 @@
 #![deny(unsafe_code)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+#[cfg(feature = "config")]
+pub mod config;
 mod error;
 pub mod inuse;
 pub mod lease;

@@ -26,7 +26,7 @@ use sandkeeper::root::Root;
 use sandkeeper::scan::Scanner;
 
 use crate::cli::{ReapArgs, WatchArgs};
-use crate::config_file::{self, Config, RootConfig};
+use sandkeeper::config::{Config, RootConfig};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::humanize::{sanitize, size};
@@ -93,14 +93,19 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
 ///
 /// A bad or unreadable file: exit status 2, with the file and line.
 pub fn load(explicit: Option<&Path>) -> Result<Config, CliError> {
-    match config_file::locate(explicit) {
-        Some(path) => config_file::load(&path).map_err(config_error),
+    match sandkeeper::config::locate(explicit) {
+        Some(path) => sandkeeper::config::load(&path).map_err(config_error),
         None => Ok(Config::defaults()),
     }
 }
 
-fn config_error(err: config_file::ConfigError) -> CliError {
-    let mut e = CliError::usage(err.to_string());
+fn config_error(err: sandkeeper::config::ConfigError) -> CliError {
+    // The file's name is shown escaped; the message is the library's own.
+    let file = sanitize(err.file.as_os_str().as_bytes());
+    let mut e = CliError::usage(match err.line {
+        Some(line) => format!("{file}:{line}: {}", err.message),
+        None => format!("{file}: {}", err.message),
+    });
     e.hint = Some("fix the file; docs/config.md lists every key. Nothing was changed.".into());
     e
 }
@@ -112,7 +117,7 @@ fn describe(config: &Config) -> Vec<String> {
     match &config.source {
         Some(path) => lines.push(format!("config {}", sanitize(path.as_os_str().as_bytes()))),
         None => {
-            let looked: Vec<String> = config_file::default_candidates()
+            let looked: Vec<String> = sandkeeper::config::default_candidates()
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect();
@@ -567,12 +572,12 @@ impl Watcher {
 
     /// SIGHUP: load the config again; a bad one keeps the old.
     fn reload(&mut self) {
-        let Some(path) = config_file::locate(self.explicit.as_deref()) else {
+        let Some(path) = sandkeeper::config::locate(self.explicit.as_deref()) else {
             self.log
                 .notice("SIGHUP: no config file found; keeping the built-in defaults");
             return;
         };
-        match config_file::load(&path) {
+        match sandkeeper::config::load(&path) {
             Ok(config) => {
                 self.roots
                     .retain(|p, _| config.roots.iter().any(|r| &r.path == p));
@@ -819,7 +824,7 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.target_free.is_some(), "--target-free"),
         (r.target_free_inodes.is_some(), "--target-free-inodes"),
         (r.owner.is_some(), "--owner"),
-        (r.grace != config_file::DEFAULT_GRACE, "--grace"),
+        (r.grace != sandkeeper::config::DEFAULT_GRACE, "--grace"),
         (
             r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP,
             "--max-keep",
@@ -840,8 +845,8 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         }
         (Some(path), true) => load(Some(path)).map(Some),
         (None, false) => Ok(None),
-        (None, true) => match config_file::locate(None) {
-            Some(path) => config_file::load(&path).map(Some).map_err(config_error),
+        (None, true) => match sandkeeper::config::locate(None) {
+            Some(path) => sandkeeper::config::load(&path).map(Some).map_err(config_error),
             None => Ok(None),
         },
     }

@@ -56,6 +56,7 @@
 //! ```
 
 mod clock;
+mod events;
 mod policy;
 mod verdict;
 
@@ -64,9 +65,11 @@ use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
 pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
+pub use events::ReapEvent;
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
+use events::Recorder;
 use crate::inuse::InUse;
 use crate::lease::{self, Claim, Probe};
 use crate::remove::{self, Quarantined, RemoveOptions, Restore};
@@ -215,10 +218,12 @@ pub struct ReapError {
 impl Reaper {
     /// A reaper with `policy` and a default [`Scanner`].
     pub fn new(policy: Policy) -> Reaper {
-        Reaper {
-            policy,
-            scanner: Scanner::new(),
+        let mut scanner = Scanner::new();
+        if let Some(stop) = &policy.stop {
+            // A stop asked for during the scan ends the scan too.
+            scanner.stop_flag(std::sync::Arc::clone(stop));
         }
+        Reaper { policy, scanner }
     }
 
     /// The scanner used (to vouch for processes, set threads, …).
@@ -270,14 +275,35 @@ impl Reaper {
     /// [`ErrorKind::InvalidInput`] for the root `/` (checked for every root
     /// before anything is done); an error when `/proc` cannot be read.
     pub fn reap_roots(&self, roots: &[Root]) -> Result<ReapReport> {
+        self.reap_roots_with(roots, &mut |_| {})
+    }
+
+    /// As [`reap_roots`](Self::reap_roots), giving each scanned root, each
+    /// decision to keep, each removal and each failure to `on_event` as it
+    /// happens ([`ReapEvent`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`reap_roots`](Self::reap_roots); and
+    /// [`ErrorKind::Stopped`] when the policy's
+    /// [stop flag](PolicyBuilder::stop_flag) is raised during the scan
+    /// (nothing was removed).
+    pub fn reap_roots_with(
+        &self,
+        roots: &[Root],
+        on_event: &mut dyn FnMut(ReapEvent<'_>),
+    ) -> Result<ReapReport> {
         for root in roots {
             refuse_filesystem_root(root)?;
         }
         let scan = self.scanner.scan_roots(roots)?;
+        for report in &scan.roots {
+            on_event(ReapEvent::Scanned(report));
+        }
         let now = scan.started_ms;
         let mut out = Vec::with_capacity(scan.roots.len());
         for (root, report) in roots.iter().zip(&scan.roots) {
-            out.push(self.reap_root(root, report, now)?);
+            out.push(self.reap_root(root, report, now, on_event)?);
         }
         Ok(ReapReport {
             dry_run: self.policy.dry_run,
@@ -286,32 +312,35 @@ impl Reaper {
         })
     }
 
-    fn reap_root(&self, root: &Root, report: &RootReport, now_ms: i64) -> Result<RootReap> {
+    fn reap_root(
+        &self,
+        root: &Root,
+        report: &RootReport,
+        now_ms: i64,
+        on_event: &mut dyn FnMut(ReapEvent<'_>),
+    ) -> Result<RootReap> {
         let path = report.path.clone();
         let dir = root.fd();
-        let leftovers = if self.policy.dry_run || self.policy.stop_requested() {
-            Leftovers::default()
-        } else {
-            self.finish_leftovers(dir, &path)
-        };
+        let mut result = Recorder::new(
+            RootReap {
+                path: path.clone(),
+                removed: Vec::new(),
+                skipped: Vec::new(),
+                errors: Vec::new(),
+                freed_bytes: 0,
+                quarantine_finished: 0,
+            },
+            on_event,
+        );
+        if !self.policy.dry_run && !self.policy.stop_requested() {
+            self.finish_leftovers(dir, &path, &mut result);
+        }
         let verdicts = self.decide(report, now_ms);
-        let mut result = RootReap {
-            path: path.clone(),
-            removed: Vec::new(),
-            skipped: leftovers.skipped,
-            errors: leftovers.errors,
-            freed_bytes: 0,
-            quarantine_finished: leftovers.finished,
-        };
         let mut candidates: Vec<(usize, ReapReason)> = Vec::new();
         for (i, verdict) in verdicts.into_iter().enumerate() {
             match verdict {
                 Verdict::Reap(reason) => candidates.push((i, reason)),
-                Verdict::Keep(reason) => {
-                    result
-                        .skipped
-                        .push(skipped(&path, &report.entries[i], reason))
-                }
+                Verdict::Keep(reason) => result.kept(skipped(&path, &report.entries[i], reason)),
             }
         }
         // Oldest first, so a free-space target takes the stalest; entries
@@ -342,9 +371,7 @@ impl Reaper {
                 for (i, reason) in batch {
                     let entry = &report.entries[*i];
                     if target_met {
-                        result
-                            .skipped
-                            .push(skipped(&path, entry, KeepReason::TargetMet));
+                        result.kept(skipped(&path, entry, KeepReason::TargetMet));
                         continue;
                     }
                     free.bytes = free.bytes.saturating_add(entry.disk_bytes);
@@ -352,14 +379,13 @@ impl Reaper {
                         .inodes
                         .saturating_add(entry.files.saturating_add(entry.dirs).max(1));
                     target_met = target.is_some_and(|t| t.met(free));
-                    result.freed_bytes += entry.disk_bytes;
-                    result.removed.push(removed(&path, entry, reason.clone()));
+                    result.removed(removed(&path, entry, reason.clone()));
                 }
                 continue;
             }
             self.reap_batch(dir, report, batch, target, &mut target_met, &mut result)?;
         }
-        Ok(result)
+        Ok(result.reap)
     }
 
     /// Why no further entry goes: the free-space target is met, or a stop
@@ -384,23 +410,21 @@ impl Reaper {
         batch: &[(usize, ReapReason)],
         target: Option<Target>,
         target_met: &mut bool,
-        result: &mut RootReap,
+        result: &mut Recorder<'_>,
     ) -> Result<()> {
         let path = &report.path;
         let mut moved = Vec::new();
         for (i, reason) in batch {
             let entry = &report.entries[*i];
             if let Some(why) = self.halted(*target_met) {
-                result.skipped.push(skipped(path, entry, why));
+                result.kept(skipped(path, entry, why));
                 continue;
             }
             let claim = match claim(dir, path, entry) {
                 Ok(claim) => claim,
                 Err(Gone) => continue,
                 Err(Changed(what)) => {
-                    result
-                        .skipped
-                        .push(skipped(path, entry, KeepReason::Changed(what)));
+                    result.kept(skipped(path, entry, KeepReason::Changed(what)));
                     continue;
                 }
             };
@@ -411,12 +435,8 @@ impl Reaper {
                 Ok(q) => moved.push((entry, reason, claim, q)),
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => match raced_by_owner(dir, entry, &e) {
-                    Some(what) => {
-                        result
-                            .skipped
-                            .push(skipped(path, entry, KeepReason::Changed(what)))
-                    }
-                    None => result.errors.push(ReapError {
+                    Some(what) => result.kept(skipped(path, entry, KeepReason::Changed(what))),
+                    None => result.failed(ReapError {
                         path: path.join(&entry.name),
                         error: e.to_string(),
                     }),
@@ -451,7 +471,7 @@ impl Reaper {
             }
             match q.remove() {
                 Ok(removal) => record_removal(path, entry, reason, &removal, result),
-                Err(e) => result.errors.push(ReapError {
+                Err(e) => result.failed(ReapError {
                     path: path.join(&entry.name),
                     error: e.to_string(),
                 }),
@@ -469,24 +489,25 @@ impl Reaper {
     /// cleared) are checked against a fresh `/proc` pass, then removed if
     /// nothing holds them, else put back (or left pending when their name
     /// is taken or unknown).
-    fn finish_leftovers(&self, dir: BorrowedFd<'_>, root: &Path) -> Leftovers {
-        let mut out = Leftovers::default();
+    fn finish_leftovers(&self, dir: BorrowedFd<'_>, root: &Path, out: &mut Recorder<'_>) {
         let opts = RemoveOptions::new();
-        out.finished = remove::finish_quarantine(dir, &opts)
-            .map(|r| r.leftovers_removed().entries())
-            .unwrap_or(0);
+        out.finished_leftovers(
+            remove::finish_quarantine(dir, &opts)
+                .map(|r| r.leftovers_removed().entries())
+                .unwrap_or(0),
+        );
         let pending = match remove::pending_leftovers(dir, &opts) {
             Ok(pending) => pending,
             Err(e) => {
-                out.errors.push(ReapError {
+                out.failed(ReapError {
                     path: root.to_owned(),
                     error: format!("cannot check what an interrupted reap left: {e}"),
                 });
-                return out;
+                return;
             }
         };
         if pending.is_empty() {
-            return out;
+            return;
         }
         let inuse = self.scanner.in_use();
         for q in pending {
@@ -498,7 +519,7 @@ impl Reaper {
                 true => match lease::probe_at(q.dir(), &here, q.name_in_quarantine()) {
                     Ok(Probe::Free(claim)) if claim.identity() == q.identity() => Some(claim),
                     _ => {
-                        out.keep(root, &shown, q, "its lock is held or it cannot be opened");
+                        keep_leftover(out, root, &shown, q, "its lock is held or it cannot be opened");
                         continue;
                     }
                 },
@@ -509,54 +530,42 @@ impl Reaper {
                 Err(e) => Some(e.to_string()),
             };
             if let Some(why) = why {
-                out.keep(root, &shown, q, &why);
+                keep_leftover(out, root, &shown, q, &why);
                 drop(claim);
                 continue;
             }
             match q.remove() {
-                Ok(r) => out.finished += r.removed().entries(),
-                Err(e) => out.errors.push(ReapError {
+                Ok(r) => out.finished_leftovers(r.removed().entries()),
+                Err(e) => out.failed(ReapError {
                     path: here,
                     error: e.to_string(),
                 }),
             }
             drop(claim);
         }
-        out
     }
 }
 
-/// What checking the quarantine's leftovers did.
-#[derive(Default)]
-struct Leftovers {
-    /// Files and directories removed.
-    finished: u64,
-    /// Pending leftovers kept, with why.
-    skipped: Vec<Skipped>,
-    /// What could not be done.
-    errors: Vec<ReapError>,
-}
-
-impl Leftovers {
-    fn keep(&mut self, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
-        let note = match q.restore() {
-            Restore::Restored => {
-                format!("left in the quarantine by an interrupted reap; {why}: put back")
-            }
-            Restore::KeptInQuarantine(at) => format!(
-                "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
-                 (its name is taken or unknown), checked again by every reap",
-                root.join(at).display()
-            ),
-        };
-        self.skipped.push(Skipped {
-            path: shown.to_owned(),
-            pattern: String::new(),
-            state: EntryState::Unknown,
-            reason: KeepReason::Changed(note),
-            disk_bytes: 0,
-        });
-    }
+/// Keeps a pending leftover of an interrupted reap: put back, or left in
+/// the quarantine when its name is taken or unknown.
+fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
+    let note = match q.restore() {
+        Restore::Restored => {
+            format!("left in the quarantine by an interrupted reap; {why}: put back")
+        }
+        Restore::KeptInQuarantine(at) => format!(
+            "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
+             (its name is taken or unknown), checked again by every reap",
+            root.join(at).display()
+        ),
+    };
+    out.kept(Skipped {
+        path: shown.to_owned(),
+        pattern: String::new(),
+        state: EntryState::Unknown,
+        reason: KeepReason::Changed(note),
+        disk_bytes: 0,
+    });
 }
 
 /// Puts a quarantined entry back and records why it stays. If its name was
@@ -567,7 +576,7 @@ fn put_back(
     entry: &Entry,
     q: Quarantined<'_>,
     why: KeepReason,
-    result: &mut RootReap,
+    result: &mut Recorder<'_>,
 ) {
     let why = match q.restore() {
         Restore::Restored => why,
@@ -578,7 +587,7 @@ fn put_back(
             root.join(at).display()
         )),
     };
-    result.skipped.push(skipped(root, entry, why));
+    result.kept(skipped(root, entry, why));
 }
 
 fn why_text(why: &KeepReason) -> String {
@@ -594,12 +603,12 @@ fn record_removal(
     entry: &Entry,
     reason: &ReapReason,
     removal: &remove::RemovalReport,
-    result: &mut RootReap,
+    result: &mut Recorder<'_>,
 ) {
     if removal.is_complete() {
-        // The scan measured it; the remover does not re-stat.
-        result.freed_bytes += entry.disk_bytes;
-        result.removed.push(removed(root, entry, reason.clone()));
+        // The scan measured it (its disk usage is what was freed); the
+        // remover does not re-stat.
+        result.removed(removed(root, entry, reason.clone()));
         return;
     }
     let left: Vec<String> = removal
@@ -608,7 +617,7 @@ fn record_removal(
         .take(5)
         .map(|l| format!("{}: {}", l.path().display(), l.reason()))
         .collect();
-    result.errors.push(ReapError {
+    result.failed(ReapError {
         path: root.join(&entry.name),
         error: format!(
             "{} item(s) could not be removed: {}",

@@ -32,7 +32,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustix::fs::{Mode, OFlags};
@@ -59,6 +59,7 @@ pub struct Scanner {
     trust_pid_namespace: Option<bool>,
     threads: usize,
     progress: Option<Progress>,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -108,6 +109,29 @@ impl Scanner {
         self
     }
 
+    /// A flag another thread (or a signal handler) raises to stop a scan
+    /// early (default: none): the walks stop at their next inode and the
+    /// scan fails with [`ErrorKind::Stopped`](crate::ErrorKind::Stopped).
+    /// A [`Reaper`](crate::reap::Reaper) passes its policy's flag on.
+    pub fn stop_flag(&mut self, stop: Arc<AtomicBool>) -> &mut Scanner {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether the [`stop_flag`](Self::stop_flag) is raised.
+    fn stop_requested(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Fails with [`ErrorKind::Stopped`](crate::ErrorKind::Stopped) once a
+    /// stop was asked for.
+    fn check_stop(&self, root: &Path) -> Result<()> {
+        match self.stop_requested() {
+            true => Err(Error::stopped().at(root)),
+            false => Ok(()),
+        }
+    }
+
     /// One pass over `/proc` with this scanner's options.
     ///
     /// # Errors
@@ -150,6 +174,9 @@ impl Scanner {
     /// measured or the root cannot be listed.
     pub fn scan_roots(&self, roots: &[Root]) -> Result<Report> {
         let started_ms = lease::now_ms() as i64;
+        if let Some(first) = roots.first() {
+            self.check_stop(first.path())?;
+        }
         let inuse = self.in_use()?;
         let roots = roots
             .iter()
@@ -188,7 +215,9 @@ impl Scanner {
                 )
             })
             .collect();
+        self.check_stop(&path)?;
         let mut entries = self.examine(&path, dir, &names, inuse, &mut warnings);
+        self.check_stop(&path)?;
         entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         let (totals, groups) = report::summarize(&mut entries);
         Ok(RootReport {
@@ -228,6 +257,9 @@ impl Scanner {
             ));
         }
         let visit = |i: usize, v: &walk::Visit<'_>| {
+            if self.stop_requested() {
+                return WalkState::Quit;
+            }
             if v.depth() == 0 {
                 let n = started.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(p) = &progress {

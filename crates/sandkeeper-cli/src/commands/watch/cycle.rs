@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sandkeeper::reap::{Filters, FreeInodes, FreeTarget, Policy, ReapReport, Reaper};
 use sandkeeper::root::{Root, UserDirs};
 
-use crate::config_file::RootConfig;
+use sandkeeper::config::RootConfig;
 use crate::error::CliError;
 
 /// How roots are reaped.
@@ -337,8 +337,8 @@ mod tests {
 
     #[test]
     fn pressure_by_bytes_or_inodes() {
-        use crate::config_file::{InodeMark, InodeWatermarks, Watermark, Watermarks};
-        let mut root = crate::config_file::Config::defaults().roots.remove(0);
+        use sandkeeper::config::{InodeMark, InodeWatermarks, Watermark, Watermarks};
+        let mut root = sandkeeper::config::Config::defaults().roots.remove(0);
         root.watermarks = Some(Watermarks {
             high: Watermark::UsedPercent(90.0),
             low: Watermark::UsedPercent(75.0),

@@ -1,6 +1,34 @@
-//! The configuration file (TOML) that `reap` and `watch` share: parsed,
-//! then checked, into plain structs. Every error names the file, the line
-//! and what is wrong; nothing runs on a bad file. See `docs/config.md`.
+//! The configuration (TOML) that `sandkeeper reap --config` and
+//! [`watch`](crate::watch) share: the roots, their rules, watermarks and
+//! limits, parsed and then checked into typed data. Every error names the
+//! file, the line and what is wrong ([`ConfigError`]); nothing runs on a
+//! bad file. The keys are documented in `docs/config.md`.
+//!
+//! Behind the cargo feature `config` (on by default), with
+//! [`watch`](crate::watch) and [`metrics`](crate::metrics).
+//!
+//! ```
+//! use std::path::Path;
+//!
+//! let text = r#"
+//! [[root]]
+//! path = "/tmp"
+//! high_watermark = "90%"
+//! low_watermark = "75%"
+//!
+//! [[root.rule]]
+//! match = "app-*"
+//! older_than = "2h"
+//! "#;
+//! let config = sandkeeper::config::parse(text, Path::new("example.toml"))?;
+//! assert_eq!(config.roots[0].rules[0].glob, "app-*");
+//!
+//! let err = sandkeeper::config::parse("interval = \"soon\"", Path::new("bad.toml")).unwrap_err();
+//! assert_eq!(err.line, Some(1));
+//! # Ok::<(), sandkeeper::config::ConfigError>(())
+//! ```
+//!
+//! A full file:
 //!
 //! ```toml
 //! interval = "5m"
@@ -28,7 +56,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config;
+pub mod value;
 
 /// The system-wide config file, used when it exists.
 pub const SYSTEM_PATH: &str = "/etc/sandkeeper/config.toml";
@@ -90,9 +118,13 @@ pub struct RootConfig {
 /// their own filters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
+    /// The glob (`match = "app-*"`) an entry's name must match.
     pub glob: String,
+    /// Only entries whose newest change is older than this.
     pub older_than: Option<Duration>,
+    /// The newest this many of each family are kept.
     pub keep_last: Option<usize>,
+    /// Only entries of this uid.
     pub owner: Option<u32>,
 }
 
@@ -129,7 +161,7 @@ impl fmt::Display for Watermark {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Watermark::UsedPercent(p) => write!(f, "{p}% used"),
-            Watermark::FreeBytes(b) => write!(f, "{} free", crate::humanize::size(*b)),
+            Watermark::FreeBytes(b) => write!(f, "{} free", value::human_size(*b)),
         }
     }
 }
@@ -210,15 +242,17 @@ impl InodeWatermarks {
 /// A bad config file: where, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The file.
     pub file: PathBuf,
     /// 1-based; `None` when the problem is the file as a whole.
     pub line: Option<usize>,
+    /// What is wrong, and what would be valid.
     pub message: String,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let file = crate::humanize::sanitize(self.file.as_os_str().as_encoded_bytes());
+        let file = self.file.display();
         match self.line {
             Some(line) => write!(f, "{file}:{line}: {}", self.message),
             None => write!(f, "{file}: {}", self.message),
@@ -242,7 +276,7 @@ impl Config {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
                 orphan_age: None,
-                max_keep: sandkeeper::reap::DEFAULT_MAX_KEEP,
+                max_keep: crate::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
                 user_dir_families: false,
                 watermarks: None,
@@ -371,7 +405,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
     let duration = |value: &Spanned<toml::Value>, key: &str| -> Result<Duration, ConfigError> {
         let text = string(value, key, "a duration such as \"90s\", \"5m\" or \"2h\"")
             .map_err(|m| at(Some(value.span()), m))?;
-        config::duration(text).map_err(|e| at(Some(value.span()), format!("{key}: {e}")))
+        value::duration(text).map_err(|e| at(Some(value.span()), format!("{key}: {e}")))
     };
     let positive = |value: &Spanned<toml::Value>, key: &str| -> Result<Duration, ConfigError> {
         let d = duration(value, key)?;
@@ -414,7 +448,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             .transpose()?;
         let max_keep = match &r.max_keep {
             Some(v) => duration(v, "max_keep")?,
-            None => sandkeeper::reap::DEFAULT_MAX_KEEP,
+            None => crate::reap::DEFAULT_MAX_KEEP,
         };
         let watermarks = match (&r.high_watermark, &r.low_watermark) {
             (None, None) => None,
@@ -570,7 +604,7 @@ fn check_rule(
             "match: the glob is empty".to_owned(),
         ));
     }
-    sandkeeper::reap::Policy::builder()
+    crate::reap::Policy::builder()
         .matching(glob.clone())
         .build()
         .map_err(|e| at(Some(rule.glob.span()), format!("match: {e}")))?;
@@ -597,7 +631,7 @@ fn check_rule(
         None => None,
         Some(v) => Some(
             match v.get_ref() {
-                toml::Value::String(name) => config::user(name),
+                toml::Value::String(name) => value::user(name),
                 toml::Value::Integer(uid) => {
                     u32::try_from(*uid).map_err(|_| format!("{uid} is not a uid"))
                 }
@@ -628,7 +662,7 @@ fn watermark(text: &str) -> Result<Watermark, String> {
                 "invalid watermark {text:?}: a percentage means used space; {hint}"
             ));
         }
-        return config::size(size)
+        return value::size(size)
             .map(Watermark::FreeBytes)
             .map_err(|_| format!("invalid watermark {text:?}; {hint}"));
     }
