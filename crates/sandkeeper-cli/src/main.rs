@@ -7,7 +7,6 @@ mod config;
 mod error;
 mod exit_codes;
 mod humanize;
-mod metrics;
 mod printer;
 mod render;
 

@@ -69,6 +69,8 @@ pub mod config;
 mod error;
 pub mod inuse;
 pub mod lease;
+#[cfg(feature = "config")]
+pub mod metrics;
 pub mod output;
 pub mod pattern;
 pub mod reap;

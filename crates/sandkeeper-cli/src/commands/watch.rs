@@ -30,7 +30,8 @@ use sandkeeper::config::{Config, RootConfig};
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
 use crate::humanize::{sanitize, size};
-use crate::metrics::{self, FamilyLabels, Metrics};
+use crate::render::metrics;
+use sandkeeper::metrics::{FamilyLabels, Metrics};
 use crate::printer::Printer;
 use crate::render;
 use cycle::{Level, Mode, Options, Outcome, Pressure};
@@ -562,7 +563,7 @@ impl Watcher {
         let Some(path) = &self.metrics_file else {
             return;
         };
-        if let Err(e) = metrics::write_atomic(path, &self.metrics.render()) {
+        if let Err(e) = metrics::write_atomic(path, &metrics::prometheus(&self.metrics)) {
             self.log.error(&format!(
                 "cannot write the metrics file {}: {e}",
                 sanitize(path.as_os_str().as_bytes())

@@ -8,6 +8,7 @@ pub mod claims;
 pub mod escape;
 pub mod explain;
 pub mod ls;
+pub mod metrics;
 pub mod reap;
 pub mod run;
 pub mod scan;

@@ -1,21 +1,32 @@
-//! Prometheus metrics of `watch`, in the text exposition format (0.0.4)
-//! that node_exporter's textfile collector reads, written atomically
-//! (temp file + rename) so a scrape never sees half a file. The names
-//! and labels are documented in `docs/metrics.md`.
+//! What [`watch`](crate::watch) counts: the model of its metrics. Gauges
+//! hold the last scan of each root (entries and disk usage by family and
+//! state, the filesystem, the watermarks), counters what was reaped, by
+//! root and why. [`Metrics::families`] gives them as named, typed,
+//! labelled samples; a front end renders them (the `sandkeeper` command
+//! writes the Prometheus text format for node_exporter's textfile
+//! collector). The names and labels are documented in `docs/metrics.md`.
 //!
 //! Memory stays bounded over any number of cycles: gauges hold the last
 //! scan of each root (at most [`MAX_FAMILIES`] families each), counters
 //! one number per root and rule.
+//!
+//! ```
+//! use std::time::{Duration, UNIX_EPOCH};
+//! use sandkeeper::metrics::{MetricValue, Metrics};
+//!
+//! let mut m = Metrics::new();
+//! m.finish_cycle(Duration::from_millis(1500), UNIX_EPOCH + Duration::from_secs(10));
+//! let cycles = m.families().into_iter().find(|f| f.name == "sandkeeper_cycles_total").unwrap();
+//! assert_eq!(cycles.samples[0].value, MetricValue::Count(1));
+//! ```
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sandkeeper::reap::{ReapReason, RootReap};
-use sandkeeper::scan::{EntryState, RootReport};
-
-use sandkeeper::config::Watermarks;
+use crate::config::Watermarks;
+use crate::reap::{ReapReason, RootReap};
+use crate::scan::{EntryState, RootReport};
 
 /// Families per root with their own series; the smaller rest are summed
 /// into the family `(other)`, so a root of many unrelated names cannot
@@ -103,7 +114,61 @@ fn label(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// Whether a metric goes up and down or only up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// A level: the last scan's.
+    Gauge,
+    /// A running total since the start.
+    Counter,
+}
+
+impl MetricKind {
+    /// `gauge` or `counter`, as the Prometheus format names them.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Gauge => "gauge",
+            MetricKind::Counter => "counter",
+        }
+    }
+}
+
+/// The value of one sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MetricValue {
+    /// A count (entries, bytes, reaps, a 0/1 flag).
+    Count(u64),
+    /// A duration or a time, in seconds.
+    Seconds(f64),
+}
+
+/// One sample: its labels (name, value; values are entry patterns and
+/// root paths, so anyone may have chosen them: escape them when
+/// rendering) and its value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// `(label, value)` pairs, in a fixed order.
+    pub labels: Vec<(&'static str, String)>,
+    /// The value.
+    pub value: MetricValue,
+}
+
+/// A metric: its name, kind, help text and samples (never empty: a
+/// metric without samples is left out of [`Metrics::families`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricFamily {
+    /// `sandkeeper_…`.
+    pub name: &'static str,
+    /// Gauge or counter.
+    pub kind: MetricKind,
+    /// One line on what it measures.
+    pub help: &'static str,
+    /// The samples.
+    pub samples: Vec<Sample>,
+}
+
 impl Metrics {
+    /// No roots observed, no cycle done.
     pub fn new() -> Metrics {
         Metrics::default()
     }
@@ -184,7 +249,6 @@ impl Metrics {
                 ReapReason::Orphaned => ("orphaned", String::new()),
                 ReapReason::Matched(glob) => ("matched", glob.clone()),
                 ReapReason::KeptUnderPressure(_) => ("kept_under_pressure", String::new()),
-                _ => ("other", String::new()),
             };
             let slot = self.reaped.entry((key.clone(), reason, rule)).or_default();
             slot.entries += 1;
@@ -217,22 +281,24 @@ impl Metrics {
         self.last_cycle = Some((took, at));
     }
 
-    /// The exposition text.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
-            if samples.is_empty() {
-                return;
-            }
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for (labels, value) in samples {
-                if labels.is_empty() {
-                    let _ = writeln!(out, "{name} {value}");
-                } else {
-                    let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    /// Every metric with its samples, in a fixed order.
+    pub fn families(&self) -> Vec<MetricFamily> {
+        let mut out = Vec::new();
+        let mut family =
+            |name: &'static str, kind: MetricKind, help: &'static str, samples: Vec<Sample>| {
+                if samples.is_empty() {
+                    return;
                 }
-            }
+                out.push(MetricFamily {
+                    name,
+                    kind,
+                    help,
+                    samples,
+                });
+            };
+        let sample = |labels: Vec<(&'static str, String)>, value: u64| Sample {
+            labels,
+            value: MetricValue::Count(value),
         };
         let mut entries = Vec::new();
         let mut bytes = Vec::new();
@@ -244,60 +310,57 @@ impl Metrics {
                         ("family", &f.pattern),
                         ("state", state.as_str()),
                     ]);
-                    entries.push((labels.clone(), f.states[i].0.to_string()));
-                    bytes.push((labels, f.states[i].1.to_string()));
+                    entries.push(sample(labels.clone(), f.states[i].0));
+                    bytes.push(sample(labels, f.states[i].1));
                 }
             }
         }
         family(
             "sandkeeper_entries",
-            "gauge",
+            MetricKind::Gauge,
             "Top-level entries of a root, by name family and state, at the last scan; a per-user root sandkeeper-<uid> has only family=\"(all)\" unless its config sets user_dir_families.",
             entries,
         );
         family(
             "sandkeeper_disk_usage_bytes",
-            "gauge",
+            MetricKind::Gauge,
             "Disk usage of a root's top-level entries (st_blocks, hard links once, like du -x), by name family and state, at the last scan.",
             bytes,
         );
-        let per_root = |f: &dyn Fn(&RootGauges) -> Option<u64>| -> Vec<(String, String)> {
+        let per_root = |f: &dyn Fn(&RootGauges) -> Option<u64>| -> Vec<Sample> {
             self.roots
                 .iter()
-                .filter_map(|(root, r)| f(r).map(|v| (labels(&[("root", root)]), v.to_string())))
+                .filter_map(|(root, r)| f(r).map(|v| sample(labels(&[("root", root)]), v)))
                 .collect()
         };
         family(
             "sandkeeper_filesystem_size_bytes",
-            "gauge",
+            MetricKind::Gauge,
             "Size of the filesystem a root is on.",
             per_root(&|r| Some(r.total_bytes)),
         );
         family(
             "sandkeeper_filesystem_free_bytes",
-            "gauge",
+            MetricKind::Gauge,
             "Bytes free for unprivileged users (df's Avail) on the filesystem a root is on, at the last scan.",
             per_root(&|r| Some(r.free_bytes)),
         );
         let mut marks = Vec::new();
         for (root, r) in &self.roots {
             if let Some((high, low)) = r.watermarks {
-                marks.push((
-                    labels(&[("root", root), ("mark", "high")]),
-                    high.to_string(),
-                ));
-                marks.push((labels(&[("root", root), ("mark", "low")]), low.to_string()));
+                marks.push(sample(labels(&[("root", root), ("mark", "high")]), high));
+                marks.push(sample(labels(&[("root", root), ("mark", "low")]), low));
             }
         }
         family(
             "sandkeeper_watermark_free_bytes",
-            "gauge",
+            MetricKind::Gauge,
             "A root's watermarks as free bytes: below mark=high a reap under pressure starts, and goes on until mark=low is reached.",
             marks,
         );
         family(
             "sandkeeper_above_high_watermark",
-            "gauge",
+            MetricKind::Gauge,
             "1 if a root had less free space than its high watermark at the last scan.",
             per_root(&|r| r.watermarks.map(|(high, _)| u64::from(r.free_bytes < high))),
         );
@@ -305,136 +368,94 @@ impl Metrics {
         let mut reaped_bytes = Vec::new();
         for ((root, reason, rule), n) in &self.reaped {
             let labels = labels(&[("root", root), ("reason", reason), ("rule", rule)]);
-            reaped_entries.push((labels.clone(), n.entries.to_string()));
-            reaped_bytes.push((labels, n.bytes.to_string()));
+            reaped_entries.push(sample(labels.clone(), n.entries));
+            reaped_bytes.push(sample(labels, n.bytes));
         }
         family(
             "sandkeeper_reaped_entries_total",
-            "counter",
+            MetricKind::Counter,
             "Entries removed, by root and why: reason=orphaned (a sandbox whose owner is gone) or reason=matched with the rule's glob.",
             reaped_entries,
         );
         family(
             "sandkeeper_reaped_bytes_total",
-            "counter",
+            MetricKind::Counter,
             "Disk bytes freed by removals, by root and why (as sandkeeper_reaped_entries_total).",
             reaped_bytes,
         );
-        let counter = |map: &BTreeMap<String, u64>| -> Vec<(String, String)> {
+        let counter = |map: &BTreeMap<String, u64>| -> Vec<Sample> {
             map.iter()
-                .map(|(root, n)| (labels(&[("root", root)]), n.to_string()))
+                .map(|(root, n)| sample(labels(&[("root", root)]), *n))
                 .collect()
         };
         family(
             "sandkeeper_removal_errors_total",
-            "counter",
+            MetricKind::Counter,
             "Entries that should have been removed but could not be (fully).",
             counter(&self.removal_errors),
         );
         family(
             "sandkeeper_pressure_reaps_total",
-            "counter",
+            MetricKind::Counter,
             "Reaps started because a root was above its high watermark.",
             counter(&self.pressure_reaps),
         );
         family(
             "sandkeeper_cycles_total",
-            "counter",
+            MetricKind::Counter,
             "Full scan-and-reap cycles done.",
-            vec![(String::new(), self.cycles.to_string())],
+            vec![sample(Vec::new(), self.cycles)],
         );
         if let Some((took, at)) = self.last_cycle {
             family(
                 "sandkeeper_last_cycle_duration_seconds",
-                "gauge",
+                MetricKind::Gauge,
                 "How long the last full cycle took.",
-                vec![(String::new(), seconds(took))],
+                vec![Sample {
+                    labels: Vec::new(),
+                    value: MetricValue::Seconds(took.as_secs_f64()),
+                }],
             );
             family(
                 "sandkeeper_last_cycle_timestamp_seconds",
-                "gauge",
+                MetricKind::Gauge,
                 "When the last full cycle ended, in seconds since the Unix epoch.",
-                vec![(
-                    String::new(),
-                    seconds(at.duration_since(UNIX_EPOCH).unwrap_or_default()),
-                )],
+                vec![Sample {
+                    labels: Vec::new(),
+                    value: MetricValue::Seconds(
+                        at.duration_since(UNIX_EPOCH)
+                            .unwrap_or_default()
+                            .as_secs_f64(),
+                    ),
+                }],
             );
         }
         family(
             "sandkeeper_uninspectable_processes",
-            "gauge",
+            MetricKind::Gauge,
             "Processes the last scan could not inspect: entries they might use are unknown and never reaped.",
-            vec![(String::new(), self.uninspectable.to_string())],
+            vec![sample(Vec::new(), self.uninspectable)],
         );
         if let Some(ok) = self.config_ok {
             family(
                 "sandkeeper_config_last_reload_successful",
-                "gauge",
+                MetricKind::Gauge,
                 "1 if the last load of the config file worked; 0 if it was bad and the previous config is still in force.",
-                vec![(String::new(), u64::from(ok).to_string())],
+                vec![sample(Vec::new(), u64::from(ok))],
             );
         }
         out
     }
 }
 
-/// `a="x",b="y"`, values escaped as the format wants.
-fn labels(pairs: &[(&str, &str)]) -> String {
-    let mut out = String::new();
-    for (i, (name, value)) in pairs.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(name);
-        out.push_str("=\"");
-        for c in value.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
-        }
-        out.push('"');
-    }
-    out
-}
-
-fn seconds(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64())
-}
-
-/// Writes `text` to `path` atomically, mode 0644, through
-/// [`sandkeeper::output`]: a random temp name beside it (a name the textfile
-/// collector ignores) made with `O_EXCL`, written, flushed and renamed over
-/// the target through the directory's descriptor; a planted symlink is never
-/// followed, and a target that is not a regular file is refused.
-///
-/// # Errors
-///
-/// When the directory is unsafe or missing, the target is not a regular
-/// file, or the temp file cannot be written or renamed (it is removed then).
-pub fn write_atomic(path: &Path, text: &str) -> sandkeeper::Result<()> {
-    sandkeeper::output::write_atomic(path, text.as_bytes(), 0o644)
+/// Owned label pairs.
+fn labels(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn label_values_are_escaped() {
-        let cases = [
-            ("app-*", r#"x="app-*""#),
-            ("a\"b", r#"x="a\"b""#),
-            ("a\\b", r#"x="a\\b""#),
-            ("two\nlines", r#"x="two\nlines""#),
-            ("both\\\"\n", r#"x="both\\\"\n""#),
-        ];
-        for (value, want) in cases {
-            assert_eq!(labels(&[("x", value)]), want, "{value:?}");
-        }
-    }
 
     #[test]
     fn entry_names_cannot_take_the_tools_family_labels() {
@@ -450,7 +471,7 @@ mod tests {
             assert_eq!(label, want, "{pattern:?}");
             let name = pattern.trim_end_matches('*');
             assert!(
-                sandkeeper::pattern::matches(&label, name.as_ref()),
+                crate::pattern::matches(&label, name.as_ref()),
                 "{label} is the same glob as {pattern}"
             );
         }
@@ -463,42 +484,22 @@ mod tests {
             Duration::from_millis(1500),
             UNIX_EPOCH + Duration::from_secs(10),
         );
-        let text = m.render();
-        assert!(text.contains("sandkeeper_cycles_total 1\n"), "{text}");
-        assert!(
-            text.contains("sandkeeper_last_cycle_duration_seconds 1.500\n"),
-            "{text}"
+        let families = m.families();
+        let value = |name: &str| {
+            families
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.samples[0].value)
+        };
+        assert_eq!(value("sandkeeper_cycles_total"), Some(MetricValue::Count(1)));
+        assert_eq!(
+            value("sandkeeper_last_cycle_duration_seconds"),
+            Some(MetricValue::Seconds(1.5))
         );
-        assert!(
-            text.contains("sandkeeper_last_cycle_timestamp_seconds 10.000\n"),
-            "{text}"
+        assert_eq!(
+            value("sandkeeper_last_cycle_timestamp_seconds"),
+            Some(MetricValue::Seconds(10.0))
         );
-        assert!(
-            !text.contains("sandkeeper_entries"),
-            "no roots, no series: {text}"
-        );
-    }
-
-    #[test]
-    fn atomic_writes_replace_and_leave_no_temp_file() {
-        use std::fs;
-        use std::io;
-        use std::os::unix::fs::PermissionsExt;
-
-        let dir = sandkeeper::Sandbox::new().unwrap();
-        let path = dir.path().join("sandkeeper.prom");
-        write_atomic(&path, "a 1\n").unwrap();
-        write_atomic(&path, "a 2\n").unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), "a 2\n");
-        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o644);
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .filter(|n| n != sandkeeper::lease::LEASE_FILE)
-            .collect();
-        assert_eq!(names, ["sandkeeper.prom"]);
-        let err = write_atomic(&dir.path().join("missing/x.prom"), "").unwrap_err();
-        assert_eq!(io::Error::from(err).kind(), io::ErrorKind::NotFound);
+        assert_eq!(value("sandkeeper_entries"), None, "no roots, no series");
     }
 }
