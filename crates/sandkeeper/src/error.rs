@@ -89,7 +89,10 @@ impl Error {
 
     /// An [`ErrorKind::Stopped`] error: a stop was asked for.
     pub(crate) fn stopped() -> Self {
-        Error::new(ErrorKind::Stopped, "stopped on request before the scan was done")
+        Error::new(
+            ErrorKind::Stopped,
+            "stopped on request before the scan was done",
+        )
     }
 
     /// An [`ErrorKind::Io`] error: `message` says what was being done.

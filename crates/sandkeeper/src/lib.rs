@@ -82,6 +82,8 @@ pub mod signals;
 pub mod supervise;
 mod sys;
 pub mod walk;
+#[cfg(feature = "config")]
+pub mod watch;
 
 pub use error::{Error, ErrorKind, Result};
 pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};

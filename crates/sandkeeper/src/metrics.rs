@@ -491,7 +491,10 @@ mod tests {
                 .find(|f| f.name == name)
                 .map(|f| f.samples[0].value)
         };
-        assert_eq!(value("sandkeeper_cycles_total"), Some(MetricValue::Count(1)));
+        assert_eq!(
+            value("sandkeeper_cycles_total"),
+            Some(MetricValue::Count(1))
+        );
         assert_eq!(
             value("sandkeeper_last_cycle_duration_seconds"),
             Some(MetricValue::Seconds(1.5))

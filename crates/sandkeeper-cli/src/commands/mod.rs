@@ -10,11 +10,15 @@ pub mod watch;
 
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
+use sandkeeper::config::{self, Config};
 use sandkeeper::reap::Policy;
 use sandkeeper::root::{Root, UserDirs};
 
 use crate::cli::RuleArgs;
 use crate::error::CliError;
+use crate::humanize::sanitize;
 
 /// Whether the pid namespace is trusted: `--trust-pid-namespace`, the
 /// config's `trust_pid_namespace = true`, or
@@ -94,4 +98,28 @@ pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
         b.owner(uid);
     }
     Ok(b.build()?)
+}
+
+/// The config to use: `--config FILE`, else the default file if one
+/// exists, else the built-in defaults.
+///
+/// # Errors
+///
+/// A bad or unreadable file: exit status 2, with the file and line.
+pub fn load_config(explicit: Option<&Path>) -> Result<Config, CliError> {
+    match config::locate(explicit) {
+        Some(path) => config::load(&path).map_err(config_error),
+        None => Ok(Config::defaults()),
+    }
+}
+
+pub fn config_error(err: config::ConfigError) -> CliError {
+    // The file's name is shown escaped; the message is the library's own.
+    let file = sanitize(err.file.as_os_str().as_bytes());
+    let mut e = CliError::usage(match err.line {
+        Some(line) => format!("{file}:{line}: {}", err.message),
+        None => format!("{file}: {}", err.message),
+    });
+    e.hint = Some("fix the file; docs/config.md lists every key. Nothing was changed.".into());
+    e
 }

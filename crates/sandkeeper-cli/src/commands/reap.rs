@@ -1,17 +1,26 @@
 //! `sandkeeper reap`.
+//!
+//! With a config file (`--config`, or a default one when no root or rule
+//! is given), each configured root is reaped as one cycle of `watch`
+//! would: by the library's engine ([`sandkeeper::watch::reap_root`]).
 
-use sandkeeper::reap::Reaper;
+use std::os::unix::ffi::OsStrExt;
 
-use super::{open_roots, policy, Purpose};
+use sandkeeper::config::{self, Config};
+use sandkeeper::reap::{ReapReport, Reaper};
+use sandkeeper::watch::{self, Mode, ReapOptions, WatchEvent};
+
+use super::{config_error, load_config, open_roots, policy, Purpose};
 use crate::cli::ReapArgs;
 use crate::error::CliError;
 use crate::exit_codes::{self, ExitStatus};
+use crate::humanize::sanitize;
 use crate::printer::Printer;
 use crate::render;
 
 pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let report = match super::watch::config_for_reap(args)? {
-        Some(config) => super::watch::reap_configured(&config, args, printer)?,
+    let report = match config_for_reap(args)? {
+        Some(config) => reap_configured(&config, args, printer)?,
         None => {
             let roots = open_roots(&args.roots, true, Purpose::Remove)?;
             let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
@@ -39,4 +48,139 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     } else {
         exit_codes::SUCCESS
     })
+}
+
+/// `reap` with a config file: each root as one cycle of `watch` would
+/// reap it (under pressure when above its high watermark), merged into
+/// one report.
+///
+/// # Errors
+///
+/// A configured root that does not exist (checked before anything is
+/// removed): exit status 2.
+pub fn reap_configured(
+    config: &Config,
+    args: &ReapArgs,
+    printer: &Printer,
+) -> Result<ReapReport, CliError> {
+    let source = config
+        .source
+        .as_ref()
+        .map_or_else(|| "the defaults".to_owned(), |p| p.display().to_string());
+    // Every configured root is opened before anything is removed; the
+    // reaps then use these descriptors, never the paths again.
+    let opened = watch::open_roots(config).map_err(|(i, e)| {
+        let mut err = CliError::usage(format!(
+            "root {} (from {source}) cannot be used: {e}",
+            sanitize(config.roots[i].path.as_os_str().as_bytes())
+        ));
+        err.hint = Some(
+            e.hint()
+                .unwrap_or("create it, or remove it from the config file")
+                .to_owned(),
+        );
+        err
+    })?;
+    let mut opts = ReapOptions::new();
+    opts.dry_run = args.dry_run;
+    opts.ignore_pids = args.rules.ignore_pids.clone();
+    opts.trust_pid_namespace =
+        super::trust_pid_namespace(args.rules.trust_pid_namespace, config.trust_pid_namespace)?;
+    let mut merged: Option<ReapReport> = None;
+    for (root, open) in config.roots.iter().zip(opened) {
+        let outcome = watch::reap_root(root, open, &opts, Mode::Cycle, &mut |event| {
+            if let WatchEvent::PressureStarted {
+                root,
+                level,
+                pressure,
+            } = event
+            {
+                printer.note(&render::watch::pressure_started(root, &level, &pressure));
+            }
+        });
+        if let Some((_, e)) = outcome.failures.into_iter().next() {
+            let mut err = CliError::from(e);
+            let removed_any = merged
+                .iter()
+                .chain(&outcome.reports)
+                .any(|r| r.roots.iter().any(|root| !root.removed.is_empty()));
+            if removed_any && !args.dry_run {
+                // Something was changed: never claim otherwise.
+                err.status = exit_codes::PARTIAL;
+            }
+            return Err(err);
+        }
+        for report in outcome.reports {
+            match &mut merged {
+                None => merged = Some(report),
+                Some(m) => {
+                    m.roots.extend(report.roots);
+                    m.scan.roots.extend(report.scan.roots);
+                    for u in report.scan.uninspectable {
+                        if !m.scan.uninspectable.iter().any(|x| x.pid == u.pid) {
+                            m.scan.uninspectable.push(u);
+                        }
+                    }
+                    for b in report.scan.blind_spots {
+                        if !m.scan.blind_spots.contains(&b) {
+                            m.scan.blind_spots.push(b);
+                        }
+                    }
+                    for b in report.scan.assumed_blind_spots {
+                        if !m.scan.assumed_blind_spots.contains(&b) {
+                            m.scan.assumed_blind_spots.push(b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    merged.ok_or_else(|| CliError::usage("the config names no root"))
+}
+
+/// The config `reap` uses: `--config FILE`; or, when no root or rule is
+/// given on the command line, a default config file if one exists.
+///
+/// # Errors
+///
+/// `--config` together with roots or rules; a bad config file.
+pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
+    let r = &args.rules;
+    let mut given = Vec::new();
+    if !args.roots.is_empty() {
+        given.push("ROOT");
+    }
+    for (yes, flag) in [
+        (!r.globs.is_empty(), "--match"),
+        (r.older_than.is_some(), "--older-than"),
+        (r.keep_last.is_some(), "--keep-last"),
+        (r.target_free.is_some(), "--target-free"),
+        (r.target_free_inodes.is_some(), "--target-free-inodes"),
+        (r.owner.is_some(), "--owner"),
+        (r.grace != config::DEFAULT_GRACE, "--grace"),
+        (
+            r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP,
+            "--max-keep",
+        ),
+    ] {
+        if yes {
+            given.push(flag);
+        }
+    }
+    match (&args.config, given.is_empty()) {
+        (Some(_), false) => {
+            let mut err = CliError::usage(format!(
+                "--config cannot be combined with {}: the config file gives the roots and rules",
+                given.join(", ")
+            ));
+            err.hint = Some("drop --config to reap by the command line's rules".into());
+            Err(err)
+        }
+        (Some(path), true) => load_config(Some(path)).map(Some),
+        (None, false) => Ok(None),
+        (None, true) => match config::locate(None) {
+            Some(path) => config::load(&path).map(Some).map_err(config_error),
+            None => Ok(None),
+        },
+    }
 }

@@ -93,7 +93,10 @@ mod tests {
             UNIX_EPOCH + Duration::from_secs(10),
         );
         let text = prometheus(&m);
-        assert!(text.contains("# TYPE sandkeeper_cycles_total counter\n"), "{text}");
+        assert!(
+            text.contains("# TYPE sandkeeper_cycles_total counter\n"),
+            "{text}"
+        );
         assert!(text.contains("sandkeeper_cycles_total 1\n"), "{text}");
         assert!(
             text.contains("sandkeeper_last_cycle_duration_seconds 1.500\n"),

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod reap;
 pub mod run;
 pub mod scan;
+pub mod watch;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -110,7 +110,6 @@ pub fn user_name(uid: u32) -> String {
         .unwrap_or_else(|| uid.to_string())
 }
 
-
 /// Bytes in binary units with three significant digits: `0 B`, `512 B`,
 /// `1.50 KiB`, `67.0 MiB`, `14.6 GiB`.
 pub fn human_size(bytes: u64) -> String {

@@ -64,18 +64,18 @@ use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
 pub use events::ReapEvent;
+pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
-use events::Recorder;
 use crate::inuse::InUse;
 use crate::lease::{self, Claim, Probe};
 use crate::remove::{self, Quarantined, RemoveOptions, Restore};
 use crate::root::Root;
 use crate::scan::{self, Entry, EntryState, RootReport, Scanner};
 use crate::walk::{self, FileKind, WalkState};
+use events::Recorder;
 
 /// How many entries are claimed and moved into the quarantine before one
 /// fresh `/proc` pass checks them all: amortizes the pass (about 25 ms on
@@ -519,7 +519,13 @@ impl Reaper {
                 true => match lease::probe_at(q.dir(), &here, q.name_in_quarantine()) {
                     Ok(Probe::Free(claim)) if claim.identity() == q.identity() => Some(claim),
                     _ => {
-                        keep_leftover(out, root, &shown, q, "its lock is held or it cannot be opened");
+                        keep_leftover(
+                            out,
+                            root,
+                            &shown,
+                            q,
+                            "its lock is held or it cannot be opened",
+                        );
                         continue;
                     }
                 },

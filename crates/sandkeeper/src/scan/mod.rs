@@ -120,7 +120,9 @@ impl Scanner {
 
     /// Whether the [`stop_flag`](Self::stop_flag) is raised.
     fn stop_requested(&self) -> bool {
-        self.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+        self.stop
+            .as_ref()
+            .is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
     /// Fails with [`ErrorKind::Stopped`](crate::ErrorKind::Stopped) once a

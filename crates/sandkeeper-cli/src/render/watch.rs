@@ -1,0 +1,279 @@
+//! The words of `watch` (and of `reap --config`): what a config will do,
+//! how full a root is, what kept a reap under pressure from freeing more.
+//! Every name from outside is escaped.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use sandkeeper::config::{self, Config};
+use sandkeeper::reap::KeepReason;
+use sandkeeper::watch::{Level, Outcome, Pressure};
+
+use crate::humanize::{sanitize, size};
+
+/// What `watch` will do, one line per item, for the start of the log and
+/// `--check`.
+pub fn describe(config: &Config) -> Vec<String> {
+    let mut lines = Vec::new();
+    match &config.source {
+        Some(path) => lines.push(format!("config {}", sanitize(path.as_os_str().as_bytes()))),
+        None => {
+            let looked: Vec<String> = config::default_candidates()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            lines.push(format!(
+                "no config file ({}); using the defaults: orphaned sandboxes in the temp directory, no watermarks",
+                looked.join(", ")
+            ));
+        }
+    }
+    lines.push(format!(
+        "full cycle every {}, watermark poll every {}",
+        humantime::format_duration(config.interval),
+        humantime::format_duration(config.poll)
+    ));
+    if config.trust_pid_namespace {
+        lines.push(
+            "trust_pid_namespace: every process that can reach the roots is assumed to be in this pid namespace".into(),
+        );
+    }
+    for root in &config.roots {
+        let mut parts = vec![format!("grace {}", humantime::format_duration(root.grace))];
+        if let Some(age) = root.orphan_age {
+            parts.push(format!(
+                "orphans older than {}",
+                humantime::format_duration(age)
+            ));
+        }
+        if root.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP {
+            parts.push(format!(
+                "kept sandboxes for at most {}",
+                humantime::format_duration(root.max_keep)
+            ));
+        }
+        if let Some(w) = &root.watermarks {
+            parts.push(format!("high watermark {}, low {}", w.high, w.low));
+        }
+        if let Some(w) = &root.inode_watermarks {
+            parts.push(format!("high inode watermark {}, low {}", w.high, w.low));
+        }
+        for rule in &root.rules {
+            let mut r = format!("rule {:?}", rule.glob);
+            if let Some(age) = rule.older_than {
+                r += &format!(" older than {}", humantime::format_duration(age));
+            }
+            if let Some(n) = rule.keep_last {
+                r += &format!(" keeping the last {n}");
+            }
+            if let Some(uid) = rule.owner {
+                r += &format!(" of {}", crate::config::user_name(uid));
+            }
+            parts.push(r);
+        }
+        if root.user_dirs && root.user_dir_families {
+            parts.push(
+                "and its sandkeeper-<uid> directories (their families named in the metrics)".into(),
+            );
+        } else if root.user_dirs {
+            parts.push("and its sandkeeper-<uid> directories".into());
+        }
+        lines.push(format!(
+            "root {}: {}",
+            sanitize(root.path.as_os_str().as_bytes()),
+            parts.join("; ")
+        ));
+    }
+    lines
+}
+
+/// "ROOT: above the high watermark (95.0% used, 1 GiB free); removing
+/// oldest first until 2 GiB free".
+pub fn pressure_started(root: &Path, level: &Level, pressure: &Pressure) -> String {
+    format!(
+        "{}: above the high watermark ({}); removing oldest first until {}",
+        sanitize(root.as_os_str().as_bytes()),
+        used(level, pressure),
+        pressure.describe()
+    )
+}
+
+/// What kept a reap under pressure from freeing more: the entries that
+/// could not be removed (with the first error), then the keep reasons by
+/// the disk usage they hold, the top [`TOP_BLOCKERS`] named. Sanitized.
+pub fn blockers(outcome: &Outcome) -> String {
+    let roots = outcome.reports.iter().flat_map(|r| &r.roots);
+    let skipped = roots.clone().flat_map(|r| &r.skipped);
+    let messages: Vec<String> = outcome
+        .failures
+        .iter()
+        .map(|(_, e)| e.to_string())
+        .collect();
+    let errors: Vec<(&Path, &str)> = roots
+        .flat_map(|r| &r.errors)
+        .map(|e| (e.path.as_path(), e.error.as_str()))
+        .chain(
+            outcome
+                .failures
+                .iter()
+                .zip(&messages)
+                .map(|((path, _), m)| (path.as_path(), m.as_str())),
+        )
+        .collect();
+    blocker_text(skipped.map(|s| (&s.reason, s.disk_bytes)), &errors)
+}
+
+/// Removal failures logged one by one per root and reap; the rest are
+/// counted in one line.
+pub const MAX_ERROR_LINES: usize = 8;
+
+/// How many keep reasons [`blockers`] names; the rest are summed.
+const TOP_BLOCKERS: usize = 3;
+
+/// See [`blockers`]: `kept` is each kept entry's reason and disk usage,
+/// `errors` each entry (or root) that could not be removed and why.
+pub fn blocker_text<'a>(
+    kept: impl Iterator<Item = (&'a KeepReason, u64)>,
+    errors: &[(&Path, &str)],
+) -> String {
+    // (label, entries, bytes), by the reason's stable name.
+    let mut by: Vec<(&'static str, usize, u64)> = Vec::new();
+    for (reason, bytes) in kept {
+        let label = match reason {
+            KeepReason::Live => "live (lease held)",
+            KeepReason::InUse => "in use",
+            KeepReason::Unknown => "unknown (could not be inspected)",
+            KeepReason::InGrace { .. } => "in grace",
+            KeepReason::KeptUntil(_) => "kept on purpose",
+            KeepReason::NotSelected => "matched by no rule",
+            KeepReason::TooNew { .. } => "too new",
+            KeepReason::AmongNewest => "among the newest kept",
+            KeepReason::OtherOwner(_) => "of another owner",
+            KeepReason::Changed(_) => "changed during the reap",
+            KeepReason::ClockStepped(_) => "ages untrusted (clock stepped)",
+            // Not blockers: the target was met, or a stop was asked for.
+            KeepReason::TargetMet | KeepReason::Stopped => continue,
+            _ => "kept for another reason",
+        };
+        match by.iter_mut().find(|(l, ..)| *l == label) {
+            Some(slot) => {
+                slot.1 += 1;
+                slot.2 = slot.2.saturating_add(bytes);
+            }
+            None => by.push((label, 1, bytes)),
+        }
+    }
+    by.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(b.0)));
+    let mut parts = Vec::new();
+    if let Some((path, why)) = errors.first() {
+        parts.push(format!(
+            "{} could not be removed (first: {}: {})",
+            errors.len(),
+            sanitize(path.as_os_str().as_bytes()),
+            sanitize(why.as_bytes())
+        ));
+    }
+    for (label, n, bytes) in by.iter().take(TOP_BLOCKERS) {
+        parts.push(format!("{n} {label} ({})", size(*bytes)));
+    }
+    if by.len() > TOP_BLOCKERS {
+        let (n, bytes) = by[TOP_BLOCKERS..]
+            .iter()
+            .fold((0, 0u64), |(n, b), x| (n + x.1, b.saturating_add(x.2)));
+        parts.push(format!("{n} more kept for other reasons ({})", size(bytes)));
+    }
+    if parts.is_empty() {
+        return "no entry is left to take".to_owned();
+    }
+    parts.join(", ")
+}
+
+fn percent(level: &Level) -> String {
+    format!("{:.1}%", level.used_percent())
+}
+
+/// How full a filesystem is, in the terms of the pressure on it: "95.0%
+/// used, 1 GiB free" for bytes, "100.0% of inodes used, 0 inodes free" for
+/// inodes, or both.
+pub fn used(level: &Level, pressure: &Pressure) -> String {
+    let bytes = format!("{} used, {} free", percent(level), size(level.free));
+    let inodes = format!(
+        "{:.1}% of inodes used, {} inodes free",
+        level.used_inodes_percent(),
+        level.free_inodes
+    );
+    match (pressure.bytes.is_some(), pressure.inodes.is_some()) {
+        (_, false) => bytes,
+        (false, true) => inodes,
+        (true, true) => format!("{bytes}; {inodes}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Issue 11, item 9(a): a reap under pressure that cannot free more
+    /// names what held it back, biggest first, errors before all.
+    #[test]
+    fn blockers_are_named() {
+        let grace = KeepReason::InGrace {
+            age: Duration::from_secs(1),
+        };
+        // (name, kept entries, errors, the text)
+        type Case = (
+            &'static str,
+            Vec<(KeepReason, u64)>,
+            Vec<(&'static str, &'static str)>,
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
+            ("nothing", vec![], vec![], "no entry is left to take"),
+            (
+                "in use beats grace by bytes",
+                vec![
+                    (grace.clone(), 1 << 10),
+                    (grace.clone(), 1 << 10),
+                    (KeepReason::InUse, 3 << 20),
+                ],
+                vec![],
+                "1 in use (3.00 MiB), 2 in grace (2.00 KiB)",
+            ),
+            (
+                "errors first; target met is no blocker",
+                vec![(KeepReason::TargetMet, 1 << 30), (KeepReason::Unknown, 0)],
+                vec![
+                    ("/r/a", "no usable quarantine"),
+                    ("/r/b", "no usable quarantine"),
+                ],
+                "2 could not be removed (first: /r/a: no usable quarantine), 1 unknown (could not be inspected) (0 B)",
+            ),
+            (
+                "the rest summed",
+                vec![
+                    (KeepReason::Live, 4),
+                    (KeepReason::InUse, 3),
+                    (KeepReason::NotSelected, 2),
+                    (KeepReason::KeptUntil(1), 1),
+                    (KeepReason::ClockStepped(Duration::ZERO), 1),
+                ],
+                vec![],
+                "1 live (lease held) (4 B), 1 in use (3 B), 1 matched by no rule (2 B), 2 more kept for other reasons (2 B)",
+            ),
+            (
+                "hostile text is escaped",
+                vec![],
+                vec![("/r/\x1b[2J", "bad\nline")],
+                "1 could not be removed (first: /r/\\x1b[2J: bad\\nline)",
+            ),
+        ];
+        for (name, kept, errors, want) in cases {
+            let errors: Vec<(&Path, &str)> =
+                errors.iter().map(|(p, e)| (Path::new(*p), *e)).collect();
+            let got = blocker_text(kept.iter().map(|(r, b)| (r, *b)), &errors);
+            assert_eq!(got, want, "{name}");
+        }
+    }
+}

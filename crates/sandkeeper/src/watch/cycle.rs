@@ -1,0 +1,218 @@
+//! One reap of one configured root, as a cycle of [`Watcher`](super::Watcher)
+//! and `sandkeeper reap --config` do it: measure the filesystem; above the
+//! high watermark (of bytes or of inodes), reap under pressure down to the
+//! low one; else reap by the rules.
+//!
+//! A root's rules become one [`Policy`]: orphaned sandboxes are judged by
+//! the root's `grace` and `orphan_age`, and each rule's glob by that rule's
+//! own `older_than`, `keep_last` and `owner`
+//! ([`PolicyBuilder::rule`](crate::reap::PolicyBuilder::rule)). So one scan
+//! decides for every rule, and under pressure the whole root is taken
+//! oldest first, whatever rule admitted an entry.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::level::{measure, Level, Pressure};
+use super::WatchEvent;
+use crate::config::RootConfig;
+use crate::error::{Error, Result};
+use crate::reap::{Filters, FreeInodes, FreeTarget, Policy, ReapReport, Reaper};
+use crate::root::{Root, UserDirs};
+
+/// How roots are reaped.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ReapOptions {
+    /// Decide and report; remove nothing.
+    pub dry_run: bool,
+    /// Processes vouched for (`--ignore-pid`).
+    pub ignore_pids: Vec<u32>,
+    /// The pid namespace is trusted (`--trust-pid-namespace`, the
+    /// environment or the config).
+    pub trust_pid_namespace: bool,
+    /// Raised to stop before the next removal (and during a scan).
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl ReapOptions {
+    /// The defaults: a real reap, nobody vouched for, no trust, no stop.
+    pub fn new() -> ReapOptions {
+        ReapOptions::default()
+    }
+}
+
+/// When a reap runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A full cycle: by the rules, under pressure if above the high
+    /// watermark.
+    Cycle,
+    /// Only if above the high watermark (a poll found it so); otherwise
+    /// nothing.
+    PressureOnly,
+}
+
+/// What one reap of a configured root did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Outcome {
+    /// The filesystem before the reap.
+    pub before: Option<Level>,
+    /// What the reap aimed for, when it ran under pressure.
+    pub pressure: Option<Pressure>,
+    /// The root's reap, then one per per-user sandbox directory.
+    pub reports: Vec<ReapReport>,
+    /// The opened root of each report, in the same order: what a rescan
+    /// uses, so no path is resolved again.
+    pub roots: Vec<Root>,
+    /// (Sub)roots that could not be reaped at all.
+    pub failures: Vec<(PathBuf, Error)>,
+}
+
+impl Outcome {
+    /// Entries removed over all reports.
+    pub fn removed(&self) -> usize {
+        self.reports
+            .iter()
+            .flat_map(|r| &r.roots)
+            .map(|r| r.removed.len())
+            .sum()
+    }
+
+    /// Bytes freed over all reports.
+    pub fn freed_bytes(&self) -> u64 {
+        self.reports.iter().map(ReapReport::freed_bytes).sum()
+    }
+
+    /// Entries that could not be removed, and roots that could not be
+    /// reaped.
+    pub fn error_count(&self) -> usize {
+        self.failures.len()
+            + self
+                .reports
+                .iter()
+                .flat_map(|r| &r.roots)
+                .map(|r| r.errors.len())
+                .sum::<usize>()
+    }
+}
+
+/// The policy of `root`, under pressure when `pressure` is given.
+///
+/// # Errors
+///
+/// When a rule is rejected (the config checks globs first, so only in
+/// theory).
+pub fn policy(root: &RootConfig, pressure: Option<Pressure>, opts: &ReapOptions) -> Result<Policy> {
+    let mut b = Policy::builder();
+    b.grace(root.grace)
+        .max_keep(root.max_keep)
+        .dry_run(opts.dry_run);
+    if let Some(age) = root.orphan_age {
+        b.older_than(age);
+    }
+    for rule in &root.rules {
+        let mut filters = Filters::new();
+        if let Some(age) = rule.older_than {
+            filters.older_than(age);
+        }
+        if let Some(n) = rule.keep_last {
+            filters.keep_last(n);
+        }
+        if let Some(uid) = rule.owner {
+            filters.owner(uid);
+        }
+        b.rule(rule.glob.clone(), &filters);
+    }
+    if let Some(p) = pressure {
+        b.under_pressure(true);
+        if let Some(bytes) = p.bytes {
+            b.target_free(FreeTarget::Bytes(bytes));
+        }
+        if let Some(inodes) = p.inodes {
+            b.target_free_inodes(FreeInodes::Count(inodes));
+        }
+    }
+    if let Some(stop) = &opts.stop {
+        b.stop_flag(Arc::clone(stop));
+    }
+    b.build()
+}
+
+/// Reaps the configured `root`, already opened (and, with `user_dirs`,
+/// its `sandkeeper-<uid>` directories, after it): the measurement, the
+/// per-user roots, the scan and every removal go through its descriptor.
+/// Gives [`WatchEvent::PressureStarted`] before a reap under pressure and
+/// each [`WatchEvent::Reap`] as it happens.
+pub fn reap_root(
+    root: &RootConfig,
+    opened: Root,
+    opts: &ReapOptions,
+    mode: Mode,
+    on_event: &mut dyn FnMut(WatchEvent<'_>),
+) -> Outcome {
+    let mut out = Outcome::default();
+    let before = match measure(&opened) {
+        Ok(level) => level,
+        Err(e) => {
+            let err = Error::io("cannot measure the filesystem of root", e).at(&root.path);
+            out.failures.push((root.path.clone(), err));
+            return out;
+        }
+    };
+    out.before = Some(before);
+    let pressure = Pressure::of(root, &before);
+    if mode == Mode::PressureOnly && pressure.is_none() {
+        return out;
+    }
+    out.pressure = pressure;
+    if let Some(p) = pressure {
+        on_event(WatchEvent::PressureStarted {
+            root: &root.path,
+            level: before,
+            pressure: p,
+        });
+    }
+    let policy = match policy(root, pressure, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push((root.path.clone(), e));
+            return out;
+        }
+    };
+    let mut reaper = Reaper::new(policy);
+    for &pid in &opts.ignore_pids {
+        reaper.scanner().ignore_pid(pid);
+    }
+    reaper
+        .scanner()
+        .trust_pid_namespace(opts.trust_pid_namespace);
+    let mut roots = Vec::new();
+    if root.user_dirs {
+        roots = opened.user_dirs(UserDirs::All);
+    }
+    roots.insert(0, opened);
+    for r in &roots {
+        if reaper.policy().stop_requested() {
+            break;
+        }
+        let reaped = reaper.reap_roots_with(std::slice::from_ref(r), &mut |event| {
+            on_event(WatchEvent::Reap {
+                root: &root.path,
+                under_pressure: pressure.is_some(),
+                event,
+            })
+        });
+        match reaped {
+            Ok(report) => {
+                out.roots.push(r.clone());
+                out.reports.push(report);
+            }
+            Err(e) if e.kind() == crate::ErrorKind::Stopped => break,
+            Err(e) => out.failures.push((r.path().to_owned(), e)),
+        }
+    }
+    out
+}
