@@ -14,7 +14,7 @@
 //!    among other words and could be mistaken for them (spaces, quotes,
 //!    anything escaped). [`Untrusted::max_chars`] bounds what a table shows.
 //! 2. The printer and the watch log pass everything they write through
-//!    [`line`] or [`block`] once more: a render that forgot layer 1 still
+//!    [`line()`] or [`block`] once more: a render that forgot layer 1 still
 //!    cannot put a control character on a terminal. Text that is already
 //!    safe passes unchanged (and unallocated).
 //!
@@ -282,7 +282,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 }
 
 /// Lines of text we built (a table, a report) made safe for a terminal:
-/// as [`line`], but newlines stay.
+/// as [`line()`], but newlines stay.
 pub fn block(text: &str) -> Cow<'_, str> {
     sink(text, Mode::Block)
 }

@@ -29,8 +29,9 @@ pub struct ReapOptions {
     pub dry_run: bool,
     /// Processes vouched for (`--ignore-pid`).
     pub ignore_pids: Vec<u32>,
-    /// The pid namespace is trusted (`--trust-pid-namespace`, the
-    /// environment or the config).
+    /// The pid namespace is trusted (`--trust-pid-namespace`, or the
+    /// config); when `false`, `SANDKEEPER_TRUST_PID_NAMESPACE=1` still
+    /// trusts it, as for any [`Scanner`](crate::scan::Scanner).
     pub trust_pid_namespace: bool,
     /// Raised to stop before the next removal (and during a scan).
     pub stop: Option<Arc<AtomicBool>>,
@@ -186,9 +187,11 @@ pub fn reap_root(
     for &pid in &opts.ignore_pids {
         reaper.scanner().ignore_pid(pid);
     }
-    reaper
-        .scanner()
-        .trust_pid_namespace(opts.trust_pid_namespace);
+    if opts.trust_pid_namespace {
+        // Only ever a yes: a no leaves `SANDKEEPER_TRUST_PID_NAMESPACE`
+        // to decide, as for any scanner.
+        reaper.scanner().trust_pid_namespace(true);
+    }
     let mut roots = Vec::new();
     if root.user_dirs {
         roots = opened.user_dirs(UserDirs::All);

@@ -492,7 +492,9 @@ impl Watcher {
         for &pid in &self.opts.reap.ignore_pids {
             scanner.ignore_pid(pid);
         }
-        scanner.trust_pid_namespace(self.opts.reap.trust_pid_namespace);
+        if self.opts.reap.trust_pid_namespace {
+            scanner.trust_pid_namespace(true);
+        }
         for opened in rescan {
             match scanner.scan_roots(std::slice::from_ref(&opened)) {
                 Ok(fresh) => {
