@@ -354,3 +354,68 @@ fn inner_a_reload_takes_a_new_config_and_a_bad_one_keeps_the_old() {
         "the last reload failed"
     );
 }
+
+/// The example `mini_watch`, built by `cargo test` beside this binary.
+fn mini_watch() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    dir.join("examples").join("mini_watch")
+}
+
+#[test]
+fn a_second_front_end_drives_the_engine_without_the_cli() {
+    run_in_pid_namespace(
+        "a_second_front_end_drives_the_engine_without_the_cli",
+        "inner_a_second_front_end_drives_the_engine_without_the_cli",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_a_second_front_end_drives_the_engine_without_the_cli() {
+    if !in_namespace() {
+        return;
+    }
+    let dir = Sandbox::new().unwrap();
+    let etc = Sandbox::new().unwrap();
+    make(dir.path(), &["app-1", "app-2", "keep-1"]);
+    let file = etc.path().join("config.toml");
+    fs::write(
+        &file,
+        format!(
+            "[[root]]\npath = \"{}\"\ngrace = \"0s\"\n[[root.rule]]\nmatch = \"app-*\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(mini_watch())
+        .arg(&file)
+        .arg("--once")
+        .output()
+        .expect("run the example mini_watch: `cargo test` builds it, `cargo test --test watch` alone does not (run `cargo build --example mini_watch` first)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut removed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("removed "))
+        .collect();
+    removed.sort();
+    let want = |n: &str| format!("{} (matches \"app-*\")", dir.path().join(n).display());
+    assert_eq!(removed, [want("app-1"), want("app-2")], "{stdout}");
+    assert!(stdout.contains("cycle done"), "{stdout}");
+    assert!(exists(dir.path(), "keep-1"));
+
+    // A bad file: exit 2, with the file and line.
+    fs::write(&file, "[[root]]\npath = \"relative\"\n").unwrap();
+    let out = std::process::Command::new(mini_watch())
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("config.toml:2:"), "{stderr}");
+}
