@@ -65,6 +65,23 @@ pub enum Command {
     /// SIGTERM stops after the current removal.
     #[command(after_help = exit_codes::HELP)]
     Watch(WatchArgs),
+
+    /// Print the completion script for a shell (bash, zsh, fish, ...) on stdout.
+    ///
+    /// For example: `sandkeeper completions bash >
+    /// ~/.local/share/bash-completion/completions/sandkeeper`, `sandkeeper
+    /// completions zsh > ~/.zfunc/_sandkeeper` (with ~/.zfunc in $fpath),
+    /// `sandkeeper completions fish > ~/.config/fish/completions/sandkeeper.fish`.
+    #[command(after_help = exit_codes::HELP)]
+    Completions(CompletionsArgs),
+
+    /// Write the man pages (sandkeeper.1, sandkeeper-scan.1, ...) into a directory.
+    ///
+    /// One page for sandkeeper and one per subcommand, generated from this
+    /// help. For example: `sandkeeper man --out-dir ~/.local/share/man/man1`,
+    /// then `man sandkeeper-reap`.
+    #[command(after_help = exit_codes::HELP)]
+    Man(ManArgs),
 }
 
 /// Options that pick what a reap may remove (shared by reap and explain).
@@ -319,4 +336,22 @@ pub struct WatchArgs {
     /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
     #[arg(long)]
     pub trust_pid_namespace: bool,
+}
+
+/// `sandkeeper completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell whose completion script to print.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `sandkeeper man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The directory to write the pages into. It must exist, and is refused
+    /// when other users may write it (unless it is sticky and owned by root
+    /// or you); existing pages of the same names are replaced atomically.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
 }

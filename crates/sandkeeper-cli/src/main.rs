@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Some(Command::Explain(args)) => commands::explain::run(&args, &printer),
         Some(Command::Run(args)) => commands::run::run(&args, &printer),
         Some(Command::Watch(args)) => commands::watch::run(&args, &printer),
+        Some(Command::Completions(args)) => commands::completions::completions(&args),
+        Some(Command::Man(args)) => commands::completions::man(&args, &printer),
     };
     let status: ExitStatus = result.unwrap_or_else(|err| {
         printer.error(&err);

@@ -1,6 +1,7 @@
 //! One module per subcommand: turn arguments into library calls, hand the
 //! result to a renderer.
 
+pub mod completions;
 pub mod explain;
 pub mod ls;
 pub mod reap;

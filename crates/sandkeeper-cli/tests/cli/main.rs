@@ -1,6 +1,7 @@
 //! The `sandkeeper` binary, end to end: exit statuses, output formats, and
 //! agreement with `du`.
 
+mod completions;
 mod config;
 mod reap;
 mod run;
