@@ -19,15 +19,24 @@ use crate::scan::RootReport;
 ///
 /// let dir = sandkeeper::Sandbox::new()?;
 /// std::fs::create_dir(dir.path().join("app-1"))?;
-/// let policy = Policy::builder().matching("app-*").grace(std::time::Duration::ZERO).build()?;
+/// // A dry run tells what would go, and removes nothing.
+/// let policy = Policy::builder()
+///     .matching("app-*")
+///     .grace(std::time::Duration::ZERO)
+///     .dry_run(true)
+///     .build()?;
 /// let root = Root::open_exact(dir.path())?;
-/// let mut removed = Vec::new();
-/// Reaper::new(policy).reap_roots_with(&[root], &mut |event| {
-///     if let ReapEvent::Removed(r) = event {
-///         removed.push(r.path.clone());
-///     }
+/// let mut told = Vec::new();
+/// Reaper::new(policy).reap_roots_with(&[root], &mut |event| match event {
+///     ReapEvent::Removed(r) => told.push(format!("would remove {}", r.path.display())),
+///     ReapEvent::Kept(k) => told.push(format!("keep {}: {}", k.path.display(), k.reason)),
+///     _ => {}
 /// })?;
-/// assert_eq!(removed, [dir.path().join("app-1")]);
+/// // Removed, or kept with why (here, when some process cannot be
+/// // inspected, it is `unknown` and kept).
+/// let app = dir.path().join("app-1").display().to_string();
+/// assert!(told.iter().any(|t| t.contains(&app)), "{told:?}");
+/// assert!(dir.path().join("app-1").exists());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
