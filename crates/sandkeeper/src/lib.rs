@@ -68,6 +68,7 @@
 pub mod config;
 mod error;
 pub mod inuse;
+pub mod json;
 pub mod lease;
 #[cfg(feature = "config")]
 pub mod metrics;

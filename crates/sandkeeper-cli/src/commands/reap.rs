@@ -33,7 +33,7 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         }
     };
     let text = if args.json {
-        render::reap::json(&report)
+        sandkeeper::json::reap(&report)
     } else {
         render::reap::summary(&report, printer.verbose())
     };

@@ -38,7 +38,7 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     }
     let report = report?;
     let text = if args.json {
-        render::scan::json(&report, args.entries)
+        sandkeeper::json::scan(&report, args.entries)
     } else {
         render::scan::table(&report, args.entries, printer.verbose())
     };

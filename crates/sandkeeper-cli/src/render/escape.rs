@@ -24,59 +24,19 @@
 //! or above, so never confusable with an ASCII control); `\"` inside
 //! quotes.
 //!
-//! JSON is escaped by its own rules ([`json_pretty`]): `serde_json` escapes
-//! C0 controls; the rest of [`is_dangerous`] becomes `\uXXXX`, so a JSON
-//! document printed on a terminal is as safe as the table, and decodes to
-//! exactly the same values.
+//! JSON is escaped by its own rules ([`json_pretty`], the library's
+//! [`sandkeeper::json::pretty`]): `serde_json` escapes C0 controls; the
+//! rest of [`is_dangerous`] becomes `\uXXXX`, so a JSON document printed
+//! on a terminal is as safe as the table, and decodes to exactly the same
+//! values.
 
 use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::fmt::{self, Write as _};
-use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use serde::Serialize;
-use serde_json::ser::{Formatter, PrettyFormatter};
-
-/// Whether `c` must never reach a terminal as itself: C0 controls, DEL and
-/// C1 controls (`char::is_control`), and the invisible characters that
-/// change how text around them is shown or read: bidi embeddings,
-/// overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E,
-/// U+200F, U+061C), line and paragraph separators (U+2028, U+2029), and
-/// the other format controls and fillers (zero-width space and joiners,
-/// word joiner, invisible operators, BOM, soft hyphen, interlinear
-/// annotation, tag characters, Hangul fillers).
-pub fn is_dangerous(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c as u32,
-            0x00AD
-                | 0x034F
-                | 0x061C
-                | 0x0600..=0x0605
-                | 0x06DD
-                | 0x070F
-                | 0x0890..=0x0891
-                | 0x08E2
-                | 0x115F..=0x1160
-                | 0x17B4..=0x17B5
-                | 0x180B..=0x180F
-                | 0x200B..=0x200F
-                | 0x2028..=0x202E
-                | 0x2060..=0x206F
-                | 0x3164
-                | 0xFEFF
-                | 0xFFA0
-                | 0xFFF9..=0xFFFB
-                | 0x110BD
-                | 0x110CD
-                | 0x13430..=0x1343F
-                | 0x1BCA0..=0x1BCA3
-                | 0x1D173..=0x1D17A
-                | 0xE0000..=0xE0FFF
-        )
-}
+pub use sandkeeper::json::{is_dangerous, pretty as json_pretty};
 
 /// How much of the text is trusted to be ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,87 +254,6 @@ fn sink(text: &str, mode: Mode) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 16);
     escape_into(&mut out, text.as_bytes(), mode, false, None);
     Cow::Owned(out)
-}
-
-/// `value` as pretty JSON (what `serde_json::to_string_pretty` gives),
-/// but with every character [`is_dangerous`] written as a `\uXXXX` escape
-/// (a surrogate pair above the BMP): the same document, decoded, and
-/// nothing in it a terminal would act on.
-pub fn json_pretty<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut buf = Vec::with_capacity(4096);
-    let mut ser = serde_json::Serializer::with_formatter(&mut buf, SafeFormatter::default());
-    if value.serialize(&mut ser).is_err() {
-        return String::new();
-    }
-    // serde_json writes UTF-8 only.
-    String::from_utf8(buf).unwrap_or_default()
-}
-
-/// `PrettyFormatter` that escapes what a terminal would act on.
-#[derive(Default)]
-struct SafeFormatter<'a>(PrettyFormatter<'a>);
-
-impl Formatter for SafeFormatter<'_> {
-    fn write_string_fragment<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        let mut rest = fragment;
-        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_dangerous(c)) {
-            writer.write_all(&rest.as_bytes()[..at])?;
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                write!(writer, "\\u{unit:04x}")?;
-            }
-            rest = &rest[at + c.len_utf8()..];
-        }
-        writer.write_all(rest.as_bytes())
-    }
-
-    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_array(w)
-    }
-
-    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array(w)
-    }
-
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_array_value(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_array_value(w)
-    }
-
-    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object(w)
-    }
-
-    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object(w)
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_object_key(w, first)
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.begin_object_value(w)
-    }
-
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.0.end_object_value(w)
-    }
 }
 
 #[cfg(test)]

@@ -1,72 +1,13 @@
-//! `reap` output: a human summary and the `sandkeeper.reap/v1` JSON.
+//! `reap` output: a human summary (the `sandkeeper.reap/v1` JSON is the
+//! library's, [`sandkeeper::json::reap`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sandkeeper::reap::ReapReport;
-use serde_json::{json, Map, Value};
 
 use super::escape::{self, Untrusted};
-use super::path_field;
 use crate::humanize::size;
-
-/// The JSON schema name.
-pub const SCHEMA: &str = "sandkeeper.reap/v1";
-
-/// The `--json` document.
-pub fn json(report: &ReapReport) -> String {
-    let mut removed = Vec::new();
-    let mut skipped = Vec::new();
-    let mut errors = Vec::new();
-    let mut roots = Vec::new();
-    for root in &report.roots {
-        for r in &root.removed {
-            let mut o = Map::new();
-            path_field(&mut o, "path", r.path.as_os_str());
-            o.insert("pattern".into(), r.pattern.clone().into());
-            o.insert("state".into(), r.state.as_str().into());
-            o.insert("reason".into(), r.reason.to_string().into());
-            o.insert("disk_bytes".into(), r.disk_bytes.into());
-            removed.push(Value::Object(o));
-        }
-        for s in &root.skipped {
-            let mut o = Map::new();
-            path_field(&mut o, "path", s.path.as_os_str());
-            o.insert("state".into(), s.state.as_str().into());
-            o.insert("reason".into(), s.reason.to_string().into());
-            o.insert("reason_code".into(), s.reason.as_str().into());
-            o.insert("disk_bytes".into(), s.disk_bytes.into());
-            skipped.push(Value::Object(o));
-        }
-        for e in &root.errors {
-            let mut o = Map::new();
-            path_field(&mut o, "path", e.path.as_os_str());
-            o.insert("error".into(), e.error.clone().into());
-            errors.push(Value::Object(o));
-        }
-        let mut o = Map::new();
-        path_field(&mut o, "path", root.path.as_os_str());
-        o.insert("freed_bytes".into(), root.freed_bytes.into());
-        o.insert(
-            "quarantine_finished".into(),
-            root.quarantine_finished.into(),
-        );
-        roots.push(Value::Object(o));
-    }
-    let doc = json!({
-        "schema": SCHEMA,
-        "dry_run": report.dry_run,
-        "removed": removed,
-        "skipped": skipped,
-        "errors": errors,
-        "freed_bytes": report.freed_bytes(),
-        "roots": roots,
-        "assumed_blind_spots": super::scan::assumed_blind_spots(&report.scan),
-    });
-    let mut text = escape::json_pretty(&doc);
-    text.push('\n');
-    text
-}
 
 /// The human summary: per root, what went per family, what stayed and why
 /// (in counts), what failed. `--verbose` lists every entry.

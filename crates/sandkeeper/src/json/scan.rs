@@ -1,0 +1,189 @@
+//! `sandkeeper.scan/v1`: what a scan found, per root, family and entry.
+
+use std::os::unix::ffi::OsStrExt;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{json, Map, Value};
+
+use super::{bytes_field, holder_value, kernel_value, lease_value, path_field};
+use crate::scan::{Entry, EntryState, Group, Report, RootReport, StateCounts, Totals};
+
+/// The JSON schema name; bump on incompatible changes only.
+pub const SCAN_SCHEMA: &str = "sandkeeper.scan/v1";
+
+/// The document of `report`, pretty and safe to print ([`super::pretty`]);
+/// `entries` adds every entry of every root. Entries are serialized as
+/// they are written, not gathered into a JSON tree first: memory stays at
+/// the size of the text.
+///
+/// ```
+/// let dir = sandkeeper::Sandbox::new()?;
+/// let report = sandkeeper::scan::Scanner::new().scan(&[dir.path()])?;
+/// let doc: serde_json::Value = serde_json::from_str(&sandkeeper::json::scan(&report, true))?;
+/// assert_eq!(doc["schema"], sandkeeper::json::SCAN_SCHEMA);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn scan(report: &Report, entries: bool) -> String {
+    let process = |u: &crate::inuse::Uninspectable| json!({"pid": u.pid, "comm": u.comm, "reason": u.to_string()});
+    let doc = Document {
+        report,
+        entries,
+        uninspectable: report.uninspectable.iter().map(process).collect(),
+        assumed: report.assumed.iter().map(process).collect(),
+    };
+    let mut text = super::pretty(&doc);
+    text.push('\n');
+    text
+}
+
+struct Document<'a> {
+    report: &'a Report,
+    entries: bool,
+    uninspectable: Vec<Value>,
+    assumed: Vec<Value>,
+}
+
+impl Serialize for Document<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("schema", SCAN_SCHEMA)?;
+        m.serialize_entry("started_ms", &self.report.started_ms)?;
+        let roots: Vec<RootJson<'_>> = self
+            .report
+            .roots
+            .iter()
+            .map(|root| RootJson {
+                root,
+                entries: self.entries,
+            })
+            .collect();
+        m.serialize_entry("roots", &roots)?;
+        m.serialize_entry("uninspectable", &self.uninspectable)?;
+        m.serialize_entry("assumed", &self.assumed)?;
+        let blind: Vec<String> = self
+            .report
+            .blind_spots
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        m.serialize_entry("blind_spots", &blind)?;
+        m.serialize_entry("assumed_blind_spots", &assumed_blind_spots(self.report))?;
+        m.end()
+    }
+}
+
+struct RootJson<'a> {
+    root: &'a RootReport,
+    entries: bool,
+}
+
+impl Serialize for RootJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let root = self.root;
+        let mut m = s.serialize_map(None)?;
+        let mut path = Map::new();
+        path_field(&mut path, "path", root.path.as_os_str());
+        for (k, v) in &path {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry(
+            "filesystem",
+            &json!({
+                "type": root.filesystem.fstype,
+                "total_bytes": root.filesystem.total_bytes,
+                "free_bytes": root.filesystem.free_bytes,
+            }),
+        )?;
+        m.serialize_entry("totals", &totals_json(&root.totals))?;
+        let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
+        m.serialize_entry("groups", &groups)?;
+        if self.entries {
+            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(EntryJson).collect();
+            m.serialize_entry("entries", &entries)?;
+        }
+        m.serialize_entry("warnings", &root.warnings)?;
+        m.end()
+    }
+}
+
+fn totals_json(t: &Totals) -> Value {
+    json!({
+        "entries": t.entries,
+        "disk_bytes": t.disk_bytes,
+        "apparent_bytes": t.apparent_bytes,
+        "files": t.files,
+        "dirs": t.dirs,
+    })
+}
+
+fn states_json(s: &StateCounts) -> Value {
+    let mut obj = Map::new();
+    for state in EntryState::ALL {
+        obj.insert(state.as_str().into(), s.get(state).into());
+    }
+    Value::Object(obj)
+}
+
+fn group_json(g: &Group) -> Value {
+    json!({
+        "pattern": g.pattern,
+        "count": g.totals.entries,
+        "disk_bytes": g.totals.disk_bytes,
+        "apparent_bytes": g.totals.apparent_bytes,
+        "files": g.totals.files,
+        "dirs": g.totals.dirs,
+        "oldest_ms": g.oldest_ms,
+        "newest_ms": g.newest_ms,
+        "states": states_json(&g.states),
+        "reclaimable_bytes": g.reclaimable_bytes,
+    })
+}
+
+struct EntryJson<'a>(&'a Entry);
+
+impl Serialize for EntryJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let e = self.0;
+        let mut m = s.serialize_map(None)?;
+        let mut name = Map::new();
+        bytes_field(&mut name, "name", e.name.as_bytes());
+        for (k, v) in &name {
+            m.serialize_entry(k, v)?;
+        }
+        m.serialize_entry("pattern", &e.pattern)?;
+        m.serialize_entry("state", e.state.as_str())?;
+        m.serialize_entry("reason", &e.reason.to_string())?;
+        m.serialize_entry("disk_bytes", &e.disk_bytes)?;
+        m.serialize_entry("apparent_bytes", &e.apparent_bytes)?;
+        m.serialize_entry("files", &e.files)?;
+        m.serialize_entry("dirs", &e.dirs)?;
+        m.serialize_entry("newest_mtime_ms", &e.newest_mtime_ms)?;
+        m.serialize_entry("uid", &e.uid)?;
+        let mut holders: Vec<Value> = e.holders.iter().map(holder_value).collect();
+        holders.extend(e.kernel.iter().map(kernel_value));
+        holders.extend(e.sockets.iter().map(|sock| {
+            let mut o = Map::new();
+            o.insert("kernel".into(), "unix socket".into());
+            path_field(&mut o, "path", sock.as_os_str());
+            Value::Object(o)
+        }));
+        m.serialize_entry("holders", &holders)?;
+        let lease = match (&e.lease, e.lease_invalid) {
+            (Some(record), _) => lease_value(record),
+            (None, true) => json!({"invalid": true}),
+            (None, false) => Value::Null,
+        };
+        m.serialize_entry("lease", &lease)?;
+        m.end()
+    }
+}
+
+/// The blind spots assumed away by trusting the pid namespace, as the JSON
+/// documents give them (`assumed_blind_spots`).
+pub(crate) fn assumed_blind_spots(report: &Report) -> Vec<String> {
+    report
+        .assumed_blind_spots
+        .iter()
+        .map(|b| format!("{b:#}"))
+        .collect()
+}
