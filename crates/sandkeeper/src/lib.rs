@@ -65,6 +65,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod error;
+mod fs_at;
 pub mod inuse;
 pub mod lease;
 pub mod output;

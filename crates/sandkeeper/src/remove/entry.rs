@@ -12,13 +12,14 @@ use std::sync::Arc;
 use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
-use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::{self, Plan};
 use super::node::Node;
 use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
+use super::{ATIME, NO_STATX};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fs_at::{self, Fence, FileId, Meta, Opened};
 
 /// How often the entry may flip between directory and non-directory while
 /// it is being looked at before the removal gives up.
@@ -63,7 +64,7 @@ pub(crate) fn remove(
 /// effective uid with mode 0700) is an ordinary entry.
 fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
     let bytes = name.as_bytes();
-    if bytes.is_empty() || at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
+    if bytes.is_empty() || fs_at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "not a name of a directory entry (empty, `.`, `..`, or containing `/` or NUL)",
@@ -84,7 +85,7 @@ fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()
 /// What [`Job::open_entry`] found.
 enum Target {
     /// A directory, open.
-    Dir(OwnedFd, DirStat),
+    Dir(OwnedFd, Meta),
     /// Not a directory: already removed.
     File(RemovalReport),
 }
@@ -124,11 +125,11 @@ pub(crate) fn quarantine<'a>(
             });
         }
         // Not a directory: identity, then the move.
-        let st = match at::lstat(job.parent, &job.name) {
+        let st = match fs_at::stat(job.parent, &job.name, NO_STATX) {
             Ok(st) => st,
             Err(errno) => return Err(io_error("cannot inspect", errno, job.display)),
         };
-        if st.is_dir {
+        if st.is_dir() {
             continue;
         }
         if job.expect.is_some_and(|want| want != st.id) {
@@ -183,25 +184,28 @@ pub(crate) fn pending_leftovers<'a>(
             };
             let original =
                 quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
-            let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
-                Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
-                Ok(Opened::Fenced) => {
-                    // A mount on it: leave it pending, it is not ours to judge.
-                    q = Some(share);
-                    continue;
-                }
-                Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
-                    Ok(st) if !st.is_dir => (st.id, None),
-                    _ => {
+            let (id, dir) =
+                match fs_at::open_dir_stat(share.fd(), &unique, ATIME, &job.fence, NO_STATX) {
+                    Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
+                    Ok(Opened::Fenced) => {
+                        // A mount on it: leave it pending, it is not ours to judge.
                         q = Some(share);
                         continue;
                     }
-                },
-                Err(_) => {
-                    q = Some(share);
-                    continue;
-                }
-            };
+                    Err(Errno::NOTDIR | Errno::LOOP) => {
+                        match fs_at::stat(share.fd(), &unique, NO_STATX) {
+                            Ok(st) if !st.is_dir() => (st.id, None),
+                            _ => {
+                                q = Some(share);
+                                continue;
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        q = Some(share);
+                        continue;
+                    }
+                };
             let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
             if let Some(name) = &original {
                 entry_job.name = name.clone();
@@ -242,7 +246,7 @@ fn own_pending_leftovers<'a>(
         let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
             continue;
         };
-        let (fd, st) = match at::open_dir(parent, &unique, fence) {
+        let (fd, st) = match fs_at::open_dir_stat(parent, &unique, ATIME, fence, NO_STATX) {
             Ok(Opened::Dir(fd, st)) if st.uid == euid && st.perm == 0o700 => (fd, st),
             _ => continue,
         };
@@ -290,7 +294,7 @@ pub struct Quarantined<'a> {
     /// Its name in the parent, when known.
     original: Option<CString>,
     id: FileId,
-    dir: Option<(OwnedFd, DirStat)>,
+    dir: Option<(OwnedFd, Meta)>,
 }
 
 /// What [`Quarantined::restore`] did.
@@ -363,7 +367,8 @@ impl Quarantined<'_> {
     pub fn restore(mut self) -> Restore {
         if let Some(owner) = self.own {
             let back = self.original.as_ref().is_some_and(|name| {
-                at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name).is_ok()
+                fs_at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name)
+                    .is_ok()
             });
             if !back {
                 return Restore::KeptInQuarantine(self.path_in_parent());
@@ -377,7 +382,7 @@ impl Quarantined<'_> {
             return Restore::KeptInQuarantine(self.path_in_parent());
         };
         let back = self.original.as_ref().is_some_and(|name| {
-            at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
+            fs_at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
         });
         if back {
             q.close(self.job.parent);
@@ -417,7 +422,7 @@ impl Quarantined<'_> {
             );
         };
         let condemned = Quarantine::condemned_name();
-        if let Err(errno) = at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
+        if let Err(errno) = fs_at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
             drop(q);
             return Err(io_error(
                 "cannot mark as condemned in the quarantine; left pending there",
@@ -429,11 +434,11 @@ impl Quarantined<'_> {
         match self.dir.take() {
             Some((fd, st)) => self.job.delete_dir(q, condemned, fd, st),
             None => {
-                let freed = match at::lstat(q.fd(), &condemned) {
-                    Ok(st) if st.id == id && st.nlink <= 1 => st.bytes,
+                let freed = match fs_at::stat(q.fd(), &condemned, NO_STATX) {
+                    Ok(st) if st.id == id && st.nlink <= 1 => st.disk,
                     _ => 0,
                 };
-                let result = at::unlink(q.fd(), &condemned).map_err(|errno| {
+                let result = fs_at::unlink(q.fd(), &condemned).map_err(|errno| {
                     self.job.put_back(&q, &condemned);
                     io_error("cannot unlink", errno, self.job.display)
                 });
@@ -456,7 +461,7 @@ impl<'a> Job<'a> {
         options: &RemoveOptions,
     ) -> Result<Job<'a>> {
         let bytes = name.as_bytes();
-        let parent_st = at::fstat_dir(parent)
+        let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
         Ok(Job {
             parent,
@@ -473,13 +478,18 @@ impl<'a> Job<'a> {
 
     /// Opens the entry: `Some(Dir)` for a directory, `None` when it is not
     /// one (the caller looks at it by name).
-    fn open_one(&mut self) -> Result<Option<(OwnedFd, DirStat)>> {
-        let opened = match at::open_dir(self.parent, &self.name, &self.fence) {
-            Err(Errno::ACCESS) => {
-                at::open_unreadable_dir(self.parent, &self.name, &self.fence, self.expect)
-            }
-            other => other,
-        };
+    fn open_one(&mut self) -> Result<Option<(OwnedFd, Meta)>> {
+        let opened =
+            match fs_at::open_dir_stat(self.parent, &self.name, ATIME, &self.fence, NO_STATX) {
+                Err(Errno::ACCESS) => fs_at::open_unreadable_dir(
+                    self.parent,
+                    &self.name,
+                    &self.fence,
+                    self.expect,
+                    NO_STATX,
+                ),
+                other => other,
+            };
         match opened {
             Ok(Opened::Dir(fd, st)) => Ok(Some((fd, st))),
             Ok(Opened::Fenced) => Err(Error::new(
@@ -516,7 +526,7 @@ impl<'a> Job<'a> {
         .at(self.display)
     }
 
-    fn remove_dir(&mut self, fd: OwnedFd, st: DirStat) -> Result<RemovalReport> {
+    fn remove_dir(&mut self, fd: OwnedFd, st: Meta) -> Result<RemovalReport> {
         if self.expect.is_some_and(|want| want != st.id) {
             return Err(self.mismatch());
         }
@@ -543,7 +553,7 @@ impl<'a> Job<'a> {
     fn become_own(
         &self,
         fd: BorrowedFd<'_>,
-        st: DirStat,
+        st: Meta,
         no_space: Error,
     ) -> Result<(CString, Owner)> {
         let full =
@@ -564,7 +574,7 @@ impl<'a> Job<'a> {
         let mut name = CString::default();
         for _ in 0..MAX_TRIES {
             name = quarantine::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
-            moved = at::rename_noreplace(self.parent, &self.name, self.parent, &name);
+            moved = fs_at::rename_noreplace(self.parent, &self.name, self.parent, &name);
             if moved != Err(Errno::EXIST) {
                 break;
             }
@@ -577,11 +587,11 @@ impl<'a> Job<'a> {
                 self.display,
             ));
         }
-        match at::lstat(self.parent, &name) {
+        match fs_at::stat(self.parent, &name, NO_STATX) {
             Ok(now) if now.id == st.id => Ok((name, owner)),
             _ => {
                 // Not what was opened: the name was swapped. Put both back.
-                let _ = at::rename_noreplace(self.parent, &name, self.parent, &self.name);
+                let _ = fs_at::rename_noreplace(self.parent, &name, self.parent, &self.name);
                 give_back(fd, owner);
                 Err(Error::new(
                     ErrorKind::Removal,
@@ -601,15 +611,15 @@ impl<'a> Job<'a> {
         root: &Arc<Node>,
         dir: BorrowedFd<'_>,
         unique: &CStr,
-        st: DirStat,
+        st: Meta,
     ) -> Tally {
         let mut tally = engine::empty_dir(root, &self.fence, &self.plan, false);
         let mut sweeps = 0;
         while !root.left_inside.load(Ordering::Acquire) {
-            match at::rmdir(dir, unique) {
+            match fs_at::rmdir(dir, unique) {
                 Ok(()) => {
                     tally.counts.dirs += 1;
-                    tally.counts.bytes += st.bytes;
+                    tally.counts.bytes += st.disk;
                     break;
                 }
                 // Only processes that had it open before could reach it
@@ -638,17 +648,11 @@ impl<'a> Job<'a> {
     /// Empties and removes the directory `fd` (`st`), which is its own
     /// quarantine as `unique` in the parent; what is left of it is put
     /// back under its name (as it was: owner and mode) when that is free.
-    fn delete_own(
-        &mut self,
-        unique: &CStr,
-        fd: OwnedFd,
-        st: DirStat,
-        owner: Owner,
-    ) -> RemovalReport {
+    fn delete_own(&mut self, unique: &CStr, fd: OwnedFd, st: Meta, owner: Owner) -> RemovalReport {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
         let tally = self.empty_and_rmdir(&root, self.parent, unique, st);
         let remnant = root.left_inside.load(Ordering::Acquire).then(|| {
-            if at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
+            if fs_at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
                 give_back(root.fd.as_fd(), owner);
                 PathBuf::from(OsStr::from_bytes(self.name.as_bytes()))
             } else {
@@ -665,7 +669,7 @@ impl<'a> Job<'a> {
         q: Quarantine,
         unique: CString,
         fd: OwnedFd,
-        st: DirStat,
+        st: Meta,
     ) -> Result<RemovalReport> {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
         let tally = self.empty_and_rmdir(&root, q.fd(), &unique, st);
@@ -680,17 +684,17 @@ impl<'a> Job<'a> {
     /// A file, symlink, FIFO, socket or device node: unlinked by name.
     /// `Ok(None)` when it turned out to be a directory after all.
     fn remove_file(&mut self) -> Result<Option<RemovalReport>> {
-        let st = match at::lstat(self.parent, &self.name) {
+        let st = match fs_at::stat(self.parent, &self.name, NO_STATX) {
             Ok(st) => st,
             Err(errno) => return Err(io_error("cannot inspect", errno, self.display)),
         };
-        if st.is_dir {
+        if st.is_dir() {
             return Ok(None);
         }
-        let freed = if st.nlink <= 1 { st.bytes } else { 0 };
+        let freed = if st.nlink <= 1 { st.disk } else { 0 };
         let mut tally = Tally::default();
         let Some(want) = self.expect else {
-            return match at::unlink(self.parent, &self.name) {
+            return match fs_at::unlink(self.parent, &self.name) {
                 Ok(()) => {
                     tally.counts.files = 1;
                     tally.counts.bytes = freed;
@@ -707,7 +711,7 @@ impl<'a> Job<'a> {
         // identity check and the unlink.
         let condemned = Quarantine::condemned_name();
         let (q, unique) = self.quarantine_and_move(want, None, &condemned)?;
-        let result = at::unlink(q.fd(), &unique).map_err(|errno| {
+        let result = fs_at::unlink(q.fd(), &unique).map_err(|errno| {
             self.put_back(&q, &unique);
             io_error("cannot unlink", errno, self.display)
         });
@@ -740,7 +744,7 @@ impl<'a> Job<'a> {
                     return Err(err);
                 }
                 Err(err) => {
-                    let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
+                    let vanished = fs_at::fstat_dir(q.fd(), NO_STATX).is_ok_and(|st| st.nlink == 0);
                     q.close(self.parent);
                     attempts += 1;
                     if !vanished || attempts >= 3 {
@@ -790,7 +794,7 @@ impl<'a> Job<'a> {
         unique: &CStr,
     ) -> Result<CString> {
         let mut unique = unique.to_owned();
-        let mut moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+        let mut moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         if moved == Err(Errno::EXIST) {
             // Only another remover of ours could have made the name: the
             // same state, another unique part.
@@ -799,11 +803,11 @@ impl<'a> Job<'a> {
             } else {
                 Quarantine::condemned_name()
             };
-            moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+            moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         }
         if let (Err(Errno::ACCESS), Some((fd, perm))) = (moved, dir) {
-            if perm & 0o200 == 0 && at::make_writable(fd, perm).is_ok() {
-                moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+            if perm & 0o200 == 0 && fs_at::make_writable(fd, perm).is_ok() {
+                moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
             }
         }
         if let Err(errno) = moved {
@@ -813,7 +817,7 @@ impl<'a> Job<'a> {
                 self.display,
             ));
         }
-        match at::lstat(q.fd(), &unique) {
+        match fs_at::stat(q.fd(), &unique, NO_STATX) {
             Ok(st) if st.id == want => Ok(unique),
             _ => {
                 let back = self.put_back(q, &unique);
@@ -836,13 +840,13 @@ impl<'a> Job<'a> {
     /// name if that is free, else under `.sandkeeper-restored-<unique>`.
     /// Returns where it is now, relative to the parent.
     fn put_back(&self, q: &Quarantine, unique: &CStr) -> PathBuf {
-        if at::rename_noreplace(q.fd(), unique, self.parent, &self.name).is_ok() {
+        if fs_at::rename_noreplace(q.fd(), unique, self.parent, &self.name).is_ok() {
             return PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
         }
         let mut restored = b".sandkeeper-restored-".to_vec();
         restored.extend_from_slice(unique.to_bytes());
         if let Ok(restored) = CString::new(restored) {
-            if at::rename_noreplace(q.fd(), unique, self.parent, &restored).is_ok() {
+            if fs_at::rename_noreplace(q.fd(), unique, self.parent, &restored).is_ok() {
                 return PathBuf::from(OsStr::from_bytes(restored.as_bytes()));
             }
         }
