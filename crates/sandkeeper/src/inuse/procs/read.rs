@@ -47,10 +47,10 @@ pub(super) fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<
 }
 
 /// [`stat_at`] of `name` (relative to `dir`, else absolute), following a
-/// final symlink, on the [`deadline`](deadline) worker: a mount
+/// final symlink, on the [`deadline`] worker: a mount
 /// source is text its mounter chose, and a symlink on the way may lead
 /// into a filesystem that does not answer. Not answered within
-/// [`deadline::LIMIT`](deadline::LIMIT) (or stuck since an earlier
+/// [`deadline::LIMIT`] (or stuck since an earlier
 /// call about the same `topic`), `topic` is added to `unanswered` and the
 /// answer is `None`.
 pub(super) fn timed_stat(
@@ -94,7 +94,7 @@ pub(super) fn stat_typed(dir: BorrowedFd<'_>, name: &CStr) -> Result<(Key, bool)
 }
 
 /// [`resolve_no_links`] of each path, all in one call to the
-/// [`deadline`](deadline) worker: a path may lead through a
+/// [`deadline`] worker: a path may lead through a
 /// filesystem that does not answer. `ETIMEDOUT` for one that did not answer
 /// in time (or is stuck since an earlier call).
 pub(super) fn resolve_no_links_timed(paths: &[Vec<u8>]) -> Vec<Result<Key, Errno>> {
