@@ -1,5 +1,6 @@
-//! The descriptor-relative system calls the size walker ([`crate::walk`])
-//! and the remover ([`crate::remove`]) are made of.
+//! The descriptor-relative system calls the size walker ([`crate::walk`]),
+//! the remover ([`crate::remove`]) and the lease probe ([`crate::lease`])
+//! are made of.
 //!
 //! Every call takes an open directory and one name; none resolves a path
 //! from the root or the working directory, none follows a symlink, and only
@@ -15,7 +16,10 @@
 //!   reads, leaves access times alone where the kernel lets it);
 //! - [`open_dir`] and [`open_dir_stat`]: the same fenced open; the first
 //!   leaves the mount check to the kernel where `openat2` made it, the
-//!   second always checks the opened directory and returns what it is.
+//!   second always checks the opened directory and returns what it is;
+//!   [`open_dir_unmounted`] (the lease's probe of a top-level entry, which
+//!   may be a dead mount) checks the name *before* opening it where
+//!   `openat2` is missing, so a mount point is never opened.
 
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -343,25 +347,69 @@ fn open_beneath(
     name: &CStr,
     flags: OFlags,
 ) -> Result<(OwnedFd, bool), Errno> {
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let resolve = ResolveFlags::NO_XDEV
-            | ResolveFlags::NO_SYMLINKS
-            | ResolveFlags::NO_MAGICLINKS
-            | ResolveFlags::BENEATH;
-        match rustix::fs::openat2(dirfd, name, flags, Mode::empty(), resolve) {
-            Ok(fd) => return Ok((fd, true)),
-            // ENOSYS: kernel before 5.6; EPERM without O_NOATIME: a seccomp
-            // filter that rejects unknown syscalls this way. Both mean "no
-            // openat2". (EPERM with O_NOATIME is the caller's to handle.)
-            // EAGAIN only comes with RESOLVE_CACHED, which is not set.
-            Err(Errno::NOSYS) => NO_OPENAT2.store(true, Ordering::Relaxed),
-            Err(Errno::PERM) if !flags.contains(OFlags::NOATIME) => {
-                NO_OPENAT2.store(true, Ordering::Relaxed)
-            }
-            Err(e) => return Err(e),
+    match try_openat2(dirfd, name, flags) {
+        Some(opened) => opened.map(|fd| (fd, true)),
+        None => rustix::fs::openat(dirfd, name, flags, Mode::empty()).map(|fd| (fd, false)),
+    }
+}
+
+/// `openat2(dirfd, name, flags, RESOLVE_NO_XDEV|RESOLVE_NO_SYMLINKS|
+/// RESOLVE_NO_MAGICLINKS|RESOLVE_BENEATH)`: `None` where the kernel has no
+/// `openat2`, and the caller must fall back to `openat` and its own check.
+fn try_openat2(
+    dirfd: BorrowedFd<'_>,
+    name: &CStr,
+    flags: OFlags,
+) -> Option<Result<OwnedFd, Errno>> {
+    if NO_OPENAT2.load(Ordering::Relaxed) {
+        return None;
+    }
+    let resolve = ResolveFlags::NO_XDEV
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::BENEATH;
+    match rustix::fs::openat2(dirfd, name, flags, Mode::empty(), resolve) {
+        // ENOSYS: kernel before 5.6; EPERM without O_NOATIME: a seccomp
+        // filter that rejects unknown syscalls this way. Both mean "no
+        // openat2". (EPERM with O_NOATIME is the caller's to handle.)
+        // EAGAIN only comes with RESOLVE_CACHED, which is not set.
+        Err(Errno::NOSYS) => {}
+        Err(Errno::PERM) if !flags.contains(OFlags::NOATIME) => {}
+        other => return Some(other),
+    }
+    NO_OPENAT2.store(true, Ordering::Relaxed);
+    None
+}
+
+/// `openat2(dirfd, name, O_DIRECTORY|O_NOFOLLOW, RESOLVE_NO_XDEV|…)`—opens
+/// the directory `name` unless another filesystem is mounted on it
+/// (`EXDEV`), without ever asking the mounted filesystem anything: a dead
+/// FUSE or network mount on a top-level entry cannot block the caller (the
+/// lease probe and look, which judge entries that may be mount points).
+///
+/// Where `openat2` is missing, the name is first compared with `dirfd` by
+/// `statx` mount id (`AT_STATX_DONT_SYNC|AT_NO_AUTOMOUNT`, which asks no
+/// server): another mount is `EXDEV`, unopened; then `openat`. When either
+/// cannot be `statx`ed the open goes ahead, as it would with no mount ids.
+/// A symlink fails with `ELOOP` (or `ENOTDIR`), anything else that is not
+/// a directory with `ENOTDIR`.
+///
+/// # References
+///
+/// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
+pub(crate) fn open_dir_unmounted(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+    if let Some(opened) = try_openat2(dirfd, name, DIR_OPEN) {
+        return opened;
+    }
+    let quiet = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
+    let here = rustix::fs::statx(dirfd, c"", AtFlags::EMPTY_PATH | quiet, MASK);
+    let there = rustix::fs::statx(dirfd, name, NAME_FLAGS, MASK);
+    if let (Ok(here), Ok(there)) = (&here, &there) {
+        if !Fence::of(&from_statx(here)).admits(&from_statx(there)) {
+            return Err(Errno::XDEV);
         }
     }
-    rustix::fs::openat(dirfd, name, flags, Mode::empty()).map(|fd| (fd, false))
+    rustix::fs::openat(dirfd, name, DIR_OPEN, Mode::empty())
 }
 
 /// `openat(dirfd, name, O_DIRECTORY|O_NOFOLLOW[|O_NOATIME])` checked against
@@ -533,7 +581,7 @@ mod tests {
         rustix::fs::open(path, DIR_OPEN, Mode::empty()).unwrap()
     }
 
-    /// Both fences, each on its own, for both opens: `openat2(RESOLVE_NO_XDEV)`
+    /// Both fences, each on its own, for every fenced open: `openat2(RESOLVE_NO_XDEV)`
     /// refuses to cross, and without it (old kernels) the `statx` mount id
     /// tells a bind mount of the same filesystem apart, and the device a
     /// tmpfs.
@@ -583,6 +631,12 @@ mod tests {
                 Opened::Fenced => "fenced",
             };
             assert_eq!(stat, walk, "{name:?}");
+            let lease = match open_dir_unmounted(dir.as_fd(), name) {
+                Ok(_) => "dir",
+                Err(Errno::XDEV) => "fenced",
+                Err(e) => panic!("{name:?}: {e}"),
+            };
+            assert_eq!(stat, lease, "{name:?}");
             stat
         };
         for without_openat2 in [false, true] {

@@ -43,7 +43,7 @@
 //! # Ok::<(), sandkeeper::Error>(())
 //! ```
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -56,6 +56,7 @@ use rustix::io::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
+use crate::fs_at;
 
 /// The name of the lease record file inside a managed sandbox.
 pub const LEASE_FILE: &str = ".sandkeeper-lease";
@@ -532,46 +533,14 @@ fn open_entry(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Resul
     Ok(Opened::Dir(dir, stat))
 }
 
-/// `openat2(parent, name, O_RDONLY|O_DIRECTORY|O_NOFOLLOW,
-/// RESOLVE_NO_XDEV|RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH)`—opens the
-/// directory `name` unless another filesystem is mounted on it (`EXDEV`):
-/// the kernel refuses before asking the mounted filesystem anything, so a
-/// dead FUSE or network mount cannot block here. A mount point is in use
-/// by definition, and its lease would not be the entry's anyway.
-///
-/// Where `openat2` is missing (Linux < 5.6, or a seccomp filter), the
-/// entry is first compared with `parent` by `statx` mount id
-/// (`AT_STATX_DONT_SYNC`, which asks no server), then opened with `openat`.
-///
-/// # References
-///
-/// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
+/// [`fs_at::open_dir_unmounted`]—opens the directory `name` unless another
+/// filesystem is mounted on it (`EXDEV`): the kernel refuses before asking
+/// the mounted filesystem anything, so a dead FUSE or network mount cannot
+/// block here. A mount point is in use by definition, and its lease would
+/// not be the entry's anyway.
 fn entry_on_same_mount(parent: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
-    use rustix::fs::{ResolveFlags, StatxFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let resolve = ResolveFlags::NO_XDEV
-        | ResolveFlags::NO_SYMLINKS
-        | ResolveFlags::NO_MAGICLINKS
-        | ResolveFlags::BENEATH;
-    match rustix::fs::openat2(parent, name, flags, Mode::empty(), resolve) {
-        // ENOSYS: no openat2; EPERM: a seccomp filter refusing it so.
-        Err(Errno::NOSYS | Errno::PERM) => {}
-        other => return other,
-    }
-    let mask = StatxFlags::MNT_ID | StatxFlags::INO;
-    let quiet = AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT;
-    let here = rustix::fs::statx(parent, c"", AtFlags::EMPTY_PATH | quiet, mask);
-    let there = rustix::fs::statx(parent, name, AtFlags::SYMLINK_NOFOLLOW | quiet, mask);
-    if let (Ok(here), Ok(there)) = (&here, &there) {
-        let mount = |st: &rustix::fs::Statx| {
-            let id = (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id);
-            (st.stx_dev_major, st.stx_dev_minor, id)
-        };
-        if mount(here) != mount(there) {
-            return Err(Errno::XDEV);
-        }
-    }
-    open_dir_at(parent, name)
+    let name = CString::new(name.as_bytes()).map_err(|_| Errno::INVAL)?;
+    fs_at::open_dir_unmounted(parent, &name)
 }
 
 /// Probes the entry `name` of the open directory `parent` (whose path,

@@ -72,7 +72,7 @@ use super::node::Node;
 use super::report::Tally;
 use super::walk::Walker;
 use super::{ATIME, NO_STATX};
-use crate::fs_at::{self, Fence, FileId, Meta, Opened};
+use crate::fs_at::{self, Fence, FileId, Meta, NoStatx, Opened};
 
 /// The prefix of every quarantine's name in the parent.
 pub(crate) const TRASH: &str = ".sandkeeper-trash";
@@ -560,11 +560,13 @@ pub(crate) fn is_own_pending(name: &[u8]) -> bool {
 pub(crate) fn is_own_quarantine_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let bytes = name.as_bytes();
+    // A look for the scan's filter, not a removal: without `statx` it goes
+    // on with `fstatat`, as the scan's other looks do.
     (is_quarantine(bytes) || is_own_pending(bytes))
-        && rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
-                && st.st_uid == rustix::process::geteuid().as_raw()
-                && st.st_mode & 0o7777 == 0o700
+        && CString::new(bytes).is_ok_and(|name| {
+            fs_at::stat(dir, &name, NoStatx::Fstatat).is_ok_and(|st| {
+                st.is_dir() && st.uid == rustix::process::geteuid().as_raw() && st.perm == 0o700
+            })
         })
 }
 
