@@ -204,6 +204,7 @@ mod fdinfo;
 mod found;
 mod holds;
 mod index;
+mod mountinfo;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod namespaces;

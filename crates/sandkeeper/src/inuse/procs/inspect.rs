@@ -17,7 +17,8 @@ use super::read::{
 };
 use super::{own_pid, Key, Suspect, DENTS_BUFFER, DIR_FLAGS, PF_KTHREAD, RECHECK_PAUSES};
 use crate::inuse::fdinfo::{self, Anon};
-use crate::inuse::mounts::{self, parse_dec};
+use crate::inuse::mountinfo::{self, parse_dec};
+use crate::inuse::mounts;
 use crate::inuse::{BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
 
 /// What an inotify, fanotify or io_uring descriptor `fd` of the process
@@ -608,7 +609,7 @@ impl<'p> Scanner<'p> {
         }
         seen.insert(ns);
         drop(seen);
-        let lines = mounts::parse_mountinfo(&self.text);
+        let lines = mountinfo::parse_mountinfo(&self.text);
         // Paths of that namespace are relative to the process's root.
         let mut unanswered = Vec::new();
         let pid = p.pid;

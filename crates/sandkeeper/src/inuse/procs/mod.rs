@@ -28,7 +28,8 @@ use rustix::io::Errno;
 
 use self::inspect::Scanner;
 use self::read::{read_at, stat_at, timed_stat};
-use super::mounts::{self, parse_dec};
+use super::mountinfo::{self, parse_dec};
+use super::mounts;
 use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
 use super::{Found, InspectStep, MountNamespace};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
@@ -75,7 +76,7 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
         .with_path("cannot read mount table", || {
             proc_root.join("self/mountinfo")
         })?;
-    let own_mounts = mounts::parse_mountinfo(&scanner.text);
+    let own_mounts = mountinfo::parse_mountinfo(&scanner.text);
     // Whether that procfs lists every process that can reach the roots.
     let facts = visibility_facts(proc.as_fd(), &scanner.text);
     found.visibility(visibility::decide(&facts, in_group));

@@ -11,7 +11,7 @@ use rustix::io::Errno;
 
 use super::Key;
 use crate::inuse::deadline;
-use crate::inuse::mounts::{makedev, parse_dec, parse_dev};
+use crate::inuse::mountinfo::{makedev, parse_dec, parse_dev};
 
 /// Whether an error means the process (or descriptor) went away.
 pub(super) fn gone(e: Errno) -> bool {
