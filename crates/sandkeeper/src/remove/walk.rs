@@ -376,10 +376,8 @@ impl Walker {
             return;
         };
         let name = self.name(p);
-        let freed = match self
-            .count_bytes
-            .then(|| fs_at::stat(parent, name, NO_STATX))
-        {
+        let stat = || fs_at::stat(parent, name, NO_STATX);
+        let freed = match self.count_bytes.then(stat) {
             Some(Ok(st)) if st.nlink <= 1 => st.disk,
             _ => 0,
         };
