@@ -67,6 +67,7 @@
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
+mod fs_at;
 pub mod inuse;
 pub mod json;
 pub mod lease;

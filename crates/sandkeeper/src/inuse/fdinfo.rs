@@ -2,7 +2,7 @@
 //! without being open on them: inotify and fanotify watches, and the files
 //! registered with an io_uring.
 
-use super::mounts::{makedev, unescape_octal};
+use super::mountinfo::{makedev, unescape_octal};
 
 /// What an anonymous-inode descriptor is, from its link text
 /// (`anon_inode:inotify`).

@@ -29,7 +29,8 @@ use rustix::io::Errno;
 use rustix::thread::LinkNameSpaceType;
 
 use super::deadline;
-use super::mounts::{self, makedev, parse_dec};
+use super::mountinfo::{self, makedev, parse_dec};
+use super::mounts;
 use super::sockets::{self, BoundSocket};
 use super::{BlindSpotKind, Found, HoldKind, KernelUse, KernelUseKind, MountNamespace};
 
@@ -203,7 +204,7 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     let mut candidates: BTreeMap<u64, (u32, String)> = BTreeMap::new();
     for (key, holder) in &found.holds {
         let dev = key.0;
-        if mounts::major(dev) != 0 || listed.contains(&dev) || Some(dev) == nsfs {
+        if mountinfo::major(dev) != 0 || listed.contains(&dev) || Some(dev) == nsfs {
             continue;
         }
         let link = match holder.how {
@@ -465,7 +466,7 @@ impl Survey {
                         crate::sys::namespace::enter_mount_namespace(fd.as_fd())?;
                         let mut text = Vec::new();
                         read_at(proc, c"thread-self/mountinfo", &mut text)?;
-                        let lines = mounts::parse_mountinfo(&text);
+                        let lines = mountinfo::parse_mountinfo(&text);
                         // This thread's root is that namespace's root now.
                         let mut stat_there = |path: &[u8], follow: bool| {
                             if path.first() != Some(&b'/') {
@@ -691,7 +692,7 @@ fn nsfs_mounts(text: &[u8]) -> Vec<(&'static str, u64, Vec<u8>)> {
             continue;
         }
         if let Some((kind, ino)) = nsfs_name(fields[3]) {
-            out.push((kind, ino, mounts::unescape_octal(fields[4])));
+            out.push((kind, ino, mountinfo::unescape_octal(fields[4])));
         }
     }
     out

@@ -20,7 +20,7 @@ use rustix::io::Errno;
 use rustix::net::netlink::{self, SocketAddrNetlink};
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
-use super::mounts::makedev;
+use super::mountinfo::makedev;
 
 /// `SOCK_DIAG_BY_FAMILY` (`<linux/sock_diag.h>`).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;

@@ -40,7 +40,7 @@
 //! namespace over its own tmpfs) may trust it: those blind spots are then
 //! [assumed](super::InUse::assumed_blind_spots), not blind.
 
-use super::mounts::{self, parse_dec};
+use super::mountinfo::{self, parse_dec};
 use super::BlindSpotKind;
 
 /// `PROC_PID_INIT_INO`: the nsfs inode number of the initial pid namespace.
@@ -102,7 +102,7 @@ pub(super) fn mount_by_id(mountinfo: &[u8], mount_id: u64) -> Option<(Vec<u8>, V
             let id = line.split(|&b| b == b' ').next().unwrap_or_default();
             parse_dec::<u64>(id) == Some(mount_id)
         })
-        .find_map(mounts::parse_mountinfo_line)
+        .find_map(mountinfo::parse_mountinfo_line)
         .map(|m| (m.fstype, m.super_options))
 }
 

@@ -22,10 +22,10 @@ use std::thread::{self, Scope};
 
 use rustix::io::Errno;
 
-use super::at::{self, Fence};
 use super::node::Node;
 use super::report::{LeftReason, Op, Tally};
 use super::walk::{Child, Walker};
+use crate::fs_at::{self, Fence};
 
 /// How deep below the root a directory may still be shared.
 const SHARE_DEPTH: u32 = 8;
@@ -243,16 +243,16 @@ fn finish(shared: &Shared, walker: &mut Walker, mut node: Arc<Node>) {
         };
         let mut sweeps = 0;
         while !node.left_inside.load(Ordering::Acquire) {
-            match at::rmdir(parent.fd.as_fd(), &node.name) {
+            match fs_at::rmdir(parent.fd.as_fd(), &node.name) {
                 Ok(()) => {
                     walker.tally.counts.dirs += 1;
-                    walker.tally.counts.bytes += node.st.bytes;
+                    walker.tally.counts.bytes += node.st.disk;
                     break;
                 }
                 Err(Errno::NOENT) => break,
                 Err(Errno::ACCESS) if !parent.fixed.swap(true, Ordering::AcqRel) => {
                     // The parent is not writable: make it so, once.
-                    let _ = at::make_writable(parent.fd.as_fd(), parent.st.perm);
+                    let _ = fs_at::make_writable(parent.fd.as_fd(), parent.st.perm);
                 }
                 Err(Errno::NOTEMPTY) if sweeps < MAX_SWEEPS => {
                     sweeps += 1;

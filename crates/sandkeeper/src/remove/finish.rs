@@ -9,11 +9,12 @@ use std::path::Path;
 
 use rustix::io::Errno;
 
-use super::at::{self, Fence};
 use super::quarantine::{self, Quarantine};
 use super::report::{RemovalReport, Tally};
 use super::RemoveOptions;
+use super::NO_STATX;
 use crate::error::{Error, Result};
+use crate::fs_at::{self, Fence};
 
 /// Empties every quarantine (`.sandkeeper-trash-<euid>-<random>/`) of
 /// `parent` that belongs to the caller of what interrupted removals left in
@@ -42,7 +43,7 @@ use crate::error::{Error, Result};
 /// When `parent` cannot be inspected or listed, or a quarantine of the
 /// caller's cannot be opened.
 pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Result<RemovalReport> {
-    let parent_st = at::fstat_dir(parent)
+    let parent_st = fs_at::fstat_dir(parent, NO_STATX)
         .map_err(|e| Error::io("cannot inspect the directory", e.into()).at(Path::new(".")))?;
     let names = quarantine::candidates(parent)
         .map_err(|e| Error::io("cannot list the directory", e.into()).at(Path::new(".")))?;

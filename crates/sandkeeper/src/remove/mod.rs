@@ -70,7 +70,6 @@
 //! compared), `openat2` 5.6 (before, `openat` and the checks after it), and
 //! making an unreadable directory readable uses `/proc/thread-self/fd`.
 
-mod at;
 mod engine;
 mod entry;
 mod finish;
@@ -87,6 +86,16 @@ use std::path::Path;
 use rustix::fs::{Mode, OFlags, CWD};
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
+use crate::fs_at::{self, Atime, NoStatx};
+
+/// The remover's confinement compares mount ids, which only `statx`
+/// reports: on a kernel without it, every removal fails (`ENOSYS`) rather
+/// than fall back to comparing devices alone.
+const NO_STATX: NoStatx = NoStatx::Fail;
+
+/// The remover opens directories without `O_NOATIME`: it deletes them, so
+/// their access time does not matter (and no `EPERM` retry is needed).
+const ATIME: Atime = Atime::Update;
 
 pub use entry::{Quarantined, Restore};
 pub use finish::finish_quarantine;
@@ -107,7 +116,7 @@ const AUTO_THREADS_MAX: usize = 8;
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct RemoveOptions {
-    expect: Option<at::FileId>,
+    expect: Option<fs_at::FileId>,
     threads: usize,
     max_open: usize,
     count_bytes: bool,
@@ -128,7 +137,7 @@ impl RemoveOptions {
     /// Default: no check. A reaper that decided on an entry from an earlier
     /// `stat` uses this so that an entry replaced since is not removed.
     pub fn expect(&mut self, dev: u64, ino: u64) -> &mut Self {
-        self.expect = Some(at::FileId { dev, ino });
+        self.expect = Some(fs_at::FileId { dev, ino });
         self
     }
 
@@ -371,7 +380,7 @@ fn split(path: &Path) -> Result<(&Path, &OsStr)> {
         Some(slash) => (&trimmed[..=slash], &trimmed[slash + 1..]),
         None => (&b"."[..], trimmed),
     };
-    if name.is_empty() || at::is_dot(name) {
+    if name.is_empty() || fs_at::is_dot(name) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "path has no last component to remove",

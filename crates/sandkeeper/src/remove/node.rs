@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::Arc;
 
-use super::at::DirStat;
+use crate::fs_at::Meta;
 
 /// An open directory shared by the tasks that empty its subdirectories.
 ///
@@ -16,7 +16,7 @@ use super::at::DirStat;
 /// removed by the caller.
 pub(crate) struct Node {
     pub(crate) fd: OwnedFd,
-    pub(crate) st: DirStat,
+    pub(crate) st: Meta,
     /// Name in the parent; for the root, the path reports start with
     /// (which may have several components).
     pub(crate) name: Box<CStr>,
@@ -34,13 +34,13 @@ pub(crate) struct Node {
 impl Node {
     /// The root of a removal: `fd` is the entry, `display` what report paths
     /// start with.
-    pub(crate) fn root(fd: OwnedFd, st: DirStat, display: Box<CStr>) -> Self {
+    pub(crate) fn root(fd: OwnedFd, st: Meta, display: Box<CStr>) -> Self {
         Node::new(fd, st, display, None, 0)
     }
 
     pub(crate) fn new(
         fd: OwnedFd,
-        st: DirStat,
+        st: Meta,
         name: Box<CStr>,
         parent: Option<Arc<Node>>,
         depth: u32,

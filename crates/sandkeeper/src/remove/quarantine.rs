@@ -67,11 +67,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
-use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::Plan;
 use super::node::Node;
 use super::report::Tally;
 use super::walk::Walker;
+use super::{ATIME, NO_STATX};
+use crate::fs_at::{self, Fence, FileId, Meta, NoStatx, Opened};
 
 /// The prefix of every quarantine's name in the parent.
 pub(crate) const TRASH: &str = ".sandkeeper-trash";
@@ -100,7 +101,7 @@ const NAME_MAX: usize = 255;
 /// An open, locked quarantine directory.
 pub(crate) struct Quarantine {
     fd: OwnedFd,
-    st: DirStat,
+    st: Meta,
     name: CString,
     /// Pending entries left by killed reapers, found when this opener was
     /// alone in the quarantine (empty otherwise).
@@ -196,7 +197,9 @@ impl Quarantine {
         leftovers: &mut Tally,
     ) -> Result<Quarantine, Unusable> {
         let euid = rustix::process::geteuid().as_raw();
-        let parent_id = at::fstat_dir(parent).map_err(Unusable::Errno)?.id;
+        let parent_id = fs_at::fstat_dir(parent, NO_STATX)
+            .map_err(Unusable::Errno)?
+            .id;
         if let Some(name) = last_used(parent_id) {
             if let Some(q) = Self::open_existing(parent, &name, euid, fence, plan, leftovers)? {
                 return Ok(q);
@@ -274,7 +277,7 @@ impl Quarantine {
         plan: &Plan,
         leftovers: &mut Tally,
     ) -> Result<Option<Quarantine>, Unusable> {
-        let (fd, st) = match at::open_dir(parent, name, fence) {
+        let (fd, st) = match fs_at::open_dir_stat(parent, name, ATIME, fence, NO_STATX) {
             Ok(Opened::Dir(fd, st)) => (fd, st),
             // Another mount on it, a symlink or a file: not usable.
             Ok(Opened::Fenced) | Err(Errno::NOTDIR | Errno::LOOP) => return Ok(None),
@@ -300,7 +303,7 @@ impl Quarantine {
             }
             Err(errno) => return Err(Unusable::Errno(errno)),
         };
-        let st = at::fstat_dir(fd.as_fd()).map_err(Unusable::Errno)?;
+        let st = fs_at::fstat_dir(fd.as_fd(), NO_STATX).map_err(Unusable::Errno)?;
         if st.nlink == 0 {
             // The last remover out removed it after we opened it.
             return Ok(None);
@@ -318,7 +321,7 @@ impl Quarantine {
         // From LOCK_EX to LOCK_SH is not atomic: in between, the last
         // remover out of another removal may have removed it.
         rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared).map_err(Unusable::Errno)?;
-        if at::fstat_dir(quarantine.fd.as_fd())
+        if fs_at::fstat_dir(quarantine.fd.as_fd(), NO_STATX)
             .map_err(Unusable::Errno)?
             .nlink
             == 0
@@ -414,9 +417,9 @@ impl Quarantine {
     /// the quarantine then stays for the next removal).
     pub(crate) fn close(self, parent: BorrowedFd<'_>) {
         if rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive).is_ok()
-            && at::lstat(parent, &self.name).is_ok_and(|st| st.id == self.st.id)
+            && fs_at::stat(parent, &self.name, NO_STATX).is_ok_and(|st| st.id == self.st.id)
         {
-            let _ = at::rmdir(parent, &self.name);
+            let _ = fs_at::rmdir(parent, &self.name);
         }
     }
 }
@@ -434,7 +437,7 @@ pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
     while let Some(entry) = iter.next() {
         let name = entry?.file_name().to_owned();
-        if !at::is_dot(name.to_bytes()) {
+        if !fs_at::is_dot(name.to_bytes()) {
             names.push(name);
         }
     }
@@ -462,7 +465,7 @@ fn decode_name(hex: &[u8]) -> Option<Vec<u8>> {
                 .and_then(|p| u8::from_str_radix(p, 16).ok())
         })
         .collect::<Option<_>>()?;
-    let valid = !at::is_dot(&name)
+    let valid = !fs_at::is_dot(&name)
         && !name.contains(&b'/')
         && !name.contains(&0)
         && !is_quarantine(&name)
@@ -557,11 +560,13 @@ pub(crate) fn is_own_pending(name: &[u8]) -> bool {
 pub(crate) fn is_own_quarantine_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let bytes = name.as_bytes();
+    // A look for the scan's filter, not a removal: without `statx` it goes
+    // on with `fstatat`, as the scan's other looks do.
     (is_quarantine(bytes) || is_own_pending(bytes))
-        && rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|st| {
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory
-                && st.st_uid == rustix::process::geteuid().as_raw()
-                && st.st_mode & 0o7777 == 0o700
+        && CString::new(bytes).is_ok_and(|name| {
+            fs_at::stat(dir, &name, NoStatx::Fstatat).is_ok_and(|st| {
+                st.is_dir() && st.uid == rustix::process::geteuid().as_raw() && st.perm == 0o700
+            })
         })
 }
 

@@ -24,10 +24,11 @@ use std::sync::atomic::Ordering;
 use rustix::fs::{FileType, RawDir};
 use rustix::io::Errno;
 
-use super::at::{self, DirStat, Fence, Opened};
 use super::engine::Plan;
 use super::node::Node;
 use super::report::{LeftReason, Op, Tally};
+use super::{ATIME, NO_STATX};
+use crate::fs_at::{self, Fence, Meta, Opened};
 
 /// Size of the `getdents64` buffer: a few hundred entries per call.
 const BUF_SIZE: usize = 32 * 1024;
@@ -66,7 +67,7 @@ struct DirState {
 }
 
 impl DirState {
-    fn new(st: &DirStat) -> Self {
+    fn new(st: &Meta) -> Self {
         DirState {
             perm: st.perm,
             fixed: false,
@@ -96,7 +97,7 @@ impl DirState {
 /// A directory being emptied.
 struct Frame {
     fd: Option<OwnedFd>,
-    st: DirStat,
+    st: Meta,
     name: Pending,
     /// Pending entries below this index belong to ancestors.
     pending_base: usize,
@@ -124,7 +125,7 @@ enum Parent {
 /// What [`Walker::open_child`] found.
 pub(crate) enum Child {
     /// A directory of the same mount, open and ready to be listed.
-    Dir(OwnedFd, DirStat),
+    Dir(OwnedFd, Meta),
     /// Dealt with (removed, vanished or left); `true` if something was left.
     Done(bool),
 }
@@ -239,7 +240,7 @@ impl Walker {
     }
 
     fn scan_base(&mut self, base: &Node, state: &mut DirState, thorough: bool) {
-        if let Err(errno) = at::rewind(base.fd.as_fd()) {
+        if let Err(errno) = fs_at::rewind(base.fd.as_fd()) {
             self.leave(
                 base,
                 0,
@@ -320,9 +321,9 @@ impl Walker {
         fence: &Fence,
         p: Pending,
         state: &mut DirState,
-    ) -> Option<(OwnedFd, DirStat)> {
+    ) -> Option<(OwnedFd, Meta)> {
         let result = match self.top_fd(base) {
-            Some(parent) => at::open_dir(parent, self.name(p), fence),
+            Some(parent) => fs_at::open_dir_stat(parent, self.name(p), ATIME, fence, NO_STATX),
             None => Err(Errno::BADF),
         };
         let result = match result {
@@ -332,7 +333,9 @@ impl Walker {
                 return None;
             }
             Err(Errno::ACCESS) => match self.top_fd(base) {
-                Some(parent) => at::open_unreadable_dir(parent, self.name(p), fence, None),
+                Some(parent) => {
+                    fs_at::open_unreadable_dir(parent, self.name(p), fence, None, NO_STATX)
+                }
                 None => Err(Errno::BADF),
             },
             other => other,
@@ -373,16 +376,17 @@ impl Walker {
             return;
         };
         let name = self.name(p);
-        let freed = match self.count_bytes.then(|| at::lstat(parent, name)) {
-            Some(Ok(st)) if st.nlink <= 1 => st.bytes,
+        let stat = || fs_at::stat(parent, name, NO_STATX);
+        let freed = match self.count_bytes.then(stat) {
+            Some(Ok(st)) if st.nlink <= 1 => st.disk,
             _ => 0,
         };
-        let mut result = at::unlink(parent, name);
+        let mut result = fs_at::unlink(parent, name);
         if result == Err(Errno::ACCESS) && !state.fixed {
             self.fix_top(base, state);
-            result = self
-                .top_fd(base)
-                .map_or(Err(Errno::BADF), |parent| at::unlink(parent, self.name(p)));
+            result = self.top_fd(base).map_or(Err(Errno::BADF), |parent| {
+                fs_at::unlink(parent, self.name(p))
+            });
         }
         match result {
             Ok(()) => {
@@ -424,7 +428,7 @@ impl Walker {
         self.names.truncate(p.off);
     }
 
-    fn enter(&mut self, base: &Node, fd: OwnedFd, st: DirStat, p: Pending) {
+    fn enter(&mut self, base: &Node, fd: OwnedFd, st: Meta, p: Pending) {
         self.frames.push(Frame {
             fd: Some(fd),
             st,
@@ -526,14 +530,14 @@ impl Walker {
             };
             let name = entry.file_name();
             filled = filled.map(|bytes| bytes + reclen(name.to_bytes().len()));
-            if at::is_dot(name.to_bytes()) {
+            if fs_at::is_dot(name.to_bytes()) {
                 continue;
             }
             match entry.file_type() {
                 FileType::Directory => self.push_pending(name.to_bytes_with_nul(), 0),
-                FileType::Unknown => match at::lstat(fd, name) {
-                    Ok(st) if st.is_dir => self.push_pending(name.to_bytes_with_nul(), 0),
-                    Ok(st) => self.unlink_listed(base, fd, name, depth, st.nlink, st.bytes, state),
+                FileType::Unknown => match fs_at::stat(fd, name, NO_STATX) {
+                    Ok(st) if st.is_dir() => self.push_pending(name.to_bytes_with_nul(), 0),
+                    Ok(st) => self.unlink_listed(base, fd, name, depth, st.nlink, st.disk, state),
                     Err(Errno::NOENT) => {}
                     Err(errno) => {
                         let reason = LeftReason::Errno {
@@ -547,9 +551,9 @@ impl Walker {
                 // Not a directory: unlinked by name, never opened. A stat
                 // only to count bytes.
                 _ if !self.count_bytes => self.unlink_listed(base, fd, name, depth, 2, 0, state),
-                _ => match at::lstat(fd, name) {
-                    Ok(st) if st.is_dir => self.push_pending(name.to_bytes_with_nul(), 0),
-                    Ok(st) => self.unlink_listed(base, fd, name, depth, st.nlink, st.bytes, state),
+                _ => match fs_at::stat(fd, name, NO_STATX) {
+                    Ok(st) if st.is_dir() => self.push_pending(name.to_bytes_with_nul(), 0),
+                    Ok(st) => self.unlink_listed(base, fd, name, depth, st.nlink, st.disk, state),
                     // Gone already, or cannot even be inspected: unlink
                     // decides (and reports), the size is just not counted.
                     Err(_) => self.unlink_listed(base, fd, name, depth, 2, 0, state),
@@ -567,15 +571,15 @@ impl Walker {
         fd: BorrowedFd<'_>,
         name: &CStr,
         depth: usize,
-        nlink: u32,
+        nlink: u64,
         bytes: u64,
         state: &mut DirState,
     ) {
-        let mut result = at::unlink(fd, name);
+        let mut result = fs_at::unlink(fd, name);
         if result == Err(Errno::ACCESS) && !state.fixed {
             state.fixed = true;
-            if at::make_writable(fd, state.perm).is_ok() {
-                result = at::unlink(fd, name);
+            if fs_at::make_writable(fd, state.perm).is_ok() {
+                result = fs_at::unlink(fd, name);
             }
         }
         match result {
@@ -606,7 +610,7 @@ impl Walker {
         if let Some(fd) = self.top_fd(base) {
             // A failure (not the owner, read-only filesystem) shows up as the
             // EACCES of the operation that needed it.
-            let _ = at::make_writable(fd, state.perm);
+            let _ = fs_at::make_writable(fd, state.perm);
         }
     }
 
@@ -637,7 +641,7 @@ impl Walker {
             if !state.fixed {
                 state.fixed = true;
                 if let Some(parent) = self.parent_fd(base, i) {
-                    let _ = at::make_writable(parent, state.perm);
+                    let _ = fs_at::make_writable(parent, state.perm);
                 }
                 *self.parent_state(i, base_state) = state;
                 result = Some(self.rmdir_top(base));
@@ -649,7 +653,7 @@ impl Walker {
             let rewound = self.frames[i]
                 .fd
                 .as_ref()
-                .map_or(Err(Errno::BADF), |fd| at::rewind(fd.as_fd()));
+                .map_or(Err(Errno::BADF), |fd| fs_at::rewind(fd.as_fd()));
             if rewound.is_ok() {
                 self.scan_top(base, true);
                 return;
@@ -673,7 +677,7 @@ impl Walker {
             }
             Some(Ok(())) => {
                 self.tally.counts.dirs += 1;
-                self.tally.counts.bytes += frame.st.bytes;
+                self.tally.counts.bytes += frame.st.disk;
                 None
             }
             Some(Err(Errno::NOENT)) => None,
@@ -704,7 +708,7 @@ impl Walker {
     fn rmdir_top(&self, base: &Node) -> Result<(), Errno> {
         let i = self.frames.len().checked_sub(1).ok_or(Errno::BADF)?;
         let parent = self.parent_fd(base, i).ok_or(Errno::BADF)?;
-        at::rmdir(parent, self.name(self.frames[i].name))
+        fs_at::rmdir(parent, self.name(self.frames[i].name))
     }
 
     /// The descriptor of the parent of frame `i`.
@@ -750,10 +754,9 @@ impl Walker {
     ) -> Parent {
         let j = i - 1;
         let want = self.frames[j].st.id;
-        let reopened = self.frames[i]
-            .fd
-            .as_ref()
-            .map_or(Err(Errno::BADF), |fd| at::reopen_parent(fd.as_fd(), want));
+        let reopened = self.frames[i].fd.as_ref().map_or(Err(Errno::BADF), |fd| {
+            fs_at::reopen_parent(fd.as_fd(), want, NO_STATX)
+        });
         let (fd, parent) = match reopened {
             Ok((fd, _)) => (fd, Parent::Open),
             Err(errno) => match self.reopen_from_base(base, fence, j) {
@@ -782,7 +785,7 @@ impl Walker {
         self.frames[i]
             .fd
             .as_ref()
-            .and_then(|fd| at::lstat(fd.as_fd(), c"..").ok())
+            .and_then(|fd| fs_at::stat(fd.as_fd(), c"..", NO_STATX).ok())
             .is_some_and(|st| st.id != want)
     }
 
@@ -793,7 +796,7 @@ impl Walker {
         for k in 0..=j {
             let parent = current.as_ref().map_or(base.fd.as_fd(), |fd| fd.as_fd());
             let frame = &self.frames[k];
-            match at::open_dir(parent, self.name(frame.name), fence) {
+            match fs_at::open_dir_stat(parent, self.name(frame.name), ATIME, fence, NO_STATX) {
                 Ok(Opened::Dir(fd, st)) if st.id == frame.st.id => current = Some(fd),
                 _ => return Err(k),
             }

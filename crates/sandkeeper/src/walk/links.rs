@@ -7,10 +7,10 @@ use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::at::Meta;
 use super::walker::{Visit, Walker};
 use super::{Usage, WalkState};
 use crate::error::Result;
+use crate::fs_at::Meta;
 
 /// The hard-linked inodes already counted, so that each is counted once.
 ///
@@ -63,7 +63,7 @@ impl HardLinks {
     /// Records that entry `seq` counts this hard-linked inode; false when it
     /// was counted before (by this or an earlier entry).
     pub(super) fn claim(&mut self, meta: &Meta, seq: u32) -> bool {
-        match self.seen.entry((meta.dev, meta.ino)) {
+        match self.seen.entry((meta.id.dev, meta.id.ino)) {
             Entry::Occupied(_) => false,
             Entry::Vacant(slot) => {
                 slot.insert(Claim {

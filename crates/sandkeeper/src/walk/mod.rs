@@ -85,7 +85,6 @@
 //! filesystem (no mount id); without `openat2` (< 5.6) it opens with
 //! `openat` and checks device and mount id afterwards.
 
-mod at;
 mod links;
 mod walker;
 

@@ -9,14 +9,18 @@ use std::path::PathBuf;
 use rustix::fs::{FileType, RawDir};
 use rustix::io::Errno;
 
-use super::at::{self, Fence, Meta, Opened};
 use super::links::HardLinks;
 use super::{FileKind, Usage, WalkError, WalkState};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
+use crate::fs_at::{self, Atime, Fence, FileId, Meta, NoStatx, Opened};
 
 /// Directories kept open per walk besides the entry itself; deeper ones are
 /// closed and reopened through `..` when the walk comes back to them.
 const MAX_OPEN: usize = 32;
+
+/// The walker only measures: on a kernel without `statx` it goes on with
+/// `fstatat`, comparing devices only (see the module's platform notes).
+const NO_STATX: NoStatx = NoStatx::Fstatat;
 
 /// The `getdents64` buffer: large enough for hundreds of names per call.
 const LISTING_BUFFER: usize = 64 * 1024;
@@ -101,12 +105,12 @@ impl Visit<'_> {
 
     /// The device the inode is on (`st_dev`).
     pub fn dev(&self) -> u64 {
-        self.meta.dev
+        self.meta.id.dev
     }
 
     /// The inode number (`st_ino`).
     pub fn ino(&self) -> u64 {
-        self.meta.ino
+        self.meta.id.ino
     }
 
     /// The inode's type.
@@ -264,12 +268,13 @@ impl Walker {
         let cname = CString::new(name.as_bytes()).map_err(|_| {
             Error::new(ErrorKind::InvalidInput, "entry name contains a NUL byte").at(name)
         })?;
-        let meta = at::stat(parent, &cname).with_path("cannot inspect", || name)?;
+        let meta = fs_at::stat(parent, &cname, NO_STATX).with_path("cannot inspect", || name)?;
         // A mount on the entry itself is told to the visitor, which may
         // skip it unopened (the `statx` above asked the mounted filesystem
         // nothing). When the parent cannot be told, it counts as one (fail
         // closed).
-        let mount_point = at::fstat(parent).map_or(true, |p| !Fence::of(&p).admits(&meta));
+        let mount_point =
+            fs_at::fstat(parent, NO_STATX).map_or(true, |p| !Fence::of(&p).admits(&meta));
         let mut tally = Tally {
             usage: Usage::default(),
             links,
@@ -297,14 +302,18 @@ impl Walker {
             }
             return Ok(tally.usage);
         }
-        let fd = at::open_entry(parent, &cname, &meta, self.euid)
+        let atime = Atime::Keep {
+            owner: meta.uid,
+            euid: self.euid,
+        };
+        let fd = fs_at::open_dir_checked(parent, &cname, meta.id, atime, NO_STATX)
             .with_path("cannot open directory", || name)?;
 
         self.stack.clear();
         self.arena.clear();
         self.stack.push(Frame {
             fd: Some(fd),
-            ino: meta.ino,
+            ino: meta.id.ino,
             name: (0, 0),
             start: 0,
             next: 0,
@@ -346,9 +355,13 @@ impl Walker {
             self.soft_error(tally, Some(name), "cannot open directory", Errno::BADF);
             return;
         };
-        let fd = match at::open_dir(dir.as_fd(), name, record.uid, tally.euid, &tally.fence) {
-            Ok(Opened::Dir(fd)) => fd,
-            Ok(Opened::Mount) => {
+        let atime = Atime::Keep {
+            owner: record.uid,
+            euid: tally.euid,
+        };
+        let fd = match fs_at::open_dir(dir.as_fd(), name, atime, &tally.fence, NO_STATX) {
+            Ok(Opened::Dir(fd, ())) => fd,
+            Ok(Opened::Fenced) => {
                 let path = self.path_to(Some(name));
                 tally.usage.mount_points.push(path);
                 return;
@@ -391,7 +404,13 @@ impl Walker {
         // Reopened even when nothing is left to enter in it: its own parent
         // may need reopening through it next.
         let reopened = match &done.fd {
-            Some(child) => at::reopen_parent(child.as_fd(), tally.fence.dev, parent.ino),
+            Some(child) => {
+                let want = FileId {
+                    dev: tally.fence.dev(),
+                    ino: parent.ino,
+                };
+                fs_at::reopen_parent(child.as_fd(), want, NO_STATX).map(|(fd, _)| fd)
+            }
             // The child could not be reopened itself: its error is recorded.
             None => Err(Errno::STALE),
         };
@@ -442,7 +461,7 @@ impl Walker {
                 continue;
             }
             let name = OsStr::from_bytes(bytes);
-            let meta = match at::stat(dir, cname) {
+            let meta = match fs_at::stat(dir, cname, NO_STATX) {
                 Ok(meta) => meta,
                 Err(e) => {
                     tally.usage.push_error(|| WalkError {
@@ -477,7 +496,7 @@ impl Walker {
                 WalkState::Continue => {
                     tally.count(&meta);
                     if meta.kind == FileType::Directory {
-                        Record::write(arena, meta.ino, meta.uid, bytes);
+                        Record::write(arena, meta.id.ino, meta.uid, bytes);
                     }
                 }
             }

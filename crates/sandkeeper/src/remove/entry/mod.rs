@@ -9,16 +9,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rustix::fs::{FlockOperation, Mode};
+use rustix::fs::Mode;
 use rustix::io::Errno;
 
-use super::at::{self, DirStat, Fence, FileId, Opened};
 use super::engine::{self, Plan};
 use super::node::Node;
 use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
+use super::{ATIME, NO_STATX};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fs_at::{self, Fence, FileId, Meta, Opened};
+
+mod quarantined;
+
+pub(crate) use quarantined::{pending_leftovers, quarantine};
+pub use quarantined::{Quarantined, Restore};
 
 /// How often the entry may flip between directory and non-directory while
 /// it is being looked at before the removal gives up.
@@ -63,7 +69,7 @@ pub(crate) fn remove(
 /// effective uid with mode 0700) is an ordinary entry.
 fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()> {
     let bytes = name.as_bytes();
-    if bytes.is_empty() || at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
+    if bytes.is_empty() || fs_at::is_dot(bytes) || bytes.contains(&b'/') || bytes.contains(&0) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "not a name of a directory entry (empty, `.`, `..`, or containing `/` or NUL)",
@@ -84,368 +90,9 @@ fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()
 /// What [`Job::open_entry`] found.
 enum Target {
     /// A directory, open.
-    Dir(OwnedFd, DirStat),
+    Dir(OwnedFd, Meta),
     /// Not a directory: already removed.
     File(RemovalReport),
-}
-
-/// See [`super::quarantine_entry`].
-pub(crate) fn quarantine<'a>(
-    parent: BorrowedFd<'a>,
-    name: &'a OsStr,
-    display: &'a Path,
-    options: &RemoveOptions,
-) -> Result<Quarantined<'a>> {
-    check_name(parent, name, display)?;
-    let mut job = Job::new(parent, name, display, options)?;
-    for _ in 0..MAX_TRIES {
-        if let Some((fd, st)) = job.open_one()? {
-            if job.expect.is_some_and(|want| want != st.id) {
-                return Err(job.mismatch());
-            }
-            let pending = Quarantine::pending_name(job.name.as_bytes());
-            let (q, unique, own) =
-                match job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending) {
-                    Ok((q, unique)) => (Some(q), unique, None),
-                    Err(e) if job.no_space => {
-                        let (unique, owner) = job.become_own(fd.as_fd(), st, e)?;
-                        (None, unique, Some(owner))
-                    }
-                    Err(e) => return Err(e),
-                };
-            return Ok(Quarantined {
-                id: st.id,
-                dir: Some((fd, st)),
-                original: Some(job.name.clone()),
-                job,
-                q,
-                own,
-                unique,
-            });
-        }
-        // Not a directory: identity, then the move.
-        let st = match at::lstat(job.parent, &job.name) {
-            Ok(st) => st,
-            Err(errno) => return Err(io_error("cannot inspect", errno, job.display)),
-        };
-        if st.is_dir {
-            continue;
-        }
-        if job.expect.is_some_and(|want| want != st.id) {
-            return Err(job.mismatch());
-        }
-        let pending = Quarantine::pending_name(job.name.as_bytes());
-        let (q, unique) = job.quarantine_and_move(st.id, None, &pending)?;
-        return Ok(Quarantined {
-            id: st.id,
-            dir: None,
-            original: Some(job.name.clone()),
-            job,
-            q: Some(q),
-            own: None,
-            unique,
-        });
-    }
-    Err(job.flapping())
-}
-
-/// See [`super::pending_leftovers`].
-pub(crate) fn pending_leftovers<'a>(
-    parent: BorrowedFd<'a>,
-    display: &'a Path,
-    options: &RemoveOptions,
-) -> Result<Vec<Quarantined<'a>>> {
-    let job = Job::new(parent, OsStr::new("."), display, options)?;
-    let euid = rustix::process::geteuid().as_raw();
-    let names = quarantine::candidates(parent)
-        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
-    let mut out = Vec::new();
-    for qname in names {
-        let mut leftovers = Tally::default();
-        let open = |leftovers: &mut Tally| {
-            Quarantine::open_existing(parent, &qname, euid, &job.fence, &job.plan, leftovers)
-                .map_err(|e| job.unusable(e, &qname))
-        };
-        let Some(mut first) = open(&mut leftovers)? else {
-            continue;
-        };
-        let names = first.take_pending();
-        let mut q = Some(first);
-        for unique in names {
-            // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
-            // other remover takes these over while they are checked.
-            let share = match q.take() {
-                Some(q) => q,
-                None => match open(&mut leftovers)? {
-                    Some(q) => q,
-                    None => break,
-                },
-            };
-            let original =
-                quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
-            let (id, dir) = match at::open_dir(share.fd(), &unique, &job.fence) {
-                Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
-                Ok(Opened::Fenced) => {
-                    // A mount on it: leave it pending, it is not ours to judge.
-                    q = Some(share);
-                    continue;
-                }
-                Err(Errno::NOTDIR | Errno::LOOP) => match at::lstat(share.fd(), &unique) {
-                    Ok(st) if !st.is_dir => (st.id, None),
-                    _ => {
-                        q = Some(share);
-                        continue;
-                    }
-                },
-                Err(_) => {
-                    q = Some(share);
-                    continue;
-                }
-            };
-            let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
-            if let Some(name) = &original {
-                entry_job.name = name.clone();
-            }
-            out.push(Quarantined {
-                id,
-                dir,
-                original,
-                job: entry_job,
-                q: Some(share),
-                own: None,
-                unique,
-            });
-        }
-        if let Some(q) = q {
-            q.close(parent);
-        }
-    }
-    out.extend(own_pending_leftovers(parent, display, options, &job.fence)?);
-    Ok(out)
-}
-
-/// Directories a killed reaper left as their own quarantine
-/// (`.sandkeeper-pending-…` in the parent: see
-/// [`quarantine::own_pending_name`]), as handles to check. Only ours (owner
-/// and mode), and only those whose lock no live reaper holds.
-fn own_pending_leftovers<'a>(
-    parent: BorrowedFd<'a>,
-    display: &'a Path,
-    options: &RemoveOptions,
-    fence: &Fence,
-) -> Result<Vec<Quarantined<'a>>> {
-    let euid = rustix::process::geteuid().as_raw();
-    let names = quarantine::list(parent)
-        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
-    let mut out = Vec::new();
-    for unique in names {
-        let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
-            continue;
-        };
-        let (fd, st) = match at::open_dir(parent, &unique, fence) {
-            Ok(Opened::Dir(fd, st)) if st.uid == euid && st.perm == 0o700 => (fd, st),
-            _ => continue,
-        };
-        // A live reaper holds the entry's lock from its claim to its end.
-        if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
-            continue;
-        }
-        let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
-        let original = original.and_then(|n| CString::new(n).ok());
-        let mut job = Job::new(parent, OsStr::new("."), display, options)?;
-        if let Some(name) = &original {
-            job.name = name.clone();
-        }
-        out.push(Quarantined {
-            id: st.id,
-            dir: Some((fd, st)),
-            original,
-            job,
-            q: None,
-            own: Some(owner),
-            unique,
-        });
-    }
-    Ok(out)
-}
-
-/// An entry moved into its parent's quarantine under a *pending* name and
-/// not yet cleared: no new path lookup reaches it (the quarantine is the
-/// remover's own 0700 directory), processes that had it open still can.
-///
-/// The caller checks it (against a `/proc` pass taken after the move:
-/// [`dir`](Self::dir) and [`name_in_quarantine`](Self::name_in_quarantine)
-/// reach it through descriptors), then either [`remove`](Self::remove)s
-/// it or [`restore`](Self::restore)s it. Dropped without either, it stays
-/// pending in the quarantine, where nothing deletes it without a fresh
-/// check ([`pending_leftovers`](super::pending_leftovers)).
-#[must_use = "an entry left pending stays in the quarantine until a check clears it"]
-pub struct Quarantined<'a> {
-    job: Job<'a>,
-    q: Option<Quarantine>,
-    /// Set when the entry is its own quarantine (renamed to `unique` in the
-    /// parent, owned by us, 0700): who owned it and its mode before.
-    own: Option<Owner>,
-    unique: CString,
-    /// Its name in the parent, when known.
-    original: Option<CString>,
-    id: FileId,
-    dir: Option<(OwnedFd, DirStat)>,
-}
-
-/// What [`Quarantined::restore`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Restore {
-    /// Back under its own name.
-    Restored,
-    /// Its name was taken meanwhile (or is not known: a leftover whose
-    /// name was too long to carry): it stays pending in the quarantine, at
-    /// this path relative to the parent, and is never deleted without a
-    /// fresh check.
-    KeptInQuarantine(PathBuf),
-}
-
-impl std::fmt::Debug for Quarantined<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Quarantined")
-            .field("original", &self.original)
-            .field("in_quarantine", &self.path_in_parent())
-            .field("identity", &(self.id.dev, self.id.ino))
-            .finish_non_exhaustive()
-    }
-}
-
-impl Quarantined<'_> {
-    /// The quarantine directory (open), which holds the entry under
-    /// [`name_in_quarantine`](Self::name_in_quarantine).
-    pub fn dir(&self) -> BorrowedFd<'_> {
-        match &self.q {
-            Some(q) => q.fd(),
-            None => self.job.parent,
-        }
-    }
-
-    /// The entry's name in the quarantine (`pending-…`).
-    pub fn name_in_quarantine(&self) -> &OsStr {
-        OsStr::from_bytes(self.unique.as_bytes())
-    }
-
-    /// The entry's path relative to the parent
-    /// (`.sandkeeper-trash-<euid>-<random>/pending-…`): join it to the parent's path to ask
-    /// path-based questions (mounts, sockets) about where it is now.
-    pub fn path_in_parent(&self) -> PathBuf {
-        let q = self.q.as_ref().map_or(&b""[..], |q| q.name().to_bytes());
-        PathBuf::from(OsStr::from_bytes(q)).join(self.name_in_quarantine())
-    }
-
-    /// Its name in the parent before it was moved, when known (a leftover
-    /// of a killed reaper carries it only when it was short enough).
-    pub fn original_name(&self) -> Option<&OsStr> {
-        self.original
-            .as_deref()
-            .map(|n| OsStr::from_bytes(n.to_bytes()))
-    }
-
-    /// Device and inode of the entry (checked when it arrived).
-    pub fn identity(&self) -> (u64, u64) {
-        (self.id.dev, self.id.ino)
-    }
-
-    /// Whether it is a directory.
-    pub fn is_dir(&self) -> bool {
-        self.dir.is_some()
-    }
-
-    /// Puts it back under its own name (`renameat2(RENAME_NOREPLACE)`).
-    /// If that name was taken meanwhile, it is **not** deleted: it stays
-    /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
-    pub fn restore(mut self) -> Restore {
-        if let Some(owner) = self.own {
-            let back = self.original.as_ref().is_some_and(|name| {
-                at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name).is_ok()
-            });
-            if !back {
-                return Restore::KeptInQuarantine(self.path_in_parent());
-            }
-            if let Some((fd, _)) = &self.dir {
-                give_back(fd.as_fd(), owner);
-            }
-            return Restore::Restored;
-        }
-        let Some(q) = self.q.take() else {
-            return Restore::KeptInQuarantine(self.path_in_parent());
-        };
-        let back = self.original.as_ref().is_some_and(|name| {
-            at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
-        });
-        if back {
-            q.close(self.job.parent);
-            return Restore::Restored;
-        }
-        let at =
-            PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
-        // Still pending: the quarantine is not empty, so it stays.
-        drop(q);
-        Restore::KeptInQuarantine(at)
-    }
-
-    /// Removes it: first renamed from its pending name to a condemned one
-    /// inside the quarantine (atomic: a reaper killed after this point
-    /// leaves it to be finished, one killed before leaves it pending), then
-    /// emptied and deleted as [`remove_entry`](super::remove_entry) does.
-    /// What cannot be removed is put back under its own name if free.
-    ///
-    /// # Errors
-    ///
-    /// When it cannot be renamed to its condemned name (then nothing was
-    /// removed and it stays pending).
-    pub fn remove(mut self) -> Result<RemovalReport> {
-        if let Some(owner) = self.own {
-            // Its own quarantine: already where no one else can look in.
-            let Some((fd, st)) = self.dir.take() else {
-                return Err(
-                    Error::new(ErrorKind::Removal, "is not a directory").at(self.job.display)
-                );
-            };
-            return Ok(self.job.delete_own(&self.unique, fd, st, owner));
-        }
-        let Some(q) = self.q.take() else {
-            return Err(
-                Error::new(ErrorKind::Removal, "is no longer in the quarantine")
-                    .at(self.job.display),
-            );
-        };
-        let condemned = Quarantine::condemned_name();
-        if let Err(errno) = at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
-            drop(q);
-            return Err(io_error(
-                "cannot mark as condemned in the quarantine; left pending there",
-                errno,
-                self.job.display,
-            ));
-        }
-        let id = self.id;
-        match self.dir.take() {
-            Some((fd, st)) => self.job.delete_dir(q, condemned, fd, st),
-            None => {
-                let freed = match at::lstat(q.fd(), &condemned) {
-                    Ok(st) if st.id == id && st.nlink <= 1 => st.bytes,
-                    _ => 0,
-                };
-                let result = at::unlink(q.fd(), &condemned).map_err(|errno| {
-                    self.job.put_back(&q, &condemned);
-                    io_error("cannot unlink", errno, self.job.display)
-                });
-                q.close(self.job.parent);
-                result?;
-                let mut tally = Tally::default();
-                tally.counts.files = 1;
-                tally.counts.bytes = freed;
-                Ok(self.job.report(tally, None))
-            }
-        }
-    }
 }
 
 impl<'a> Job<'a> {
@@ -456,7 +103,7 @@ impl<'a> Job<'a> {
         options: &RemoveOptions,
     ) -> Result<Job<'a>> {
         let bytes = name.as_bytes();
-        let parent_st = at::fstat_dir(parent)
+        let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
         Ok(Job {
             parent,
@@ -473,13 +120,18 @@ impl<'a> Job<'a> {
 
     /// Opens the entry: `Some(Dir)` for a directory, `None` when it is not
     /// one (the caller looks at it by name).
-    fn open_one(&mut self) -> Result<Option<(OwnedFd, DirStat)>> {
-        let opened = match at::open_dir(self.parent, &self.name, &self.fence) {
-            Err(Errno::ACCESS) => {
-                at::open_unreadable_dir(self.parent, &self.name, &self.fence, self.expect)
-            }
-            other => other,
-        };
+    fn open_one(&mut self) -> Result<Option<(OwnedFd, Meta)>> {
+        let opened =
+            match fs_at::open_dir_stat(self.parent, &self.name, ATIME, &self.fence, NO_STATX) {
+                Err(Errno::ACCESS) => fs_at::open_unreadable_dir(
+                    self.parent,
+                    &self.name,
+                    &self.fence,
+                    self.expect,
+                    NO_STATX,
+                ),
+                other => other,
+            };
         match opened {
             Ok(Opened::Dir(fd, st)) => Ok(Some((fd, st))),
             Ok(Opened::Fenced) => Err(Error::new(
@@ -516,7 +168,7 @@ impl<'a> Job<'a> {
         .at(self.display)
     }
 
-    fn remove_dir(&mut self, fd: OwnedFd, st: DirStat) -> Result<RemovalReport> {
+    fn remove_dir(&mut self, fd: OwnedFd, st: Meta) -> Result<RemovalReport> {
         if self.expect.is_some_and(|want| want != st.id) {
             return Err(self.mismatch());
         }
@@ -543,7 +195,7 @@ impl<'a> Job<'a> {
     fn become_own(
         &self,
         fd: BorrowedFd<'_>,
-        st: DirStat,
+        st: Meta,
         no_space: Error,
     ) -> Result<(CString, Owner)> {
         let full =
@@ -564,7 +216,7 @@ impl<'a> Job<'a> {
         let mut name = CString::default();
         for _ in 0..MAX_TRIES {
             name = quarantine::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
-            moved = at::rename_noreplace(self.parent, &self.name, self.parent, &name);
+            moved = fs_at::rename_noreplace(self.parent, &self.name, self.parent, &name);
             if moved != Err(Errno::EXIST) {
                 break;
             }
@@ -577,11 +229,11 @@ impl<'a> Job<'a> {
                 self.display,
             ));
         }
-        match at::lstat(self.parent, &name) {
+        match fs_at::stat(self.parent, &name, NO_STATX) {
             Ok(now) if now.id == st.id => Ok((name, owner)),
             _ => {
                 // Not what was opened: the name was swapped. Put both back.
-                let _ = at::rename_noreplace(self.parent, &name, self.parent, &self.name);
+                let _ = fs_at::rename_noreplace(self.parent, &name, self.parent, &self.name);
                 give_back(fd, owner);
                 Err(Error::new(
                     ErrorKind::Removal,
@@ -601,15 +253,15 @@ impl<'a> Job<'a> {
         root: &Arc<Node>,
         dir: BorrowedFd<'_>,
         unique: &CStr,
-        st: DirStat,
+        st: Meta,
     ) -> Tally {
         let mut tally = engine::empty_dir(root, &self.fence, &self.plan, false);
         let mut sweeps = 0;
         while !root.left_inside.load(Ordering::Acquire) {
-            match at::rmdir(dir, unique) {
+            match fs_at::rmdir(dir, unique) {
                 Ok(()) => {
                     tally.counts.dirs += 1;
-                    tally.counts.bytes += st.bytes;
+                    tally.counts.bytes += st.disk;
                     break;
                 }
                 // Only processes that had it open before could reach it
@@ -638,17 +290,11 @@ impl<'a> Job<'a> {
     /// Empties and removes the directory `fd` (`st`), which is its own
     /// quarantine as `unique` in the parent; what is left of it is put
     /// back under its name (as it was: owner and mode) when that is free.
-    fn delete_own(
-        &mut self,
-        unique: &CStr,
-        fd: OwnedFd,
-        st: DirStat,
-        owner: Owner,
-    ) -> RemovalReport {
+    fn delete_own(&mut self, unique: &CStr, fd: OwnedFd, st: Meta, owner: Owner) -> RemovalReport {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
         let tally = self.empty_and_rmdir(&root, self.parent, unique, st);
         let remnant = root.left_inside.load(Ordering::Acquire).then(|| {
-            if at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
+            if fs_at::rename_noreplace(self.parent, unique, self.parent, &self.name).is_ok() {
                 give_back(root.fd.as_fd(), owner);
                 PathBuf::from(OsStr::from_bytes(self.name.as_bytes()))
             } else {
@@ -665,7 +311,7 @@ impl<'a> Job<'a> {
         q: Quarantine,
         unique: CString,
         fd: OwnedFd,
-        st: DirStat,
+        st: Meta,
     ) -> Result<RemovalReport> {
         let root = Arc::new(Node::root(fd, st, Box::from(self.name.as_c_str())));
         let tally = self.empty_and_rmdir(&root, q.fd(), &unique, st);
@@ -680,17 +326,17 @@ impl<'a> Job<'a> {
     /// A file, symlink, FIFO, socket or device node: unlinked by name.
     /// `Ok(None)` when it turned out to be a directory after all.
     fn remove_file(&mut self) -> Result<Option<RemovalReport>> {
-        let st = match at::lstat(self.parent, &self.name) {
+        let st = match fs_at::stat(self.parent, &self.name, NO_STATX) {
             Ok(st) => st,
             Err(errno) => return Err(io_error("cannot inspect", errno, self.display)),
         };
-        if st.is_dir {
+        if st.is_dir() {
             return Ok(None);
         }
-        let freed = if st.nlink <= 1 { st.bytes } else { 0 };
+        let freed = if st.nlink <= 1 { st.disk } else { 0 };
         let mut tally = Tally::default();
         let Some(want) = self.expect else {
-            return match at::unlink(self.parent, &self.name) {
+            return match fs_at::unlink(self.parent, &self.name) {
                 Ok(()) => {
                     tally.counts.files = 1;
                     tally.counts.bytes = freed;
@@ -707,7 +353,7 @@ impl<'a> Job<'a> {
         // identity check and the unlink.
         let condemned = Quarantine::condemned_name();
         let (q, unique) = self.quarantine_and_move(want, None, &condemned)?;
-        let result = at::unlink(q.fd(), &unique).map_err(|errno| {
+        let result = fs_at::unlink(q.fd(), &unique).map_err(|errno| {
             self.put_back(&q, &unique);
             io_error("cannot unlink", errno, self.display)
         });
@@ -740,7 +386,7 @@ impl<'a> Job<'a> {
                     return Err(err);
                 }
                 Err(err) => {
-                    let vanished = at::fstat_dir(q.fd()).is_ok_and(|st| st.nlink == 0);
+                    let vanished = fs_at::fstat_dir(q.fd(), NO_STATX).is_ok_and(|st| st.nlink == 0);
                     q.close(self.parent);
                     attempts += 1;
                     if !vanished || attempts >= 3 {
@@ -790,7 +436,7 @@ impl<'a> Job<'a> {
         unique: &CStr,
     ) -> Result<CString> {
         let mut unique = unique.to_owned();
-        let mut moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+        let mut moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         if moved == Err(Errno::EXIST) {
             // Only another remover of ours could have made the name: the
             // same state, another unique part.
@@ -799,11 +445,11 @@ impl<'a> Job<'a> {
             } else {
                 Quarantine::condemned_name()
             };
-            moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+            moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
         }
         if let (Err(Errno::ACCESS), Some((fd, perm))) = (moved, dir) {
-            if perm & 0o200 == 0 && at::make_writable(fd, perm).is_ok() {
-                moved = at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
+            if perm & 0o200 == 0 && fs_at::make_writable(fd, perm).is_ok() {
+                moved = fs_at::rename_noreplace(self.parent, &self.name, q.fd(), &unique);
             }
         }
         if let Err(errno) = moved {
@@ -813,7 +459,7 @@ impl<'a> Job<'a> {
                 self.display,
             ));
         }
-        match at::lstat(q.fd(), &unique) {
+        match fs_at::stat(q.fd(), &unique, NO_STATX) {
             Ok(st) if st.id == want => Ok(unique),
             _ => {
                 let back = self.put_back(q, &unique);
@@ -836,13 +482,13 @@ impl<'a> Job<'a> {
     /// name if that is free, else under `.sandkeeper-restored-<unique>`.
     /// Returns where it is now, relative to the parent.
     fn put_back(&self, q: &Quarantine, unique: &CStr) -> PathBuf {
-        if at::rename_noreplace(q.fd(), unique, self.parent, &self.name).is_ok() {
+        if fs_at::rename_noreplace(q.fd(), unique, self.parent, &self.name).is_ok() {
             return PathBuf::from(OsStr::from_bytes(self.name.as_bytes()));
         }
         let mut restored = b".sandkeeper-restored-".to_vec();
         restored.extend_from_slice(unique.to_bytes());
         if let Ok(restored) = CString::new(restored) {
-            if at::rename_noreplace(q.fd(), unique, self.parent, &restored).is_ok() {
+            if fs_at::rename_noreplace(q.fd(), unique, self.parent, &restored).is_ok() {
                 return PathBuf::from(OsStr::from_bytes(restored.as_bytes()));
             }
         }

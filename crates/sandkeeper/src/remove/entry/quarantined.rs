@@ -1,0 +1,384 @@
+//! The two-step removal: [`quarantine()`] moves an entry into the quarantine
+//! under a *pending* name and hands out a [`Quarantined`] handle; the
+//! caller checks it there, then removes or restores it.
+//! [`pending_leftovers`] hands out what earlier, interrupted reaps left
+//! pending, the same way.
+
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FlockOperation;
+use rustix::io::Errno;
+
+use super::{check_name, give_back, io_error, Job, MAX_TRIES};
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs_at::{self, Fence, FileId, Meta, Opened};
+use crate::remove::quarantine::{self, Owner, Quarantine};
+use crate::remove::report::{RemovalReport, Tally};
+use crate::remove::RemoveOptions;
+use crate::remove::{ATIME, NO_STATX};
+
+/// See [`crate::remove::quarantine_entry`].
+pub(crate) fn quarantine<'a>(
+    parent: BorrowedFd<'a>,
+    name: &'a OsStr,
+    display: &'a Path,
+    options: &RemoveOptions,
+) -> Result<Quarantined<'a>> {
+    check_name(parent, name, display)?;
+    let mut job = Job::new(parent, name, display, options)?;
+    for _ in 0..MAX_TRIES {
+        if let Some((fd, st)) = job.open_one()? {
+            if job.expect.is_some_and(|want| want != st.id) {
+                return Err(job.mismatch());
+            }
+            let pending = Quarantine::pending_name(job.name.as_bytes());
+            let (q, unique, own) =
+                match job.quarantine_and_move(st.id, Some((fd.as_fd(), st.perm)), &pending) {
+                    Ok((q, unique)) => (Some(q), unique, None),
+                    Err(e) if job.no_space => {
+                        let (unique, owner) = job.become_own(fd.as_fd(), st, e)?;
+                        (None, unique, Some(owner))
+                    }
+                    Err(e) => return Err(e),
+                };
+            return Ok(Quarantined {
+                id: st.id,
+                dir: Some((fd, st)),
+                original: Some(job.name.clone()),
+                job,
+                q,
+                own,
+                unique,
+            });
+        }
+        // Not a directory: identity, then the move.
+        let st = match fs_at::stat(job.parent, &job.name, NO_STATX) {
+            Ok(st) => st,
+            Err(errno) => return Err(io_error("cannot inspect", errno, job.display)),
+        };
+        if st.is_dir() {
+            continue;
+        }
+        if job.expect.is_some_and(|want| want != st.id) {
+            return Err(job.mismatch());
+        }
+        let pending = Quarantine::pending_name(job.name.as_bytes());
+        let (q, unique) = job.quarantine_and_move(st.id, None, &pending)?;
+        return Ok(Quarantined {
+            id: st.id,
+            dir: None,
+            original: Some(job.name.clone()),
+            job,
+            q: Some(q),
+            own: None,
+            unique,
+        });
+    }
+    Err(job.flapping())
+}
+
+/// See [`crate::remove::pending_leftovers`].
+pub(crate) fn pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    display: &'a Path,
+    options: &RemoveOptions,
+) -> Result<Vec<Quarantined<'a>>> {
+    let job = Job::new(parent, OsStr::new("."), display, options)?;
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::candidates(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for qname in names {
+        let mut leftovers = Tally::default();
+        let open = |leftovers: &mut Tally| {
+            Quarantine::open_existing(parent, &qname, euid, &job.fence, &job.plan, leftovers)
+                .map_err(|e| job.unusable(e, &qname))
+        };
+        let Some(mut first) = open(&mut leftovers)? else {
+            continue;
+        };
+        let names = first.take_pending();
+        let mut q = Some(first);
+        for unique in names {
+            // Each handle keeps a share of the quarantine (`LOCK_SH`), so no
+            // other remover takes these over while they are checked.
+            let share = match q.take() {
+                Some(q) => q,
+                None => match open(&mut leftovers)? {
+                    Some(q) => q,
+                    None => break,
+                },
+            };
+            let original =
+                quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+            let (id, dir) =
+                match fs_at::open_dir_stat(share.fd(), &unique, ATIME, &job.fence, NO_STATX) {
+                    Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
+                    Ok(Opened::Fenced) => {
+                        // A mount on it: leave it pending, it is not ours to judge.
+                        q = Some(share);
+                        continue;
+                    }
+                    Err(Errno::NOTDIR | Errno::LOOP) => {
+                        match fs_at::stat(share.fd(), &unique, NO_STATX) {
+                            Ok(st) if !st.is_dir() => (st.id, None),
+                            _ => {
+                                q = Some(share);
+                                continue;
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        q = Some(share);
+                        continue;
+                    }
+                };
+            let mut entry_job = Job::new(parent, OsStr::new("."), display, options)?;
+            if let Some(name) = &original {
+                entry_job.name = name.clone();
+            }
+            out.push(Quarantined {
+                id,
+                dir,
+                original,
+                job: entry_job,
+                q: Some(share),
+                own: None,
+                unique,
+            });
+        }
+        if let Some(q) = q {
+            q.close(parent);
+        }
+    }
+    out.extend(own_pending_leftovers(parent, display, options, &job.fence)?);
+    Ok(out)
+}
+
+/// Directories a killed reaper left as their own quarantine
+/// (`.sandkeeper-pending-…` in the parent: see
+/// [`quarantine::own_pending_name`]), as handles to check. Only ours (owner
+/// and mode), and only those whose lock no live reaper holds.
+fn own_pending_leftovers<'a>(
+    parent: BorrowedFd<'a>,
+    display: &'a Path,
+    options: &RemoveOptions,
+    fence: &Fence,
+) -> Result<Vec<Quarantined<'a>>> {
+    let euid = rustix::process::geteuid().as_raw();
+    let names = quarantine::list(parent)
+        .map_err(|errno| io_error("cannot list the directory", errno, display))?;
+    let mut out = Vec::new();
+    for unique in names {
+        let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
+            continue;
+        };
+        let (fd, st) = match fs_at::open_dir_stat(parent, &unique, ATIME, fence, NO_STATX) {
+            Ok(Opened::Dir(fd, st)) if st.uid == euid && st.perm == 0o700 => (fd, st),
+            _ => continue,
+        };
+        // A live reaper holds the entry's lock from its claim to its end.
+        if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue;
+        }
+        let _ = rustix::fs::flock(&fd, FlockOperation::Unlock);
+        let original = original.and_then(|n| CString::new(n).ok());
+        let mut job = Job::new(parent, OsStr::new("."), display, options)?;
+        if let Some(name) = &original {
+            job.name = name.clone();
+        }
+        out.push(Quarantined {
+            id: st.id,
+            dir: Some((fd, st)),
+            original,
+            job,
+            q: None,
+            own: Some(owner),
+            unique,
+        });
+    }
+    Ok(out)
+}
+
+/// An entry moved into its parent's quarantine under a *pending* name and
+/// not yet cleared: no new path lookup reaches it (the quarantine is the
+/// remover's own 0700 directory), processes that had it open still can.
+///
+/// The caller checks it (against a `/proc` pass taken after the move:
+/// [`dir`](Self::dir) and [`name_in_quarantine`](Self::name_in_quarantine)
+/// reach it through descriptors), then either [`remove`](Self::remove)s
+/// it or [`restore`](Self::restore)s it. Dropped without either, it stays
+/// pending in the quarantine, where nothing deletes it without a fresh
+/// check ([`pending_leftovers`](crate::remove::pending_leftovers)).
+#[must_use = "an entry left pending stays in the quarantine until a check clears it"]
+pub struct Quarantined<'a> {
+    job: Job<'a>,
+    q: Option<Quarantine>,
+    /// Set when the entry is its own quarantine (renamed to `unique` in the
+    /// parent, owned by us, 0700): who owned it and its mode before.
+    own: Option<Owner>,
+    unique: CString,
+    /// Its name in the parent, when known.
+    original: Option<CString>,
+    id: FileId,
+    dir: Option<(OwnedFd, Meta)>,
+}
+
+/// What [`Quarantined::restore`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Restore {
+    /// Back under its own name.
+    Restored,
+    /// Its name was taken meanwhile (or is not known: a leftover whose
+    /// name was too long to carry): it stays pending in the quarantine, at
+    /// this path relative to the parent, and is never deleted without a
+    /// fresh check.
+    KeptInQuarantine(PathBuf),
+}
+
+impl std::fmt::Debug for Quarantined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quarantined")
+            .field("original", &self.original)
+            .field("in_quarantine", &self.path_in_parent())
+            .field("identity", &(self.id.dev, self.id.ino))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Quarantined<'_> {
+    /// The quarantine directory (open), which holds the entry under
+    /// [`name_in_quarantine`](Self::name_in_quarantine).
+    pub fn dir(&self) -> BorrowedFd<'_> {
+        match &self.q {
+            Some(q) => q.fd(),
+            None => self.job.parent,
+        }
+    }
+
+    /// The entry's name in the quarantine (`pending-…`).
+    pub fn name_in_quarantine(&self) -> &OsStr {
+        OsStr::from_bytes(self.unique.as_bytes())
+    }
+
+    /// The entry's path relative to the parent
+    /// (`.sandkeeper-trash-<euid>-<random>/pending-…`): join it to the parent's path to ask
+    /// path-based questions (mounts, sockets) about where it is now.
+    pub fn path_in_parent(&self) -> PathBuf {
+        let q = self.q.as_ref().map_or(&b""[..], |q| q.name().to_bytes());
+        PathBuf::from(OsStr::from_bytes(q)).join(self.name_in_quarantine())
+    }
+
+    /// Its name in the parent before it was moved, when known (a leftover
+    /// of a killed reaper carries it only when it was short enough).
+    pub fn original_name(&self) -> Option<&OsStr> {
+        self.original
+            .as_deref()
+            .map(|n| OsStr::from_bytes(n.to_bytes()))
+    }
+
+    /// Device and inode of the entry (checked when it arrived).
+    pub fn identity(&self) -> (u64, u64) {
+        (self.id.dev, self.id.ino)
+    }
+
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Puts it back under its own name (`renameat2(RENAME_NOREPLACE)`).
+    /// If that name was taken meanwhile, it is **not** deleted: it stays
+    /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
+    pub fn restore(mut self) -> Restore {
+        if let Some(owner) = self.own {
+            let back = self.original.as_ref().is_some_and(|name| {
+                fs_at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name)
+                    .is_ok()
+            });
+            if !back {
+                return Restore::KeptInQuarantine(self.path_in_parent());
+            }
+            if let Some((fd, _)) = &self.dir {
+                give_back(fd.as_fd(), owner);
+            }
+            return Restore::Restored;
+        }
+        let Some(q) = self.q.take() else {
+            return Restore::KeptInQuarantine(self.path_in_parent());
+        };
+        let back = self.original.as_ref().is_some_and(|name| {
+            fs_at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
+        });
+        if back {
+            q.close(self.job.parent);
+            return Restore::Restored;
+        }
+        let at =
+            PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
+        // Still pending: the quarantine is not empty, so it stays.
+        drop(q);
+        Restore::KeptInQuarantine(at)
+    }
+
+    /// Removes it: first renamed from its pending name to a condemned one
+    /// inside the quarantine (atomic: a reaper killed after this point
+    /// leaves it to be finished, one killed before leaves it pending), then
+    /// emptied and deleted as [`remove_entry`](crate::remove::remove_entry) does.
+    /// What cannot be removed is put back under its own name if free.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be renamed to its condemned name (then nothing was
+    /// removed and it stays pending).
+    pub fn remove(mut self) -> Result<RemovalReport> {
+        if let Some(owner) = self.own {
+            // Its own quarantine: already where no one else can look in.
+            let Some((fd, st)) = self.dir.take() else {
+                return Err(
+                    Error::new(ErrorKind::Removal, "is not a directory").at(self.job.display)
+                );
+            };
+            return Ok(self.job.delete_own(&self.unique, fd, st, owner));
+        }
+        let Some(q) = self.q.take() else {
+            return Err(
+                Error::new(ErrorKind::Removal, "is no longer in the quarantine")
+                    .at(self.job.display),
+            );
+        };
+        let condemned = Quarantine::condemned_name();
+        if let Err(errno) = fs_at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
+            drop(q);
+            return Err(io_error(
+                "cannot mark as condemned in the quarantine; left pending there",
+                errno,
+                self.job.display,
+            ));
+        }
+        let id = self.id;
+        match self.dir.take() {
+            Some((fd, st)) => self.job.delete_dir(q, condemned, fd, st),
+            None => {
+                let freed = match fs_at::stat(q.fd(), &condemned, NO_STATX) {
+                    Ok(st) if st.id == id && st.nlink <= 1 => st.disk,
+                    _ => 0,
+                };
+                let result = fs_at::unlink(q.fd(), &condemned).map_err(|errno| {
+                    self.job.put_back(&q, &condemned);
+                    io_error("cannot unlink", errno, self.job.display)
+                });
+                q.close(self.job.parent);
+                result?;
+                let mut tally = Tally::default();
+                tally.counts.files = 1;
+                tally.counts.bytes = freed;
+                Ok(self.job.report(tally, None))
+            }
+        }
+    }
+}
