@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use sandkeeper::lease::{self, Probe};
 use sandkeeper::sandbox;
 
-use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
+use crate::sandkeeper;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::require_root;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
@@ -206,7 +208,7 @@ fn sigint_reaches_the_command_and_run_still_cleans_up() {
 
 #[test]
 fn isolate_caps_the_size_and_leaves_no_mount() {
-    if !crate::require_root("isolate_caps_the_size_and_leaves_no_mount") {
+    if !require_root("isolate_caps_the_size_and_leaves_no_mount") {
         return;
     }
     let root = sandbox!().unwrap();
@@ -341,12 +343,12 @@ fn inner_killed_run() {
 /// where the kernel allows one; a clear error where it does not.
 #[test]
 fn isolate_as_a_normal_user() {
-    if !crate::require_root("isolate_as_a_normal_user (switches to nobody)") {
+    if !require_root("isolate_as_a_normal_user (switches to nobody)") {
         return;
     }
     // `nobody` makes its run directory there: not under a private checkout.
     let root = sandkeeper::Sandbox::builder()
-        .root(sandkeeper_testkit::reachable_by_others())
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("run-as-nobody")
         .create()
         .unwrap();
@@ -399,7 +401,7 @@ fn isolate_as_a_normal_user() {
 /// lease record: once unmounted, a reap takes it as orphaned.
 #[test]
 fn a_cleanup_failure_keeps_the_status_and_the_report() {
-    if !crate::require_root("a_cleanup_failure_keeps_the_status_and_the_report") {
+    if !require_root("a_cleanup_failure_keeps_the_status_and_the_report") {
         return;
     }
     /// Lazily unmounts what the command mounted, even when the test fails.

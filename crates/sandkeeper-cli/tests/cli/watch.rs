@@ -20,9 +20,10 @@ use sandkeeper::lease::{Lease, LeaseRecord, LEASE_FILE};
 use sandkeeper::sandbox;
 use serde_json::Value;
 
-use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
+use crate::sandkeeper;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 
-pub use sandkeeper_testkit::{age_tree, Tmpfs};
+use sandkeeper_testkit::{mounts::Mount, tree::age_tree};
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.
@@ -232,7 +233,7 @@ fn inner_watermarks() {
     }
     const MIB: usize = 1 << 20;
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "16m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "16m");
     let root = tmpfs.path();
     let old = Duration::from_secs(30 * 86_400);
     // 4 MiB that must stay: two live sandboxes, one in use, one that no
@@ -389,7 +390,7 @@ fn inner_full() {
         return;
     }
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("full"), "4m");
+    let tmpfs = Mount::tmpfs(&base.path().join("full"), "4m");
     let root = tmpfs.path();
     let mut orphans = Vec::new();
     'fill: for i in 0.. {
@@ -732,7 +733,7 @@ fn inner_metrics() {
         return;
     }
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     let day = Duration::from_secs(86_400);
     for i in 0..3 {

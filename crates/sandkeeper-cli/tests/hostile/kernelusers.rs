@@ -9,7 +9,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use sandkeeper::{sandbox, Sandbox};
-use sandkeeper_testkit::{in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready};
+use sandkeeper_testkit::{
+    namespace::{in_namespace, run_in_pid_namespace},
+    process::spawn_ready,
+    scratch::reachable_by_others,
+};
 
 fn sandkeeper(args: &[&str]) -> Output {
     crate::bin().args(args).output().expect("run sandkeeper")

@@ -11,7 +11,11 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root, spawn_ready, Spawned};
+use sandkeeper_testkit::{
+    privilege::require_root,
+    process::{spawn_ready, Spawned},
+    scratch::reachable_by_others,
+};
 
 const TRUST_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
 
@@ -79,7 +83,7 @@ fn shared_root() -> (Sandbox, Spawned) {
             .arg(&held)
             .stdin(Stdio::null()),
     );
-    sandkeeper_testkit::age_tree(&held, std::time::Duration::from_secs(3 * 86400));
+    sandkeeper_testkit::tree::age_tree(&held, std::time::Duration::from_secs(3 * 86400));
     (sb, holder)
 }
 

@@ -21,24 +21,14 @@ use std::time::Duration;
 
 use sandkeeper::reap::{Policy, Reaper};
 use sandkeeper::Sandbox;
+use sandkeeper_testkit::privilege::nobody_sh_in;
 use sandkeeper_testkit::{
-    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready, Tmpfs,
+    mounts::Mount,
+    namespace::{in_namespace, run_in_pid_namespace},
+    process::spawn_ready,
+    scratch::reachable_by_others,
+    tree::age_tree,
 };
-
-/// Runs `script` with `sh -ec` as uid 65534 in `dir`.
-fn as_nobody(script: &str, dir: &Path) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args(["sh", "-ec", script])
-        .current_dir(dir)
-        .output()
-        .expect("run setpriv (util-linux)");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Runs a command as root; panics with its output when it fails.
 fn run(program: &str, args: &[&std::ffi::OsStr]) {
@@ -127,7 +117,7 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
         fs::write(entry.join("sub/file"), "data").unwrap();
         age_tree(&entry, Duration::from_secs(7200));
     }
-    as_nobody(
+    nobody_sh_in(
         "mkdir app-held && echo held > app-held/file && chmod 0751 app-held",
         root,
     );
@@ -142,7 +132,7 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
             ])
             .current_dir(root),
     );
-    as_nobody(
+    nobody_sh_in(
         match fill {
             Fill::Inodes => FILL_INODES,
             Fill::Blocks => FILL_BLOCKS,
@@ -243,19 +233,20 @@ fn an_entry_that_is_its_own_quarantine_comes_back_as_it_was() {
     use std::ffi::OsStr;
     use std::os::fd::AsFd;
 
-    if !sandkeeper_testkit::require_root("an_entry_that_is_its_own_quarantine_comes_back_as_it_was")
-    {
+    if !sandkeeper_testkit::privilege::require_root(
+        "an_entry_that_is_its_own_quarantine_comes_back_as_it_was",
+    ) {
         return;
     }
     let base = scratch("hostile-full-own");
-    let mnt = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
+    let mnt = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
     let root = mnt.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
-    as_nobody(
+    nobody_sh_in(
         "mkdir app-held && echo mine > app-held/file && chmod 2751 app-held",
         root,
     );
-    as_nobody(FILL_INODES, root);
+    nobody_sh_in(FILL_INODES, root);
     let dir = fs::File::open(root).unwrap();
     let fd = dir.as_fd();
     let opts = RemoveOptions::new();
@@ -321,12 +312,12 @@ fn inner_full_filesystems() {
     }
     {
         let base = scratch("hostile-full-tmpfs-inodes");
-        let fs = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
+        let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
         full_then_reap(fs.path(), Fill::Inodes, "tmpfs, no inode left");
     }
     {
         let base = scratch("hostile-full-tmpfs-blocks");
-        let fs = Tmpfs::mount_with(&base.path().join("mnt"), "size=1m");
+        let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=1m");
         full_then_reap(fs.path(), Fill::Blocks, "tmpfs, no block left");
     }
     {

@@ -29,7 +29,10 @@ use rustix::fs::{inotify, RenameFlags};
 use sandkeeper::reap::{KeepReason, Policy, Reaper};
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::{
-    in_namespace, reachable_by_others, require_root, run_in_pid_namespace, Spawned,
+    namespace::{in_namespace, run_in_pid_namespace},
+    privilege::require_root,
+    process::Spawned,
+    scratch::reachable_by_others,
 };
 
 /// Run as the victim: makes a keyed sandbox in the per-user root under

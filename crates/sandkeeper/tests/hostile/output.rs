@@ -10,7 +10,7 @@ use std::path::Path;
 
 use sandkeeper::output::write_atomic;
 use sandkeeper::{ErrorKind, Sandbox};
-use sandkeeper_testkit::{reachable_by_others, require_root};
+use sandkeeper_testkit::{privilege::require_root, scratch::reachable_by_others};
 
 const NOBODY: u32 = 65534;
 

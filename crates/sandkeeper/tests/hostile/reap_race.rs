@@ -26,7 +26,10 @@ use rustix::fs::inotify;
 use sandkeeper::reap::{KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::{
-    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready, Spawned,
+    namespace::{in_namespace, run_in_pid_namespace},
+    process::{spawn_ready, Spawned},
+    scratch::reachable_by_others,
+    tree::age_tree,
 };
 
 /// Entries in the race: more than one batch (64) of the reaper.

@@ -19,7 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root, spawn_ready, Spawned};
+use sandkeeper_testkit::{
+    privilege::require_root,
+    process::{spawn_ready, Spawned},
+    scratch::reachable_by_others,
+};
 
 /// Tells the helper which root to scan.
 const ROOT_ENV: &str = "SK_VISIBILITY_ROOT";
