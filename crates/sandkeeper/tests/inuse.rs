@@ -23,6 +23,7 @@ use sandkeeper::inuse::{
 use sandkeeper::sandbox;
 use sandkeeper_testkit::mounts::{LoopDevice, Mount};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
 use sandkeeper_testkit::process::{child_mode, wait_until, Helper, CHILD_ENV};
 use sandkeeper_testkit::tree::identity;
 
@@ -517,17 +518,7 @@ fn inner_uninspectable() {
     let root_holder = Helper::start("cwd", &[("SK_PATH", sb.path().to_str().unwrap())]);
     root_holder.expect("READY");
     let as_nobody = |ignore: &str| {
-        let exit = Helper::start_via(
-            &[
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-            ],
-            "collect",
-            &[("SK_IGNORE", ignore)],
-        )
-        .wait();
+        let exit = Helper::start_via(&SETPRIV_NOBODY, "collect", &[("SK_IGNORE", ignore)]).wait();
         let (ok, lines) = (exit.success, exit.stdout);
         assert!(ok, "collector as nobody failed: {lines:?}");
         lines

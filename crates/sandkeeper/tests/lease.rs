@@ -9,7 +9,7 @@ use std::process::Command;
 use sandkeeper::lease::{self, LeaseRecord, OwnerStatus, Probe, RecordState};
 use sandkeeper::remove::{remove_entry, RemoveOptions};
 use sandkeeper::{sandbox, ErrorKind};
-use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::privilege::{require_root, SETPRIV_NOBODY};
 use sandkeeper_testkit::process::Helper;
 
 #[test]
@@ -195,15 +195,9 @@ fn unopenable_directory_falls_back_to_the_record() {
     let lease = lease::Lease::create(root.path(), "locked-up".as_ref(), &record, 0o711).unwrap();
     // `nobody` can search the directory but not open (read) it.
     let probe = |path: &Path| {
-        let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_main", "--nocapture"])
-            .env("SK_CHILD", "probe")
-            .env("SK_PATH", path)
-            .output()
-            .expect("run setpriv (util-linux)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let path = path.to_str().unwrap();
+        let exit = Helper::start_via(&SETPRIV_NOBODY, "probe", &[("SK_PATH", path)]).wait();
+        exit.stdout.join("\n")
     };
     let out = probe(lease.path());
     assert!(out.contains("PROBE other Unopenable"), "{out}");

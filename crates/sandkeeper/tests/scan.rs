@@ -12,6 +12,7 @@ use std::process::Command;
 use sandkeeper::scan::{EntryState, RootReport, Scanner};
 use sandkeeper::{sandbox, Sandbox};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::setpriv_nobody;
 use sandkeeper_testkit::process::{spawn_ready, Helper};
 
 #[test]
@@ -171,8 +172,7 @@ fn inner_uninspectable() {
             .arg("echo ready; exec sleep 600"),
     );
     let scan_as_nobody = |ignore: &str| {
-        let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        let out = setpriv_nobody()
             .arg(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "inner_print_states", "--nocapture"])
             .env("SK_IN_NAMESPACE", "1")

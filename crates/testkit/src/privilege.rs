@@ -45,12 +45,22 @@ pub fn as_nobody<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
-/// `setpriv` to uid/gid 65534 with no supplementary groups and no standard
-/// input: add a program and its arguments to run them as the attacker.
+/// The `setpriv` command line that runs what follows it as uid/gid 65534
+/// with no supplementary groups (a wrapper for
+/// [`Helper::start_via`](crate::process::Helper::start_via)).
+pub const SETPRIV_NOBODY: [&str; 5] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--",
+];
+
+/// [`SETPRIV_NOBODY`] as a command with no standard input: add a program
+/// and its arguments to run them as the attacker.
 pub fn setpriv_nobody() -> Command {
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .stdin(Stdio::null());
+    let mut cmd = Command::new(SETPRIV_NOBODY[0]);
+    cmd.args(&SETPRIV_NOBODY[1..]).stdin(Stdio::null());
     cmd
 }
 

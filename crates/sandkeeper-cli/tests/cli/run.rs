@@ -12,7 +12,7 @@ use sandkeeper::sandbox;
 
 use crate::sandkeeper;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody};
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
@@ -357,8 +357,7 @@ fn isolate_as_a_normal_user() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+    let out = setpriv_nobody()
         .arg(env!("CARGO_BIN_EXE_sandkeeper"))
         .args([
             "run",

@@ -21,9 +21,9 @@ use sandkeeper::sandbox;
 use serde_json::Value;
 
 use crate::sandkeeper;
+use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-
-use sandkeeper_testkit::{mounts::Mount, tree::age_tree};
+use sandkeeper_testkit::tree::age_tree;
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.

@@ -15,15 +15,13 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::bin;
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh;
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    mounts::Mount,
-    namespace::{in_namespace, run_in_pid_namespace},
-    scratch::reachable_by_others,
-    tree::age_tree,
-};
 
 /// Files in each entry besides the directory itself: each entry holds 10
 /// inodes.

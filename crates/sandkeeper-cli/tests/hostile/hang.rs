@@ -18,10 +18,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::Spawned,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::Spawned;
 
 /// How long one run of the binary may take before it counts as hung.
 const LIMIT: &str = "30";

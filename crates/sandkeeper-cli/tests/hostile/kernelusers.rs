@@ -9,11 +9,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use sandkeeper::{sandbox, Sandbox};
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::spawn_ready,
-    scratch::reachable_by_others,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::setpriv_nobody;
+use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 fn sandkeeper(args: &[&str]) -> Output {
     crate::bin().args(args).output().expect("run sandkeeper")
@@ -72,8 +71,7 @@ fn inner_relatively_bound_socket() {
     fs::set_permissions(&entry, fs::Permissions::from_mode(0o777)).unwrap();
     // nobody binds `s` relative to the entry, then leaves it.
     let _binder = spawn_ready(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        setpriv_nobody()
             .arg("/usr/bin/python3")
             .arg("-c")
             .arg(

@@ -16,12 +16,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    mounts::Mount,
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::Spawned,
-    tree::age_tree,
-};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::tree::age_tree;
 
 use crate::bin;
 

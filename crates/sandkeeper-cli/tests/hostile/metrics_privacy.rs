@@ -17,10 +17,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{privilege::require_root, scratch::reachable_by_others};
+use sandkeeper_testkit::privilege::{nobody_sh, require_root};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 use crate::bin;
-use sandkeeper_testkit::privilege::nobody_sh;
 
 const SECRET: &str = "secret-project-alpha";
 

@@ -13,13 +13,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{privilege::require_root, process::Spawned, scratch::reachable_by_others};
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
-const NOBODY: u32 = 65534;
 const SECRET: &[u8] = b"root's secret\n";
 
 use crate::bin;
-use sandkeeper_testkit::privilege::setpriv_nobody;
 
 /// Runs `args` as nobody; it must succeed.
 fn nobody(args: &[&str]) {

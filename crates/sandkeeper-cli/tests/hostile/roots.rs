@@ -12,14 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::bin;
-use sandkeeper_testkit::privilege::{nobody_sh, setpriv_nobody};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{nobody_sh, require_root, setpriv_nobody};
+use sandkeeper_testkit::process::spawn_ready;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    privilege::require_root,
-    process::spawn_ready,
-};
 
 const NOBODY: &str = "65534";
 

@@ -11,13 +11,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    privilege::require_root,
-    process::{spawn_ready, Spawned},
-    scratch::reachable_by_others,
-};
-
-const TRUST_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
+use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
+use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// `sandkeeper ARGS` as pid 1's child in a new pid namespace with its own
 /// `/proc`, with `env` set.
@@ -33,7 +30,7 @@ fn in_child_namespace(args: &[&str], env: &[(&str, &str)]) -> Output {
     ])
     .arg(env!("CARGO_BIN_EXE_sandkeeper"))
     .args(args)
-    .env_remove(TRUST_ENV)
+    .env_remove(TRUST_PID_NAMESPACE_ENV)
     .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -152,7 +149,7 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
         (
             "environment",
             vec!["scan", "--json", "--entries", root],
-            vec![(TRUST_ENV, "1")],
+            vec![(TRUST_PID_NAMESPACE_ENV, "1")],
         ),
     ] {
         let out = in_child_namespace(&args, &env);
@@ -238,7 +235,7 @@ fn a_bad_trust_value_is_a_usage_error() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
             .args(&args)
-            .env(TRUST_ENV, "yes")
+            .env(TRUST_PID_NAMESPACE_ENV, "yes")
             .output()
             .unwrap();
         let stderr = text(&out.stderr);

@@ -23,10 +23,8 @@ use std::time::{Duration, Instant};
 
 use sandkeeper::scan::{EntryState, Report, Scanner};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::{spawn_ready, Spawned},
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
 
 /// The seed of the storm's workload.
 const SEED: u64 = 0x5eed_0008;

@@ -21,14 +21,12 @@ use std::time::Duration;
 
 use sandkeeper::reap::{Policy, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::privilege::nobody_sh_in;
-use sandkeeper_testkit::{
-    mounts::Mount,
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::spawn_ready,
-    scratch::reachable_by_others,
-    tree::age_tree,
-};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{nobody_sh_in, setpriv_nobody};
+use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Runs a command as root; panics with its output when it fails.
 fn run(program: &str, args: &[&std::ffi::OsStr]) {
@@ -123,8 +121,7 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
     );
     age_tree(&root.join("app-held"), Duration::from_secs(9000));
     let holder = spawn_ready(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        setpriv_nobody()
             .args([
                 "sh",
                 "-c",
@@ -213,8 +210,7 @@ fn scratch(tag: &str) -> Sandbox {
 
 /// Whether `script` succeeds as uid 65534 in `dir`.
 fn nobody_can(script: &str, dir: &Path) -> bool {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    setpriv_nobody()
         .args(["sh", "-c", script])
         .current_dir(dir)
         .stderr(std::process::Stdio::null())

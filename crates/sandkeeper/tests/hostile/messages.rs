@@ -28,12 +28,10 @@ use std::time::{Duration, Instant};
 use rustix::fs::{inotify, RenameFlags};
 use sandkeeper::reap::{KeepReason, Policy, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    privilege::require_root,
-    process::Spawned,
-    scratch::reachable_by_others,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// Run as the victim: makes a keyed sandbox in the per-user root under
 /// `$TMPDIR` and prints the error, its path and its hint.
@@ -73,8 +71,7 @@ fn victim_says(tag: &str, plant: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    let out = setpriv_nobody()
         .arg(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -272,8 +269,7 @@ fn inner_recreated_during_reap() {
 /// Makes, as uid 65534, `app-<i>` (a day old, idle, holding `f`) and
 /// `twin-<i>` (holding `f` and `mine`).
 fn populate_as_nobody(root: &Path) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    let out = setpriv_nobody()
         .args([
             "sh",
             "-ec",
@@ -312,9 +308,8 @@ impl Recreator {
 }
 
 fn start_recreator(root: &Path) -> Recreator {
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(std::env::current_exe().unwrap())
+    let mut cmd = setpriv_nobody();
+    cmd.arg(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",

@@ -12,10 +12,8 @@ use sandkeeper::reap::KeepReason;
 use sandkeeper::sandbox;
 use sandkeeper::scan::EntryState;
 use sandkeeper_testkit::mounts::Mount;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::spawn_ready,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::spawn_ready;
 
 use crate::kernel_support::{assert_in_use_and_kept, reap_all, sh, state_of};
 

@@ -25,12 +25,11 @@ use std::time::Duration;
 use rustix::fs::inotify;
 use sandkeeper::reap::{KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    process::{spawn_ready, Spawned},
-    scratch::reachable_by_others,
-    tree::age_tree,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::setpriv_nobody;
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Entries in the race: more than one batch (64) of the reaper.
 const ENTRIES: usize = 100;
@@ -204,9 +203,8 @@ impl Attacker {
     /// watches.
     fn start(env: &[(&str, &OsStr)]) -> Attacker {
         let exe = std::env::current_exe().unwrap();
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(exe)
+        let mut cmd = setpriv_nobody();
+        cmd.arg(exe)
             .args([
                 "--ignored",
                 "--exact",

@@ -18,12 +18,10 @@ use std::time::Duration;
 
 use sandkeeper::reap::{Policy, Reaper};
 use sandkeeper::Sandbox;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh_in;
-use sandkeeper_testkit::{
-    namespace::{in_namespace, run_in_pid_namespace},
-    scratch::reachable_by_others,
-    tree::age_tree,
-};
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Every fixed name an older remover would have used, as uid 0 or as the
 /// squatter's own uid.

@@ -19,17 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    privilege::require_root,
-    process::{spawn_ready, Spawned},
-    scratch::reachable_by_others,
-};
+use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
+use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// Tells the helper which root to scan.
 const ROOT_ENV: &str = "SK_VISIBILITY_ROOT";
 /// Set in the inner half of [`hidepid_cases`].
 const INNER_ENV: &str = "SK_VISIBILITY_INNER";
-const TRUST_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
 
 /// What a helper scan saw.
 #[derive(Debug, Default)]
@@ -117,7 +115,7 @@ fn scan_through(wrapper: &[&str], root: &Path, env: &[(&str, &str)]) -> Seen {
             "--test-threads=1",
         ])
         .env(ROOT_ENV, root)
-        .env_remove(TRUST_ENV)
+        .env_remove(TRUST_PID_NAMESPACE_ENV)
         .env_remove(INNER_ENV)
         .stdin(Stdio::null());
     for (k, v) in env {
@@ -219,7 +217,7 @@ fn a_child_pid_namespace_does_not_see_the_host() {
     assert!(host_proc.spots.is_empty(), "{host_proc:?}");
 
     // Trusted: what it sees is what there is, and the output says so.
-    let trusted = scan_through(&unshare, sb.path(), &[(TRUST_ENV, "1")]);
+    let trusted = scan_through(&unshare, sb.path(), &[(TRUST_PID_NAMESPACE_ENV, "1")]);
     assert_eq!(trusted.state("held"), "idle", "{trusted:?}");
     assert!(trusted.spots.is_empty(), "{trusted:?}");
     assert_eq!(trusted.assumed.len(), 1, "{trusted:?}");
@@ -243,7 +241,7 @@ fn a_bad_trust_value_is_an_error() {
             "--nocapture",
         ])
         .env(ROOT_ENV, sb.path())
-        .env(TRUST_ENV, "yes")
+        .env(TRUST_PID_NAMESPACE_ENV, "yes")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -340,7 +338,7 @@ fn hidepid_cases() {
     ];
     let in_staff: &[&str] = &["setpriv", "--groups", "4242"];
     // Inside this private namespace every process is ours to see.
-    let trust = [(TRUST_ENV, "1")];
+    let trust = [(TRUST_PID_NAMESPACE_ENV, "1")];
     // (name, mount options, scanner, held, empty, blind spots)
     let cases: &[(&str, &str, &[&str], &str, &str, &[&str])] = &[
         ("plain, root", "rw", root, "in_use", "idle", &[]),
