@@ -25,7 +25,7 @@ use sandkeeper::remove::{
 use sandkeeper::ErrorKind;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::privilege::{as_nobody, is_root, require_root};
-use sandkeeper_testkit::process::{open_fds, within, Stop};
+use sandkeeper_testkit::process::{open_fds, test_command, within, Stop};
 use sandkeeper_testkit::scratch;
 use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::{
@@ -861,15 +861,7 @@ fn a_killed_remover_is_finished_by_the_next_one() {
     let scratch = scratch!("killed").tmpfs("512m");
     let shape = generate(&scratch.join("big"), 21, 400, 30_000, 4);
     write(&scratch.join("small/file"), "x");
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "remover_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = test_command(&[], "remover_child")
         .env("SK_REMOVE_CHILD", scratch.join("big"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

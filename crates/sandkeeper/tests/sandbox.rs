@@ -16,7 +16,7 @@ use sandkeeper::{sandbox, Builder, ErrorKind, Sandbox, WhenHeld};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::require_root;
-use sandkeeper_testkit::process::{pid_exists, Helper};
+use sandkeeper_testkit::process::{pid_exists, test_command, Helper};
 use sandkeeper_testkit::tree::names;
 
 #[test]
@@ -590,14 +590,7 @@ fn inner_a_sandbox_whose_removal_fails_on_drop_stays_managed() {
         return;
     }
     let root = Sandbox::builder().tag("drop-fails").create().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "drop_with_a_mount_inside",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = test_command(&[], "drop_with_a_mount_inside")
         .env(DROP_ROOT_ENV, root.path())
         .output()
         .unwrap();

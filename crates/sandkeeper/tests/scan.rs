@@ -12,8 +12,8 @@ use std::process::Command;
 use sandkeeper::scan::{EntryState, RootReport, Scanner};
 use sandkeeper::{sandbox, Sandbox};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::privilege::setpriv_nobody;
-use sandkeeper_testkit::process::{spawn_ready, Helper};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
+use sandkeeper_testkit::process::{spawn_ready, test_command, Helper};
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
@@ -172,9 +172,7 @@ fn inner_uninspectable() {
             .arg("echo ready; exec sleep 600"),
     );
     let scan_as_nobody = |ignore: &str| {
-        let out = setpriv_nobody()
-            .arg(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "inner_print_states", "--nocapture"])
+        let out = test_command(&SETPRIV_NOBODY, "inner_print_states")
             .env("SK_IN_NAMESPACE", "1")
             .env("SK_ROOT", root.path())
             .env("SK_IGNORE", ignore)

@@ -5,11 +5,11 @@
 //! The outer `#[test]` calls [`run_in_pid_namespace`]; the inner one is
 //! `#[ignore]`d and starts with `if !in_namespace() { return; }`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::privilege::require_root;
-use crate::process::{wait_with_deadline, CHILD_ENV};
+use crate::process::{test_command, wait_with_deadline, CHILD_ENV};
 
 /// Set in a test binary re-run inside a private PID namespace.
 pub const IN_NAMESPACE_ENV: &str = "SK_IN_NAMESPACE";
@@ -19,6 +19,19 @@ pub const IN_NAMESPACE_ENV: &str = "SK_IN_NAMESPACE";
 /// [`run_in_pid_namespace`]: without it, a scan in a child PID namespace
 /// cannot see the host and calls every entry `unknown`.
 pub const TRUST_PID_NAMESPACE_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
+
+/// `unshare` making a new PID and mount namespace, `/proc` remounted for
+/// it, whose PID 1 is what follows; everything in it is killed when that
+/// process dies, and its mounts are private.
+pub const UNSHARE_PID_NAMESPACE: [&str; 7] = [
+    "unshare",
+    "--pid",
+    "--fork",
+    "--mount-proc",
+    "--kill-child",
+    "--propagation",
+    "private",
+];
 
 /// How long the inner half may take before it is killed and fails.
 const NAMESPACE_DEADLINE: Duration = Duration::from_secs(600);
@@ -35,30 +48,13 @@ pub fn run_in_pid_namespace(outer: &str, inner: &str) -> bool {
     if !require_root(outer) {
         return false;
     }
-    let mut child = Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--propagation",
-            "private",
-        ])
-        .arg(std::env::current_exe().expect("test binary path"))
-        .args([
-            "--ignored",
-            "--exact",
-            inner,
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = test_command(&UNSHARE_PID_NAMESPACE, inner)
         .env(IN_NAMESPACE_ENV, "1")
         // The namespace is the test's own: nothing outside it uses what the
         // test scans (issue 10, finding 5(a)).
         .env(TRUST_PID_NAMESPACE_ENV, "1")
         .env_remove(CHILD_ENV)
         .env_remove("SANDKEEPER_KEEP")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

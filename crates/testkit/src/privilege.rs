@@ -5,6 +5,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::process::{spawn_ready, Spawned};
+
 /// The uid and gid of `nobody`, the attacker in the hostile tests.
 pub const NOBODY: u32 = 65534;
 
@@ -81,6 +83,21 @@ pub fn nobody_sh_in(script: &str, dir: &Path) {
     let mut cmd = setpriv_nobody();
     cmd.args(["sh", "-ec", script]).current_dir(dir);
     run_script(script, cmd);
+}
+
+/// A process of uid 65534 living in `dir` (its working directory) until
+/// it is dropped: `dir` is in use by another user.
+pub fn nobody_living_in(dir: &Path) -> Spawned {
+    spawn_ready(
+        setpriv_nobody()
+            .args([
+                "sh",
+                "-c",
+                "cd \"$1\" && echo ready && exec sleep 600",
+                "sh",
+            ])
+            .arg(dir),
+    )
 }
 
 fn run_script(script: &str, mut cmd: Command) {

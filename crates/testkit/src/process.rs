@@ -65,25 +65,10 @@ impl Helper {
     /// Starts this test binary as a helper doing `mode`, run through the
     /// command `wrapper` (such as `unshare --mount`), which must `exec` it.
     pub fn start_via(wrapper: &[&str], mode: &str, env: &[(&str, &str)]) -> Helper {
-        let exe = std::env::current_exe().expect("test binary path");
-        let mut cmd = match wrapper.split_first() {
-            Some((program, args)) => {
-                let mut cmd = Command::new(program);
-                cmd.args(args).arg(exe);
-                cmd
-            }
-            None => Command::new(exe),
-        };
-        cmd.args([
-            "--ignored",
-            "--exact",
-            "child_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, mode)
-        .env_remove(IN_NAMESPACE_ENV)
-        .env_remove("SANDKEEPER_KEEP");
+        let mut cmd = test_command(wrapper, "child_main");
+        cmd.env(CHILD_ENV, mode)
+            .env_remove(IN_NAMESPACE_ENV)
+            .env_remove("SANDKEEPER_KEEP");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -192,6 +177,33 @@ impl Drop for Helper {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// This test binary, set to run only its (usually ignored) test `test`
+/// with output not captured and no standard input, through `wrapper` (a
+/// command that `exec`s its arguments, such as [`SETPRIV_NOBODY`]; empty
+/// for none).
+///
+/// [`SETPRIV_NOBODY`]: crate::privilege::SETPRIV_NOBODY
+pub fn test_command(wrapper: &[&str], test: &str) -> Command {
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
+    cmd.args([
+        "--ignored",
+        "--exact",
+        test,
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .stdin(Stdio::null());
+    cmd
 }
 
 /// A child process, killed and reaped when dropped.

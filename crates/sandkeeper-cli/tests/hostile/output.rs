@@ -13,8 +13,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY};
-use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY, SETPRIV_NOBODY};
+use sandkeeper_testkit::process::{test_command, Spawned};
 use sandkeeper_testkit::scratch::reachable_by_others;
 
 const SECRET: &[u8] = b"root's secret\n";
@@ -311,15 +311,7 @@ impl Attacker {
     fn start(dir: &Path, canary: &Path) -> Attacker {
         let exe = std::env::current_exe().unwrap();
         let mut child = Spawned(
-            setpriv_nobody()
-                .arg(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "output::attack_exchange_on_create",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+            test_command(&SETPRIV_NOBODY, "output::attack_exchange_on_create")
                 .env("SK_ATTACK_DIR", dir)
                 .env("SK_ATTACK_CANARY", canary)
                 .stdin(Stdio::null())

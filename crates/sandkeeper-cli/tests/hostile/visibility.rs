@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
-use sandkeeper_testkit::privilege::require_root;
-use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
+use sandkeeper_testkit::process::Spawned;
 use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// `sandkeeper ARGS` as pid 1's child in a new pid namespace with its own
@@ -64,22 +64,7 @@ fn shared_root() -> (Sandbox, Spawned) {
     let held = sb.path().join("held-1");
     fs::create_dir(&held).unwrap();
     fs::set_permissions(&held, fs::Permissions::from_mode(0o777)).unwrap();
-    let holder = spawn_ready(
-        Command::new("setpriv")
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                "cd \"$1\" && echo ready && exec sleep 600",
-                "sh",
-            ])
-            .arg(&held)
-            .stdin(Stdio::null()),
-    );
+    let holder = nobody_living_in(&held);
     sandkeeper_testkit::tree::age_tree(&held, std::time::Duration::from_secs(3 * 86400));
     (sb, holder)
 }

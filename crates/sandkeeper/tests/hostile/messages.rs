@@ -29,8 +29,8 @@ use rustix::fs::{inotify, RenameFlags};
 use sandkeeper::reap::{KeepReason, Policy, Reaper};
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::privilege::{require_root, setpriv_nobody};
-use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, SETPRIV_NOBODY};
+use sandkeeper_testkit::process::{test_command, Spawned};
 use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// Run as the victim: makes a keyed sandbox in the per-user root under
@@ -71,15 +71,7 @@ fn victim_says(tag: &str, plant: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = setpriv_nobody()
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "messages::victim_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = test_command(&SETPRIV_NOBODY, "messages::victim_main")
         .env("SK_VICTIM", "1")
         .env("TMPDIR", base.path())
         .env_remove("SANDKEEPER_ROOT")
@@ -308,16 +300,8 @@ impl Recreator {
 }
 
 fn start_recreator(root: &Path) -> Recreator {
-    let mut cmd = setpriv_nobody();
-    cmd.arg(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "messages::recreator_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SK_ROOT", root)
+    let mut cmd = test_command(&SETPRIV_NOBODY, "messages::recreator_main");
+    cmd.env("SK_ROOT", root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let mut child = Spawned(cmd.spawn().expect("spawn the re-creator (setpriv)"));

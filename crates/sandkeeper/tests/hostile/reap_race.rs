@@ -26,8 +26,8 @@ use rustix::fs::inotify;
 use sandkeeper::reap::{KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::privilege::setpriv_nobody;
-use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
+use sandkeeper_testkit::process::{spawn_ready, test_command, Spawned};
 use sandkeeper_testkit::scratch::reachable_by_others;
 use sandkeeper_testkit::tree::age_tree;
 
@@ -202,18 +202,8 @@ impl Attacker {
     /// Starts [`attacker_main`] as uid 65534 with `env`, and waits until it
     /// watches.
     fn start(env: &[(&str, &OsStr)]) -> Attacker {
-        let exe = std::env::current_exe().unwrap();
-        let mut cmd = setpriv_nobody();
-        cmd.arg(exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "reap_race::attacker_main",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+        let mut cmd = test_command(&SETPRIV_NOBODY, "reap_race::attacker_main");
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
