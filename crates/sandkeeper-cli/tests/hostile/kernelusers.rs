@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use sandkeeper::{sandbox, Sandbox};
+use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::setpriv_nobody;
 use sandkeeper_testkit::process::spawn_ready;
@@ -117,8 +118,9 @@ fn inner_relative_overlay_layer() {
         .status()
         .unwrap();
     assert!(mounted.success());
+    let overlay = Mount::adopt(&merged);
     let (state, stderr) = reap_everything_then_state(root.path(), "app-overlay");
-    let _ = Command::new("umount").arg("-l").arg(&merged).status();
+    drop(overlay);
     assert_eq!(state, "unknown", "{stderr}");
     assert!(
         stderr.contains("an overlay names a layer by a relative path (lowerdir=lower of "),
