@@ -1,15 +1,17 @@
 //! Test support shared by sandkeeper's test suites, one module per
 //! concept. Not published; only the workspace's tests use it.
 //!
-//! - [`privilege`]: root checks and acting as `nobody`.
+//! - [`privilege`]: root checks and acting as `nobody` (on a thread, through
+//!   `setpriv`, in a shell, as a process living in a directory).
 //! - [`namespace`]: re-running a test as PID 1 of a private PID namespace.
-//! - [`process`]: helper child processes, killed on drop, and waits
-//!   bounded by a deadline.
+//! - [`process`]: helper child processes, killed on drop; re-running this
+//!   test binary for one test; waits bounded by a deadline.
 //! - [`child`]: the helper side the library's sandbox and lease tests start.
 //! - [`mounts`]: tmpfs, bind and loop-device guards, undone on drop.
 //! - [`tree`]: building, inspecting and ageing directory trees.
-//! - [`scratch`]: the [`Scratch`](scratch::Scratch) sandbox and where
-//!   other users can reach a test's files.
+//! - [`scratch`](mod@scratch): the [`Scratch`](scratch::Scratch) sandbox
+//!   (and its [`scratch!`] macro), and where other users can reach a
+//!   test's files.
 //! - [`fuzz`]: proptest strategies for hostile input.
 //!
 //! Everything a test makes is undone: every scratch directory is a
