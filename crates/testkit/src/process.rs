@@ -128,6 +128,23 @@ impl Helper {
         }
     }
 
+    /// The helper's stdout lines up to the next one containing `token`
+    /// (included), each waited for up to the [`DEADLINE`].
+    pub fn lines_until(&self, token: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(DEADLINE)
+                .unwrap_or_else(|e| panic!("helper {} said no {token:?}: {e}", self.pid()));
+            let done = line.contains(token);
+            lines.push(line);
+            if done {
+                return lines;
+            }
+        }
+    }
+
     /// The path from the helper's `READY <path>` line.
     pub fn ready_path(&self) -> PathBuf {
         PathBuf::from(self.expect("READY"))
