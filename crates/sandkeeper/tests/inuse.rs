@@ -5,12 +5,10 @@
 //! `/proc` entries, so a collection in the host's pid namespace is never
 //! complete. Tests that need a complete index therefore re-run themselves
 //! as pid 1 of a private pid and mount namespace
-//! ([`inuse_support::run_in_private_namespace`]): the outer `#[test]` needs
-//! root, the inner one is `#[ignore]`d and does the work there. Everything
-//! an inner test starts dies with its namespace, and its mounts with its
-//! private mount namespace; guards clean up earlier still.
-
-mod inuse_support;
+//! ([`sandkeeper_testkit::namespace::run_in_pid_namespace`]): the outer
+//! `#[test]` needs root, the inner one is `#[ignore]`d and does the work
+//! there. Everything an inner test starts dies with its namespace, and its
+//! mounts with its private mount namespace; guards clean up earlier still.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -18,17 +16,21 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use inuse_support::{inode, require_root, wait_until, Helper, LoopDevice, Mounted};
 use sandkeeper::inuse::{
     BlindSpotKind, HoldKind, InUse, InUseOptions, InspectStep, KernelUse, KernelUseKind,
     MountNamespace, OverlayLayer,
 };
 use sandkeeper::sandbox;
+use sandkeeper_testkit::mounts::{LoopDevice, Mount};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
+use sandkeeper_testkit::process::{child_mode, wait_until, Helper, CHILD_ENV};
+use sandkeeper_testkit::tree::identity;
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
-    let Ok(mode) = std::env::var(inuse_support::CHILD_ENV) else {
+    let Some(mode) = child_mode() else {
         return;
     };
     let path = || PathBuf::from(std::env::var("SK_PATH").expect("SK_PATH"));
@@ -102,7 +104,7 @@ fn child_main() {
             }
             println!("COMPLETE {}", index.is_complete());
         }
-        other => panic!("unknown {} mode {other:?}", inuse_support::CHILD_ENV),
+        other => panic!("unknown {} mode {other:?}", CHILD_ENV),
     }
 }
 
@@ -140,7 +142,7 @@ fn unshare_fs() {
 
 /// What `index` says about `path`'s inode: `(pid, how)` pairs.
 fn holds(index: &InUse, path: &Path) -> Vec<(u32, HoldKind)> {
-    let (dev, ino) = inode(path);
+    let (dev, ino) = identity(path);
     index
         .holders(dev, ino)
         .iter()
@@ -180,7 +182,7 @@ fn a_child_holding_a_file_is_found_and_forgotten() {
         "{:?}",
         holds(&index, &file)
     );
-    let holder_entry = index.holders(inode(&file).0, inode(&file).1)[0].clone();
+    let holder_entry = index.holders(identity(&file).0, identity(&file).1)[0].clone();
     assert!(holder_entry
         .to_string()
         .starts_with(&format!("pid {} (", holder.pid())));
@@ -289,17 +291,23 @@ fn an_unusable_proc_root_is_an_error_with_its_path() {
 /// kind, in a complete index; and all gone once the holders are killed.
 #[test]
 fn process_holders_in_a_private_pid_namespace() {
-    if require_root("process_holders_in_a_private_pid_namespace") {
-        inuse_support::run_in_private_namespace("inner_process_holders");
-    }
+    run_in_pid_namespace(
+        "process_holders_in_a_private_pid_namespace",
+        "inner_process_holders",
+    );
 }
 
 #[test]
 #[ignore = "run inside a private pid namespace by process_holders_in_a_private_pid_namespace"]
 fn inner_process_holders() {
-    if !inuse_support::in_private_namespace("inner_process_holders") {
+    if !in_namespace() {
         return;
     }
+    assert_eq!(
+        std::process::id(),
+        1,
+        "inner_process_holders: expected to be pid 1 of a new pid namespace"
+    );
     let sb = sandbox!().unwrap();
     let other = sandbox!("inuse-elsewhere").unwrap();
     let p = |name: &str| sb.path().join(name);
@@ -322,8 +330,7 @@ fn inner_process_holders() {
     // A file opened through a bind mount elsewhere is the same inode.
     let alias = other.path().join("alias");
     fs::create_dir(&alias).unwrap();
-    rustix::mount::mount_bind(p("real"), &alias).unwrap();
-    let _alias_mount = Mounted(alias.clone());
+    let _alias_mount = Mount::bind(&p("real"), &alias);
 
     // An executable inside the entry.
     let sleep = which("sleep");
@@ -354,7 +361,7 @@ fn inner_process_holders() {
     let mut exe_cmd = Command::new(p("bin/sleep"));
     exe_cmd.arg("600");
     let exe = Helper::spawn(exe_cmd);
-    let exe_inode = inode(&p("bin/sleep"));
+    let exe_inode = identity(&p("bin/sleep"));
     wait_until("the copied sleep to run", || {
         fs::metadata(format!("/proc/{}/exe", exe.pid())).is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
@@ -446,7 +453,7 @@ fn inner_process_holders() {
         .any(|(_, how)| matches!(how, HoldKind::ThreadCwd(_))));
 
     // The other mount namespace's bind mount, found by inode and by path.
-    let (dev, ino) = inode(&p("foreign-src"));
+    let (dev, ino) = identity(&p("foreign-src"));
     let foreign_ns = MountNamespace::Of { pid: foreign.pid() };
     let by_inode: Vec<&KernelUse> = index.kernel_users_of(dev, ino).collect();
     assert!(
@@ -490,32 +497,29 @@ fn inner_process_holders() {
 /// `nobody` while root-owned processes exist.
 #[test]
 fn uninspectable_processes_in_a_private_pid_namespace() {
-    if require_root("uninspectable_processes_in_a_private_pid_namespace") {
-        inuse_support::run_in_private_namespace("inner_uninspectable");
-    }
+    run_in_pid_namespace(
+        "uninspectable_processes_in_a_private_pid_namespace",
+        "inner_uninspectable",
+    );
 }
 
 #[test]
 #[ignore = "run inside a private pid namespace by uninspectable_processes_in_a_private_pid_namespace"]
 fn inner_uninspectable() {
-    if !inuse_support::in_private_namespace("inner_uninspectable") {
+    if !in_namespace() {
         return;
     }
+    assert_eq!(
+        std::process::id(),
+        1,
+        "inner_uninspectable: expected to be pid 1 of a new pid namespace"
+    );
     let sb = sandbox!().unwrap();
     let root_holder = Helper::start("cwd", &[("SK_PATH", sb.path().to_str().unwrap())]);
     root_holder.expect("READY");
     let as_nobody = |ignore: &str| {
-        let (ok, lines) = Helper::start_via(
-            &[
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-            ],
-            "collect",
-            &[("SK_IGNORE", ignore)],
-        )
-        .wait();
+        let exit = Helper::start_via(&SETPRIV_NOBODY, "collect", &[("SK_IGNORE", ignore)]).wait();
+        let (ok, lines) = (exit.success, exit.stdout);
         assert!(ok, "collector as nobody failed: {lines:?}");
         lines
     };
@@ -579,7 +583,7 @@ fn inner_uninspectable() {
         c"hidepid=invisible,gid=4242",
     )
     .unwrap();
-    let _proc_mount = Mounted(proc_dir.clone());
+    let _proc_mount = Mount::adopt(proc_dir.clone());
     let index = InUseOptions::new().proc_root(&proc_dir).collect().unwrap();
     let spots: Vec<BlindSpotKind> = index.blind_spots().iter().map(|b| b.kind).collect();
     assert_eq!(spots, [BlindSpotKind::HiddenProcesses]);
@@ -591,17 +595,23 @@ fn inner_uninspectable() {
 /// inside an entry are kernel users of it, by path and by inode.
 #[test]
 fn kernel_users_in_a_private_pid_namespace() {
-    if require_root("kernel_users_in_a_private_pid_namespace") {
-        inuse_support::run_in_private_namespace("inner_kernel_users");
-    }
+    run_in_pid_namespace(
+        "kernel_users_in_a_private_pid_namespace",
+        "inner_kernel_users",
+    );
 }
 
 #[test]
 #[ignore = "run inside a private pid namespace by kernel_users_in_a_private_pid_namespace"]
 fn inner_kernel_users() {
-    if !inuse_support::in_private_namespace("inner_kernel_users") {
+    if !in_namespace() {
         return;
     }
+    assert_eq!(
+        std::process::id(),
+        1,
+        "inner_kernel_users: expected to be pid 1 of a new pid namespace"
+    );
     let sb = sandbox!().unwrap();
     let other = sandbox!("inuse-targets").unwrap();
     let p = |name: &str| sb.path().join(name);
@@ -645,10 +655,9 @@ fn inner_kernel_users() {
         c"size=1m",
     )
     .unwrap();
-    let tmpfs = Mounted(p("mnt"));
+    let tmpfs = Mount::adopt(p("mnt"));
     // A bind mount elsewhere whose source is inside the entry.
-    rustix::mount::mount_bind(p("src"), q("bound")).unwrap();
-    let bind = Mounted(q("bound"));
+    let bind = Mount::bind(&p("src"), &q("bound"));
     // An overlay whose layers are inside the entry (one with a space).
     let overlay = {
         let options = format!(
@@ -665,7 +674,7 @@ fn inner_kernel_users() {
             rustix::mount::MountFlags::empty(),
             options.as_c_str(),
         ) {
-            Ok(()) => Some(Mounted(q("merged"))),
+            Ok(()) => Some(Mount::adopt(q("merged"))),
             Err(e) => {
                 eprintln!("skipping the overlay case: cannot mount overlayfs here: {e}");
                 None
@@ -690,7 +699,11 @@ fn inner_kernel_users() {
 
     let mount_point = find(&index, &p("mnt"), &KernelUseKind::MountPoint);
     assert_eq!(mount_point.fstype.as_deref(), Some("tmpfs"));
-    assert_eq!(mount_point.inode, Some(inode(&p("mnt"))), "the tmpfs root");
+    assert_eq!(
+        mount_point.inode,
+        Some(identity(&p("mnt"))),
+        "the tmpfs root"
+    );
     assert_eq!(mount_point.namespace, MountNamespace::Own);
     assert_eq!(
         mount_point.to_string(),
@@ -698,9 +711,9 @@ fn inner_kernel_users() {
     );
 
     let source = find(&index, &p("src"), &KernelUseKind::BindSource);
-    assert_eq!(source.inode, Some(inode(&p("src"))));
+    assert_eq!(source.inode, Some(identity(&p("src"))));
     assert_eq!(source.mount_point.as_deref(), Some(q("bound").as_path()));
-    let (dev, ino) = inode(&p("src"));
+    let (dev, ino) = identity(&p("src"));
     assert!(index
         .kernel_users_of(dev, ino)
         .any(|k| k.kind == KernelUseKind::BindSource));
@@ -714,7 +727,7 @@ fn inner_kernel_users() {
             ("work", OverlayLayer::Work),
         ] {
             let use_ = find(&index, &p(dir), &KernelUseKind::OverlayLayer(layer));
-            assert_eq!(use_.inode, Some(inode(&p(dir))), "{dir}");
+            assert_eq!(use_.inode, Some(identity(&p(dir))), "{dir}");
             assert_eq!(
                 use_.mount_point.as_deref(),
                 Some(q("merged").as_path()),
@@ -726,7 +739,7 @@ fn inner_kernel_users() {
     if let Some(dev) = &loop_dev {
         let kind = KernelUseKind::LoopBackingFile { device: dev.name() };
         let backing = find(&index, &p("disk.img"), &kind);
-        assert_eq!(backing.inode, Some(inode(&p("disk.img"))));
+        assert_eq!(backing.inode, Some(identity(&p("disk.img"))));
         assert!(!backing.deleted);
         assert_eq!(
             backing.to_string(),

@@ -1,22 +1,21 @@
 //! The lease protocol with real processes: live while the owner runs,
 //! orphaned after SIGKILL, claimable by one prober at a time.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use common::{require_root, Helper};
 use sandkeeper::lease::{self, LeaseRecord, OwnerStatus, Probe, RecordState};
 use sandkeeper::remove::{remove_entry, RemoveOptions};
 use sandkeeper::{sandbox, ErrorKind};
+use sandkeeper_testkit::privilege::{require_root, SETPRIV_NOBODY};
+use sandkeeper_testkit::process::Helper;
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
-    common::child_main()
+    sandkeeper_testkit::child::main()
 }
 
 /// Removes a probed-free directory while holding its claim.
@@ -187,7 +186,7 @@ fn unopenable_directory_falls_back_to_the_record() {
     }
     // `nobody` must be able to reach it: not under a private checkout.
     let root = sandkeeper::Sandbox::builder()
-        .root(sandkeeper_testkit::reachable_by_others())
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("lease-unopenable")
         .create()
         .unwrap();
@@ -196,15 +195,9 @@ fn unopenable_directory_falls_back_to_the_record() {
     let lease = lease::Lease::create(root.path(), "locked-up".as_ref(), &record, 0o711).unwrap();
     // `nobody` can search the directory but not open (read) it.
     let probe = |path: &Path| {
-        let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_main", "--nocapture"])
-            .env("SK_CHILD", "probe")
-            .env("SK_PATH", path)
-            .output()
-            .expect("run setpriv (util-linux)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let path = path.to_str().unwrap();
+        let exit = Helper::start_via(&SETPRIV_NOBODY, "probe", &[("SK_PATH", path)]).wait();
+        exit.stdout.join("\n")
     };
     let out = probe(lease.path());
     assert!(out.contains("PROBE other Unopenable"), "{out}");

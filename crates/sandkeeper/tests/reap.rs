@@ -2,25 +2,25 @@
 //! targets, held directories, a full filesystem, dry runs. Every test runs
 //! inside a private PID namespace, where every process can be inspected.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{in_namespace, run_in_pid_namespace, spawn_ready, Helper};
 use sandkeeper::lease::{Lease, LeaseRecord};
 use sandkeeper::reap::{FreeTarget, KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::sandbox;
 use sandkeeper::scan::{EntryState, Scanner};
-use sandkeeper_testkit::{age_tree, Tmpfs};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::{spawn_ready, Helper};
+use sandkeeper_testkit::tree::age_tree;
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
-    common::child_main()
+    sandkeeper_testkit::child::main()
 }
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone.
@@ -151,7 +151,8 @@ fn inner_chaos() {
                 c.kill();
                 killed += 1;
             } else {
-                let (ok, stderr) = c.wait();
+                let exit = c.wait();
+                let (ok, stderr) = (exit.success, exit.stderr);
                 assert!(
                     ok,
                     "a creator found its live directory damaged or failed:\n{stderr}"
@@ -222,7 +223,7 @@ fn inner_target_free() {
     }
     let base = sandbox!().unwrap();
     let mount = base.path().join("tmpfs");
-    let _tmpfs = Tmpfs::mount(&mount, "8m");
+    let _tmpfs = Mount::tmpfs(&mount, "8m");
     for i in 0..6 {
         // orphan-0 is the oldest.
         orphan(
@@ -325,7 +326,7 @@ fn inner_full() {
     }
     let base = sandbox!().unwrap();
     let mount = base.path().join("full");
-    let _tmpfs = Tmpfs::mount(&mount, "4m");
+    let _tmpfs = Mount::tmpfs(&mount, "4m");
     let a = orphan(&mount, "orphan-a", 0, Duration::ZERO);
     let b = orphan(&mount, "orphan-b", 0, Duration::ZERO);
     // Fill every block, then every inode.

@@ -6,8 +6,6 @@
 //! `CARGO_TARGET_TMPDIR` and is removed by the remover itself; mounts and
 //! flags are undone by guards declared after the scratch directory.
 
-mod remove_support;
-
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -20,12 +18,20 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use remove_support::*;
 use rustix::fs::{Mode, OFlags, RenameFlags};
 use sandkeeper::remove::{
     remove_entry, remove_path, Errno, LeftReason, Op, RemovalReport, RemoveOptions,
 };
 use sandkeeper::ErrorKind;
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::privilege::{as_nobody, is_root, require_root};
+use sandkeeper_testkit::process::{open_fds, test_command, within, Stop};
+use sandkeeper_testkit::scratch;
+use sandkeeper_testkit::scratch::Scratch;
+use sandkeeper_testkit::tree::{
+    chardev, chmod, crude_rm, fifo, generate, identity, mkdirs, names, open_dir, outside_fixture,
+    snapshot, socket, symlink, write, Immutable,
+};
 
 fn sequential() -> RemoveOptions {
     let mut options = RemoveOptions::new();
@@ -56,7 +62,7 @@ fn left_of(report: &RemovalReport) -> Vec<(PathBuf, LeftReason)> {
 
 #[test]
 fn removes_a_tree_and_counts_what_it_removed() {
-    let scratch = Scratch::new("basic");
+    let scratch = scratch!("basic");
     let tree = scratch.join("tree");
     write(&tree.join("f0"), vec![b'x'; 8192]);
     write(&tree.join("d1/d2/f"), "hello");
@@ -84,7 +90,7 @@ fn removes_a_tree_and_counts_what_it_removed() {
 
 #[test]
 fn sequential_and_parallel_removals_agree() {
-    let scratch = Scratch::new("agree");
+    let scratch = scratch!("agree");
     let a = generate(&scratch.join("a"), 7, 300, 2000, 6);
     let b = generate(&scratch.join("b"), 7, 300, 2000, 6);
     assert_eq!(a, b);
@@ -104,7 +110,7 @@ fn sequential_and_parallel_removals_agree() {
 
 #[test]
 fn remove_path_removes_and_reports_missing_entries() {
-    let scratch = Scratch::new("path");
+    let scratch = scratch!("path");
     write(&scratch.join("x/y/z"), "1");
     let report = remove_path(&scratch.join("x/"), &sequential()).unwrap();
     assert!(report.is_complete());
@@ -122,7 +128,7 @@ fn remove_path_removes_and_reports_missing_entries() {
 
 #[test]
 fn invalid_names_are_rejected() {
-    let scratch = Scratch::new("names-rejected");
+    let scratch = scratch!("names-rejected");
     // The remover's own quarantines (its directories, mode 0700) are not
     // entries; a look-alike of another mode is (see below).
     for own in [".sandkeeper-trash", ".sandkeeper-trash-0-00000000000000aa"] {
@@ -160,7 +166,7 @@ fn invalid_names_are_rejected() {
 
 #[test]
 fn non_directory_entries_are_unlinked_as_names() {
-    let scratch = Scratch::new("nondir");
+    let scratch = scratch!("nondir");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     write(&scratch.join("file"), "data");
@@ -198,7 +204,7 @@ fn non_directory_entries_are_unlinked_as_names() {
 
 #[test]
 fn the_expected_inode_or_nothing() {
-    let scratch = Scratch::new("expect");
+    let scratch = scratch!("expect");
     write(&scratch.join("dir/file"), "keep me");
     write(&scratch.join("plain"), "keep me too");
     let (dev, ino) = identity(&scratch.join("dir"));
@@ -247,7 +253,7 @@ fn the_expected_inode_or_nothing() {
 
 #[test]
 fn symlinks_to_the_outside_are_unlinked_not_followed() {
-    let scratch = Scratch::new("symlinks");
+    let scratch = scratch!("symlinks");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     let tree = scratch.join("tree");
@@ -273,7 +279,7 @@ fn symlinks_to_the_outside_are_unlinked_not_followed() {
 
 #[test]
 fn fifos_sockets_and_devices_are_never_opened() {
-    let scratch = Scratch::new("special");
+    let scratch = scratch!("special");
     let tree = scratch.join("tree");
     mkdirs(&tree.join("d"));
     fifo(&tree.join("fifo"));
@@ -300,7 +306,7 @@ fn mounts_inside_are_neither_entered_nor_removed() {
     if !require_root("mounts_inside_are_neither_entered_nor_removed") {
         return;
     }
-    let scratch = Scratch::new("mounts");
+    let scratch = scratch!("mounts");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     let tree = scratch.join("tree");
@@ -315,7 +321,7 @@ fn mounts_inside_are_neither_entered_nor_removed() {
     generate(&tree.join("a/bulk"), 3, 50, 300, 4);
     generate(&tree.join("b/bulk"), 4, 50, 300, 4);
     let _bind = Mount::bind(&outside, &tree.join("a/bind"));
-    let _tmpfs = Mount::tmpfs(&tree.join("b/tmp"));
+    let _tmpfs = Mount::tmpfs(&tree.join("b/tmp"), "8m");
     write(&tree.join("b/tmp/in-tmpfs"), "mounted content");
     let _odd = Mount::bind(&outside, &odd_dir);
 
@@ -369,9 +375,9 @@ fn an_entry_that_is_a_mount_point_is_refused() {
     if !require_root("an_entry_that_is_a_mount_point_is_refused") {
         return;
     }
-    let scratch = Scratch::new("mount-entry");
+    let scratch = scratch!("mount-entry");
     mkdirs(&scratch.join("mnt"));
-    let mount = Mount::tmpfs(&scratch.join("mnt"));
+    let mount = Mount::tmpfs(&scratch.join("mnt"), "8m");
     write(&scratch.join("mnt/file"), "mounted");
     let err = remove_entry(scratch.fd(), OsStr::new("mnt"), &RemoveOptions::new()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Removal, "{err}");
@@ -387,7 +393,7 @@ fn busy_and_immutable_entries_are_reported_and_the_rest_removed() {
     if !require_root("busy_and_immutable_entries_are_reported_and_the_rest_removed") {
         return;
     }
-    let scratch = Scratch::new("busy");
+    let scratch = scratch!("busy");
     let tree = scratch.join("tree");
     let shape = generate(&tree, 11, 40, 400, 3);
     write(&tree.join("one/busy"), "x");
@@ -506,7 +512,7 @@ fn swapping_directories_for_symlinks_never_lets_the_remover_out() {
     const MAX_ROUNDS: u64 = 400;
     const BUDGET: Duration = Duration::from_secs(25);
 
-    let scratch = Scratch::new("race");
+    let scratch = scratch!("race");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     let started = Instant::now();
@@ -637,7 +643,7 @@ fn fill_arena(arena: &Path, outside: &Path) {
 fn a_directory_moved_out_while_inside_is_given_up_not_followed() {
     const LEVELS: usize = 120;
     const WATCH: usize = 80;
-    let scratch = Scratch::tmpfs("moved", "256m");
+    let scratch = scratch!("moved").tmpfs("256m");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     let tree = scratch.join("tree");
@@ -713,7 +719,7 @@ fn a_directory_moved_out_while_inside_is_given_up_not_followed() {
 /// removed, and every failed attempt must say why.
 #[test]
 fn an_entry_replaced_midway_is_never_mistaken() {
-    let scratch = Scratch::new("replaced");
+    let scratch = scratch!("replaced");
     write(&scratch.join("victim/marker"), "victim");
     generate(&scratch.join("victim/bulk"), 1, 30, 300, 3);
     write(&scratch.join("other/marker"), "other");
@@ -803,7 +809,7 @@ fn an_entry_replaced_midway_is_never_mistaken() {
 /// remover finishes with a clean report, it does not panic or give up.
 #[test]
 fn a_tree_that_disappears_midway_ends_cleanly() {
-    let scratch = Scratch::tmpfs("vanish", "256m");
+    let scratch = scratch!("vanish").tmpfs("256m");
     for round in 0..6u64 {
         let tree = scratch.join("tree");
         generate(&tree, round, 200, 3000, 5);
@@ -829,7 +835,7 @@ fn a_tree_that_disappears_midway_ends_cleanly() {
 
 #[test]
 fn quarantine_leftovers_are_finished_by_the_next_removal() {
-    let scratch = Scratch::new("leftovers");
+    let scratch = scratch!("leftovers");
     // What a remover killed half-way leaves: a half-emptied entry in the
     // quarantine, under a name only it knew.
     let trash = scratch.join(".sandkeeper-trash");
@@ -852,18 +858,10 @@ fn quarantine_leftovers_are_finished_by_the_next_removal() {
 /// removal in the same parent finishes its work.
 #[test]
 fn a_killed_remover_is_finished_by_the_next_one() {
-    let scratch = Scratch::tmpfs("killed", "512m");
+    let scratch = scratch!("killed").tmpfs("512m");
     let shape = generate(&scratch.join("big"), 21, 400, 30_000, 4);
     write(&scratch.join("small/file"), "x");
-    let exe = std::env::current_exe().unwrap();
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "remover_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = test_command(&[], "remover_child")
         .env("SK_REMOVE_CHILD", scratch.join("big"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -917,7 +915,7 @@ fn remover_child() {
 
 #[test]
 fn concurrent_removals_share_one_quarantine_and_leave_nothing() {
-    let scratch = Scratch::new("concurrent");
+    let scratch = scratch!("concurrent");
     for i in 0..8 {
         generate(&scratch.join(format!("e{i}")), i, 20, 200, 3);
     }
@@ -939,7 +937,7 @@ fn a_quarantine_name_taken_by_someone_else_is_not_used() {
     if !require_root("a_quarantine_name_taken_by_someone_else_is_not_used") {
         return;
     }
-    let scratch = Scratch::new("taken");
+    let scratch = scratch!("taken");
     let outside = scratch.join("outside");
     let before = outside_fixture(&outside);
     // Another user's `.sandkeeper-trash`, with something in it.
@@ -977,7 +975,7 @@ fn a_hundred_thousand_deep_tree_is_removed_with_few_descriptors() {
     if depth < 100_000 {
         eprintln!("not root: {depth} levels on the disk instead of 100,000 on a tmpfs");
     }
-    let scratch = Scratch::tmpfs("deep", "1g");
+    let scratch = scratch!("deep").tmpfs("1g");
     make_deep(&scratch.join("tree"), depth);
     let baseline = open_fds();
     let done = Stop::new();
@@ -1009,7 +1007,7 @@ fn a_hundred_thousand_deep_tree_is_removed_with_few_descriptors() {
 #[test]
 fn a_deep_tree_with_two_descriptors_per_thread() {
     const LEVELS: u64 = 300;
-    let scratch = Scratch::new("deep-narrow");
+    let scratch = scratch!("deep-narrow");
     let tree = scratch.join("tree");
     for options in [sequential(), parallel()] {
         let mut dir = tree.clone();
@@ -1053,7 +1051,7 @@ fn a_directory_with_two_hundred_thousand_entries() {
     if entries < 200_000 {
         eprintln!("not root: {entries} entries on the disk instead of 200,000 on a tmpfs");
     }
-    let scratch = Scratch::tmpfs("wide", "1g");
+    let scratch = scratch!("wide").tmpfs("1g");
     let tree = scratch.join("tree");
     mkdirs(&tree);
     let dir = open_dir(&tree);
@@ -1082,7 +1080,7 @@ fn a_directory_with_two_hundred_thousand_entries() {
 
 #[test]
 fn names_are_bytes() {
-    let scratch = Scratch::new("bytes");
+    let scratch = scratch!("bytes");
     let root_name: &[u8] = b"tree-\xff\n";
     let tree = scratch.join(OsStr::from_bytes(root_name));
     let long_ascii = vec![b'x'; 255];

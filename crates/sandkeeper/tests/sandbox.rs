@@ -2,8 +2,7 @@
 //! keyed reclaim with real processes, process-lifetime sandboxes, and bad
 //! input.
 
-mod common;
-
+use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,14 +11,18 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{names, pid_exists, require_root, Helper};
 use sandkeeper::lease::{self, Probe};
 use sandkeeper::{sandbox, Builder, ErrorKind, Sandbox, WhenHeld};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::process::{pid_exists, test_command, Helper};
+use sandkeeper_testkit::tree::names;
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
-    common::child_main()
+    sandkeeper_testkit::child::main()
 }
 
 #[test]
@@ -45,7 +48,7 @@ fn drop_removes_the_tree() {
     assert!(!path.exists());
     assert_eq!(
         names(root.path()),
-        Vec::<String>::new(),
+        Vec::<OsString>::new(),
         "nothing left in the root"
     );
 }
@@ -69,7 +72,8 @@ fn a_panic_removes_the_sandbox() {
 fn keep_on_failure_keeps_and_prints_the_path() {
     let helper = Helper::start("panic", &[("SANDKEEPER_KEEP", "on-failure")]);
     let path = helper.ready_path();
-    let (ok, stderr) = helper.wait();
+    let exit = helper.wait();
+    let (ok, stderr) = (exit.success, exit.stderr);
     assert!(!ok, "the helper's test panicked");
     assert!(path.join("evidence").exists(), "kept after the panic");
     assert!(
@@ -90,7 +94,7 @@ fn keep_on_failure_keeps_and_prints_the_path() {
 fn without_keep_a_panicking_test_leaves_nothing() {
     let helper = Helper::start("panic", &[]);
     let path = helper.ready_path();
-    let (ok, _) = helper.wait();
+    let ok = helper.wait().success;
     assert!(!ok);
     assert!(!path.exists());
 }
@@ -111,7 +115,7 @@ fn a_bad_keep_value_is_an_error_naming_it() {
         err.contains("\"sometimes\"") && err.contains("on-failure"),
         "{err}"
     );
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 #[test]
@@ -210,7 +214,7 @@ fn keyed_reclaims_a_sigkilled_predecessor() {
     assert!(!path.join("disk.img").exists(), "its contents are gone");
     assert_eq!(next.record().pid, std::process::id());
     drop(next);
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 #[test]
@@ -280,7 +284,7 @@ fn keyed_never_wipes_a_live_holder() {
     assert_eq!(third.path(), held);
     assert!(!held.join("disk.img").exists());
     drop((second, third));
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 #[test]
@@ -293,7 +297,8 @@ fn process_lifetime_sandbox_is_removed_at_normal_exit() {
     ];
     let helper = Helper::start("static", &env);
     let path = helper.ready_path();
-    let (ok, stderr) = helper.wait();
+    let exit = helper.wait();
+    let (ok, stderr) = (exit.success, exit.stderr);
     assert!(ok, "{stderr}");
     assert!(!path.exists(), "removed by the exit hook");
 }
@@ -343,8 +348,8 @@ fn per_user_root_is_private_and_left_clean() {
     // The next keyed run reclaims it, and its drop leaves no empty root.
     let helper = Helper::start("static", &env);
     assert_eq!(helper.ready_path(), path);
-    assert!(helper.wait().0);
-    assert_eq!(names(base.path()), Vec::<String>::new());
+    assert!(helper.wait().success);
+    assert_eq!(names(base.path()), Vec::<OsString>::new());
 }
 
 #[test]
@@ -365,7 +370,7 @@ fn a_planted_per_user_root_is_refused() {
     assert!(err.starts_with("UnsafeRoot"), "{err}");
     assert_eq!(
         names(&elsewhere),
-        Vec::<String>::new(),
+        Vec::<OsString>::new(),
         "nothing created through the link"
     );
     rustix::fs::unlink(&user_root).unwrap(); // the planted symlink
@@ -431,7 +436,7 @@ fn bad_roots_and_tags_are_clear_errors() {
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{tag:?}");
         assert!(err.to_string().contains(&format!("{tag:?}")), "{err}");
     }
-    assert_eq!(names(base.path()), vec!["file".to_owned()]);
+    assert_eq!(names(base.path()), ["file"]);
 }
 
 #[test]
@@ -440,7 +445,7 @@ fn a_read_only_root_is_a_clear_error() {
     let ro = base.path().join("ro");
     fs::create_dir(&ro).unwrap();
     let _mount = if rustix::process::geteuid().is_root() {
-        Some(common_mount::ReadOnlyTmpfs::mount(&ro))
+        Some(Mount::read_only_tmpfs(&ro))
     } else {
         fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).unwrap();
         None
@@ -505,27 +510,6 @@ fn remove_by_path(path: &Path) {
     assert!(report.is_complete());
 }
 
-mod common_mount {
-    use std::path::{Path, PathBuf};
-
-    /// A read-only tmpfs, unmounted when dropped.
-    pub struct ReadOnlyTmpfs(PathBuf);
-
-    impl ReadOnlyTmpfs {
-        pub fn mount(at: &Path) -> ReadOnlyTmpfs {
-            rustix::mount::mount("none", at, "tmpfs", rustix::mount::MountFlags::RDONLY, None)
-                .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", at.display()));
-            ReadOnlyTmpfs(at.to_owned())
-        }
-    }
-
-    impl Drop for ReadOnlyTmpfs {
-        fn drop(&mut self) {
-            let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-        }
-    }
-}
-
 #[test]
 fn keyed_leaves_another_users_leftover_alone() {
     if !require_root("keyed_leaves_another_users_leftover_alone") {
@@ -566,7 +550,7 @@ fn keyed_leaves_another_users_leftover_alone() {
 /// become an unmanaged `idle` entry, silently.)
 #[test]
 fn a_sandbox_whose_removal_fails_on_drop_stays_managed() {
-    common::run_in_pid_namespace(
+    run_in_pid_namespace(
         "a_sandbox_whose_removal_fails_on_drop_stays_managed",
         "inner_a_sandbox_whose_removal_fails_on_drop_stays_managed",
     );
@@ -602,25 +586,11 @@ fn drop_with_a_mount_inside() {
 fn inner_a_sandbox_whose_removal_fails_on_drop_stays_managed() {
     use sandkeeper::reap::{Policy, Reaper};
     use sandkeeper::scan::{EntryState, Scanner};
-    if !common::in_namespace() {
+    if !in_namespace() {
         return;
     }
-    /// Lazily unmounts what the helper mounted, even when the test fails.
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-        }
-    }
     let root = Sandbox::builder().tag("drop-fails").create().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "drop_with_a_mount_inside",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = test_command(&[], "drop_with_a_mount_inside")
         .env(DROP_ROOT_ENV, root.path())
         .output()
         .unwrap();
@@ -636,7 +606,8 @@ fn inner_a_sandbox_whose_removal_fails_on_drop_stays_managed() {
             .find_map(|l| Some(&l[l.find("PATH ")? + 5..]))
             .unwrap_or_else(|| panic!("no sandbox from the helper:\n{stdout}\n{stderr}")),
     );
-    let mounted = Unmount(path.join("mnt"));
+    // Lazily unmounts what the helper mounted, even when the test fails.
+    let mounted = Mount::adopt(path.join("mnt"));
     let name = path.file_name().unwrap().to_str().unwrap().to_owned();
 
     // Said once, with why.

@@ -3,22 +3,22 @@
 //! root cannot inspect PID 1; the scanner must not ignore what it cannot
 //! see, so the tests make a world where it can see everything).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use common::{in_namespace, run_in_pid_namespace, spawn_ready, Helper};
 use sandkeeper::scan::{EntryState, RootReport, Scanner};
 use sandkeeper::{sandbox, Sandbox};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
+use sandkeeper_testkit::process::{spawn_ready, test_command, Helper};
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
-    common::child_main()
+    sandkeeper_testkit::child::main()
 }
 
 fn states(report: &RootReport) -> BTreeMap<String, EntryState> {
@@ -158,7 +158,7 @@ fn inner_uninspectable() {
     }
     // `nobody` scans it: not under a private checkout.
     let root = Sandbox::builder()
-        .root(sandkeeper_testkit::reachable_by_others())
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("scan-uninspectable")
         .create()
         .unwrap();
@@ -172,10 +172,7 @@ fn inner_uninspectable() {
             .arg("echo ready; exec sleep 600"),
     );
     let scan_as_nobody = |ignore: &str| {
-        let out = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "inner_print_states", "--nocapture"])
+        let out = test_command(&SETPRIV_NOBODY, "inner_print_states")
             .env("SK_IN_NAMESPACE", "1")
             .env("SK_ROOT", root.path())
             .env("SK_IGNORE", ignore)

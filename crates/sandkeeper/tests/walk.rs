@@ -3,8 +3,6 @@
 //! and same-filesystem bind mounts), newest mtime, unreadable directories,
 //! a 100,000-deep tree, and the visitor's `Skip` and `Quit`.
 
-mod common;
-
 use std::ffi::OsString;
 use std::fs::{self, File, FileTimes};
 use std::io::{Seek, SeekFrom, Write};
@@ -12,13 +10,15 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::require_root;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use sandkeeper::walk::{self, FileKind, HardLinks, Usage, WalkState};
 use sandkeeper::{sandbox, ErrorKind};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::process::{open_fds, within};
+use sandkeeper_testkit::tree::{fifo, mkdirs, open_dir};
 
 /// `du -sxB1 [--apparent-size] path` in bytes.
 fn du_bytes(path: &Path, apparent: bool) -> u64 {
@@ -61,10 +61,6 @@ fn write_file(path: &Path, len: usize) {
     fs::write(path, vec![0x5a; len]).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
 }
 
-fn mkdirs(path: &Path) {
-    fs::create_dir_all(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
-}
-
 /// A sparse file: `len` bytes long, with 8 KiB of data at `len / 2`.
 fn sparse_file(path: &Path, len: u64) {
     let mut f = File::create(path).unwrap();
@@ -73,56 +69,8 @@ fn sparse_file(path: &Path, len: u64) {
     f.write_all(&[1u8; 8192]).unwrap();
 }
 
-fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0)
-        .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
-}
-
-fn open_dir(path: &Path) -> OwnedFd {
-    rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
-}
-
-/// Runs `f` on another thread and fails the test if it takes longer than
-/// `limit` (a walk that opened a FIFO would block forever).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit)
-        .unwrap_or_else(|e| panic!("did not finish within {limit:?}: {e}"))
-}
-
 fn continue_all(_: &walk::Visit<'_>) -> WalkState {
     WalkState::Continue
-}
-
-/// Mounts made by a test, detached on drop (also when the test fails).
-struct Mounts(Vec<PathBuf>);
-
-impl Drop for Mounts {
-    fn drop(&mut self) {
-        for target in self.0.iter().rev() {
-            let _ = rustix::mount::unmount(target, rustix::mount::UnmountFlags::DETACH);
-        }
-    }
-}
-
-fn mount_tmpfs(target: &Path, mounts: &mut Mounts) {
-    rustix::mount::mount(
-        "sandkeeper-test",
-        target,
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        c"size=64m",
-    )
-    .unwrap_or_else(|e| panic!("mount tmpfs on {}: {e}", target.display()));
-    mounts.0.push(target.to_owned());
 }
 
 /// A tree with a bit of everything: nested directories, files of several
@@ -145,7 +93,7 @@ fn mixed_tree(root: &Path) -> PathBuf {
     sparse_file(&t.join("sparse"), 1 << 30);
     symlink(&outside, t.join("to-outside")).unwrap();
     symlink("dangling-target", t.join("a/dangling")).unwrap();
-    mkfifo(&t.join("a/fifo"));
+    fifo(&t.join("a/fifo"));
     let socket = std::os::unix::net::UnixListener::bind(t.join("a/b/socket")).unwrap();
     drop(socket); // the socket file stays
     t
@@ -218,7 +166,7 @@ fn fifos_and_sockets_are_not_opened() {
     let sb = sandbox!().unwrap();
     let dir = sb.path().join("pipes");
     mkdirs(&dir);
-    mkfifo(&dir.join("fifo"));
+    fifo(&dir.join("fifo"));
     let listener = std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap();
     listener.set_nonblocking(true).unwrap();
     let kinds = {
@@ -654,24 +602,17 @@ impl Drop for Chain {
     }
 }
 
-/// Open descriptors of this process.
-fn open_fds() -> usize {
-    fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_100000_deep_tree_needs_no_recursion_and_few_descriptors() {
     let sb = sandbox!().unwrap();
     // 100,000 levels on a tmpfs of its own (a mkdir per level takes minutes
     // on a journalled disk filesystem in a VM); without root, fewer levels
     // on the sandbox's filesystem.
-    let mut mounts = Mounts(Vec::new());
+    let mut mounts: Vec<Mount> = Vec::new();
     let (base, depth) = if rustix::process::geteuid().is_root() {
         let base = sb.path().join("deep-fs");
         mkdirs(&base);
-        mount_tmpfs(&base, &mut mounts);
+        mounts.push(Mount::tmpfs_with(&base, "size=64m,mode=1777"));
         (base, 100_000)
     } else {
         eprintln!("not root: 20,000 levels on the sandbox's filesystem");
@@ -739,17 +680,16 @@ fn mount_points_are_reported_and_not_entered() {
     let outside = sb.path().join("outside");
     mkdirs(&outside);
     write_file(&outside.join("bound-data"), 300_000);
-    let mut mounts = Mounts(Vec::new());
+    let mut mounts: Vec<Mount> = Vec::new();
 
     let tmpfs = tree.join("sub/tmpfs");
-    mount_tmpfs(&tmpfs, &mut mounts);
+    mounts.push(Mount::tmpfs_with(&tmpfs, "size=64m,mode=1777"));
     write_file(&tmpfs.join("in-tmpfs"), 1 << 20);
     mkdirs(&tmpfs.join("dir-in-tmpfs"));
 
     // A bind mount of the same filesystem: same st_dev, another mount id.
     let bind = tree.join("bind");
-    rustix::mount::mount_bind(&outside, &bind).expect("bind mount");
-    mounts.0.push(bind.clone());
+    mounts.push(Mount::bind(&outside, &bind));
     assert_eq!(
         fs::symlink_metadata(&bind).unwrap().dev(),
         fs::symlink_metadata(&tree).unwrap().dev()

@@ -11,8 +11,11 @@ use std::time::Duration;
 use sandkeeper::sandbox;
 use serde_json::Value;
 
-use crate::watch::{age_tree, leftover, orphan, write_config, Tmpfs};
-use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
+use crate::sandkeeper;
+use crate::watch::{leftover, orphan, write_config};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::tree::age_tree;
 
 /// `sandkeeper args…` with `env` set.
 fn sandkeeper_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
@@ -219,7 +222,7 @@ fn inner_reap_config() {
     }
     const KIB: usize = 1024;
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "4m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "4m");
     let root = tmpfs.path();
     let hour = Duration::from_secs(3600);
     let day = hour * 24;

@@ -55,8 +55,6 @@ fn unknown_arguments_are_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
 }
 
-pub use sandkeeper_testkit::{in_namespace, require_root, run_in_pid_namespace};
-
 /// Issue 11, item 12: a negative value is an invalid value, said as such
 /// (not clap's "unexpected argument '-1' found"), with exit status 2.
 #[test]

@@ -1,32 +1,26 @@
 //! `sandkeeper run`: the directory is gone afterwards whatever the command
 //! did, statuses pass through, descendants die first.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::lease::{self, Probe};
 use sandkeeper::sandbox;
 
-use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
+use crate::sandkeeper;
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody};
+use sandkeeper_testkit::tree::names;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
     cmd.env_remove("SANDKEEPER_KEEP");
     cmd
-}
-
-/// The entries of `root` apart from its own lease record.
-fn entries(root: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != lease::LEASE_FILE)
-        .collect();
-    names.sort();
-    names
 }
 
 fn pid_alive(pid: u32) -> bool {
@@ -61,8 +55,8 @@ fn the_directory_goes_and_the_status_passes_through() {
             String::from_utf8_lossy(&out.stderr)
         );
         assert_eq!(
-            entries(root.path()),
-            Vec::<String>::new(),
+            names(root.path()),
+            Vec::<OsString>::new(),
             "{script}: nothing left"
         );
         let err = String::from_utf8_lossy(&out.stderr);
@@ -109,7 +103,7 @@ fn a_daemonized_grandchild_is_dead_before_the_directory_goes() {
         .parse()
         .unwrap();
     assert!(!pid_alive(pid), "the daemon {pid} was stopped");
-    assert_eq!(entries(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 #[test]
@@ -158,7 +152,7 @@ fn leaky_python_and_rust_programs_leave_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(entries(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 /// A test that leaks, as many do: run by the test above under `run`.
@@ -201,12 +195,12 @@ fn sigint_reaches_the_command_and_run_still_cleans_up() {
         "int",
         "the command got SIGINT"
     );
-    assert_eq!(entries(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 #[test]
 fn isolate_caps_the_size_and_leaves_no_mount() {
-    if !crate::require_root("isolate_caps_the_size_and_leaves_no_mount") {
+    if !require_root("isolate_caps_the_size_and_leaves_no_mount") {
         return;
     }
     let root = sandbox!().unwrap();
@@ -222,7 +216,7 @@ fn isolate_caps_the_size_and_leaves_no_mount() {
     assert!(stderr.contains("No space left on device"), "{stderr}");
     // The write hit the 10 MB cap of a private tmpfs, not the host's disk.
     assert!(stdout.contains("fs=tmpfs"), "{stdout}");
-    assert_eq!(entries(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
     let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(
         !mounts.contains(root.path().to_str().unwrap()),
@@ -245,8 +239,8 @@ fn bad_input() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("command not found: no-such-command-xyz"));
     assert_eq!(
-        entries(root.path()),
-        Vec::<String>::new(),
+        names(root.path()),
+        Vec::<OsString>::new(),
         "the directory was removed"
     );
     let out = sandkeeper(&[
@@ -303,7 +297,7 @@ fn inner_killed_run() {
         .unwrap();
     run.kill().unwrap();
     run.wait().unwrap();
-    let names = entries(root.path());
+    let names = names(root.path());
     assert_eq!(names.len(), 1, "{names:?}");
     let dir: PathBuf = root.path().join(&names[0]);
     assert!(
@@ -341,12 +335,12 @@ fn inner_killed_run() {
 /// where the kernel allows one; a clear error where it does not.
 #[test]
 fn isolate_as_a_normal_user() {
-    if !crate::require_root("isolate_as_a_normal_user (switches to nobody)") {
+    if !require_root("isolate_as_a_normal_user (switches to nobody)") {
         return;
     }
     // `nobody` makes its run directory there: not under a private checkout.
     let root = sandkeeper::Sandbox::builder()
-        .root(sandkeeper_testkit::reachable_by_others())
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("run-as-nobody")
         .create()
         .unwrap();
@@ -355,8 +349,7 @@ fn isolate_as_a_normal_user() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+    let out = setpriv_nobody()
         .arg(env!("CARGO_BIN_EXE_sandkeeper"))
         .args([
             "run",
@@ -389,7 +382,7 @@ fn isolate_as_a_normal_user() {
         );
         assert!(stderr.contains("cannot isolate"), "{stderr}");
     }
-    assert_eq!(entries(root.path()), Vec::<String>::new());
+    assert_eq!(names(root.path()), Vec::<OsString>::new());
 }
 
 /// Issue 11, item 11: when the directory cannot be removed completely (the
@@ -399,17 +392,8 @@ fn isolate_as_a_normal_user() {
 /// lease record: once unmounted, a reap takes it as orphaned.
 #[test]
 fn a_cleanup_failure_keeps_the_status_and_the_report() {
-    if !crate::require_root("a_cleanup_failure_keeps_the_status_and_the_report") {
+    if !require_root("a_cleanup_failure_keeps_the_status_and_the_report") {
         return;
-    }
-    /// Lazily unmounts what the command mounted, even when the test fails.
-    struct Unmount(Vec<PathBuf>);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            for at in &self.0 {
-                let _ = rustix::mount::unmount(at, rustix::mount::UnmountFlags::DETACH);
-            }
-        }
     }
     let root = sandbox!().unwrap();
     let out_dir = sandbox!().unwrap();
@@ -421,12 +405,11 @@ fn a_cleanup_failure_keeps_the_status_and_the_report() {
         .arg(r#"mkdir "$TMPDIR/mnt" && mount -t tmpfs sk-run "$TMPDIR/mnt" && echo data > "$TMPDIR/file"; exit 3"#)
         .output()
         .unwrap();
-    let mounted = Unmount(
-        entries(root.path())
-            .iter()
-            .map(|n| root.path().join(n).join("mnt"))
-            .collect(),
-    );
+    // Lazily unmounts what the command mounted, even when the test fails.
+    let mounted: Vec<Mount> = names(root.path())
+        .iter()
+        .map(|n| Mount::adopt(root.path().join(n).join("mnt")))
+        .collect();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "the command's status: {err}");
     assert!(
@@ -445,7 +428,7 @@ fn a_cleanup_failure_keeps_the_status_and_the_report() {
         "{report:#}"
     );
     // What is left is still a managed sandbox.
-    let left = entries(root.path());
+    let left = names(root.path());
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(root.path().join(&left[0]).join(lease::LEASE_FILE).is_file());
     drop(mounted);

@@ -20,9 +20,11 @@ use sandkeeper::lease::{Lease, LeaseRecord, LEASE_FILE};
 use sandkeeper::sandbox;
 use serde_json::Value;
 
-use crate::{in_namespace, run_in_pid_namespace, sandkeeper};
-
-pub use sandkeeper_testkit::{age_tree, Tmpfs};
+use crate::sandkeeper;
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::tree::age_tree;
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.
@@ -58,25 +60,14 @@ pub fn used_percent(path: &Path) -> f64 {
 
 /// A process that sleeps with its working directory in `dir`: `dir` is
 /// in use while it lives. Killed on drop.
-pub struct Sleeper(Child);
-
-impl Sleeper {
-    pub fn in_dir(dir: &Path) -> Sleeper {
-        Sleeper(
-            Command::new("sleep")
-                .arg("600")
-                .current_dir(dir)
-                .spawn()
-                .expect("spawn sleep"),
-        )
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn sleeper_in(dir: &Path) -> Spawned {
+    Spawned(
+        Command::new("sleep")
+            .arg("600")
+            .current_dir(dir)
+            .spawn()
+            .expect("spawn sleep"),
+    )
 }
 
 /// A running `sandkeeper watch`, its stderr collected line by line.
@@ -232,7 +223,7 @@ fn inner_watermarks() {
     }
     const MIB: usize = 1 << 20;
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "16m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "16m");
     let root = tmpfs.path();
     let old = Duration::from_secs(30 * 86_400);
     // 4 MiB that must stay: two live sandboxes, one in use, one that no
@@ -251,7 +242,7 @@ fn inner_watermarks() {
         .collect();
     let busy = leftover(root, "app-busy", MIB);
     age_tree(&busy, old);
-    let _sleeper = Sleeper::in_dir(&busy);
+    let _sleeper = sleeper_in(&busy);
     let unmatched = leftover(root, "other-1", MIB);
     age_tree(&unmatched, old);
 
@@ -389,7 +380,7 @@ fn inner_full() {
         return;
     }
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("full"), "4m");
+    let tmpfs = Mount::tmpfs(&base.path().join("full"), "4m");
     let root = tmpfs.path();
     let mut orphans = Vec::new();
     'fill: for i in 0.. {
@@ -732,7 +723,7 @@ fn inner_metrics() {
         return;
     }
     let base = sandbox!().unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     let day = Duration::from_secs(86_400);
     for i in 0..3 {
@@ -745,7 +736,7 @@ fn inner_metrics() {
     }
     leftover(root, "data \"quoted\"\\1", 1000);
     let busy = leftover(root, "busy-1", 5000);
-    let _sleeper = Sleeper::in_dir(&busy);
+    let _sleeper = sleeper_in(&busy);
     let live = sandkeeper::Sandbox::builder()
         .root(root)
         .tag("live")

@@ -14,12 +14,14 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use crate::{bin, nobody_sh};
+use crate::bin;
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::nobody_sh;
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, Tmpfs,
-};
 
 /// Files in each entry besides the directory itself: each entry holds 10
 /// inodes.
@@ -53,14 +55,14 @@ fn free_inodes(root: &Path) -> u64 {
 /// A tmpfs with 128 inodes (sticky, world-writable) in a sandbox, holding
 /// `app-0` (the oldest) to `app-5`, 10 inodes each, then filled by uid
 /// 65534 until no inode is left.
-fn full_of_inodes(tag: &str) -> (Sandbox, Tmpfs) {
+fn full_of_inodes(tag: &str) -> (Sandbox, Mount) {
     let base = Sandbox::builder()
         .root(reachable_by_others())
         .tag(tag)
         .permissions(0o755)
         .create()
         .unwrap();
-    let mnt = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=128");
+    let mnt = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=128");
     let root = mnt.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
     for i in 0..6 {

@@ -18,7 +18,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace, Spawned};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::Spawned;
 
 /// How long one run of the binary may take before it counts as hung.
 const LIMIT: &str = "30";
@@ -376,7 +377,7 @@ fn inner_process_on_a_hung_mount() {
     let (base, root) = scratch("hang-process");
     let mut fuse = HungFuse::mount(&base.path().join("fuse"));
     // Working in the dead filesystem, and holding a descriptor there.
-    let _worker = sandkeeper_testkit::spawn_ready(
+    let _worker = sandkeeper_testkit::process::spawn_ready(
         Command::new("python3")
             .arg("-c")
             .arg(

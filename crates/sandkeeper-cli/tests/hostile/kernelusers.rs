@@ -9,7 +9,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use sandkeeper::{sandbox, Sandbox};
-use sandkeeper_testkit::{in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::setpriv_nobody;
+use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 fn sandkeeper(args: &[&str]) -> Output {
     crate::bin().args(args).output().expect("run sandkeeper")
@@ -68,8 +72,7 @@ fn inner_relatively_bound_socket() {
     fs::set_permissions(&entry, fs::Permissions::from_mode(0o777)).unwrap();
     // nobody binds `s` relative to the entry, then leaves it.
     let _binder = spawn_ready(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        setpriv_nobody()
             .arg("/usr/bin/python3")
             .arg("-c")
             .arg(
@@ -115,8 +118,9 @@ fn inner_relative_overlay_layer() {
         .status()
         .unwrap();
     assert!(mounted.success());
+    let overlay = Mount::adopt(&merged);
     let (state, stderr) = reap_everything_then_state(root.path(), "app-overlay");
-    let _ = Command::new("umount").arg("-l").arg(&merged).status();
+    drop(overlay);
     assert_eq!(state, "unknown", "{stderr}");
     assert!(
         stderr.contains("an overlay names a layer by a relative path (lowerdir=lower of "),

@@ -16,7 +16,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{age_tree, in_namespace, run_in_pid_namespace, Spawned, Tmpfs};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::tree::age_tree;
 
 use crate::bin;
 
@@ -40,7 +43,7 @@ fn inner_stuck_pressure_reap() {
         .tag("hostile-msg-pressure")
         .create()
         .unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
     let mut holders = Vec::new();
@@ -118,7 +121,7 @@ fn inner_failed_removals() {
         .tag("hostile-msg-failed")
         .create()
         .unwrap();
-    let tmpfs = Tmpfs::mount(&base.path().join("tmpfs"), "8m");
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     for i in 0..12 {
         let dir = root.join(format!("stuck-{i:02}"));

@@ -17,9 +17,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root};
+use sandkeeper_testkit::privilege::{nobody_sh, require_root};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
-use crate::{bin, nobody_sh};
+use crate::bin;
 
 const SECRET: &str = "secret-project-alpha";
 

@@ -13,16 +13,17 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root, Spawned};
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY, SETPRIV_NOBODY};
+use sandkeeper_testkit::process::{test_command, Spawned};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
-const NOBODY: u32 = 65534;
 const SECRET: &[u8] = b"root's secret\n";
 
-use crate::{as_nobody, bin};
+use crate::bin;
 
 /// Runs `args` as nobody; it must succeed.
 fn nobody(args: &[&str]) {
-    let out = as_nobody()
+    let out = setpriv_nobody()
         .args(args)
         .output()
         .expect("setpriv (util-linux)");
@@ -310,15 +311,7 @@ impl Attacker {
     fn start(dir: &Path, canary: &Path) -> Attacker {
         let exe = std::env::current_exe().unwrap();
         let mut child = Spawned(
-            as_nobody()
-                .arg(&exe)
-                .args([
-                    "--ignored",
-                    "--exact",
-                    "output::attack_exchange_on_create",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
+            test_command(&SETPRIV_NOBODY, "output::attack_exchange_on_create")
                 .env("SK_ATTACK_DIR", dir)
                 .env("SK_ATTACK_CANARY", canary)
                 .stdin(Stdio::null())

@@ -22,7 +22,8 @@ use std::process::{Command, Output};
 use sandkeeper::Sandbox;
 use serde_json::Value;
 
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::nobody_sh;
 
 /// Names `nobody` chooses: every kind of byte a terminal or a reader
 /// could be fooled by.
@@ -50,12 +51,6 @@ fn forged_record() -> String {
         ),
         long = long
     )
-}
-
-/// Runs `script` with `sh -c` as uid/gid 65534 without groups, with the
-/// given environment; panics with its output when it fails.
-fn as_nobody(script: &str, env: &[(&str, &OsStr)]) {
-    crate::nobody_sh(script, env);
 }
 
 /// The characters that must never reach a terminal: C0 (but `\n`), DEL,
@@ -113,13 +108,13 @@ fn os(s: &str) -> &OsStr {
 /// by nobody's `flock`).
 struct Hostile {
     root: Sandbox,
-    _holder: sandkeeper_testkit::Spawned,
+    _holder: sandkeeper_testkit::process::Spawned,
     holder_pid: u32,
 }
 
 fn hostile_root() -> Hostile {
     let root = Sandbox::builder()
-        .root(sandkeeper_testkit::reachable_by_others())
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("hostile-records")
         .create()
         .unwrap();
@@ -131,7 +126,7 @@ fn hostile_root() -> Hostile {
         .copied()
         .chain([&b"forged"[..], b"held"]);
     for name in names {
-        as_nobody(
+        nobody_sh(
             make,
             &[
                 ("SK_ROOT", root.path().as_os_str()),
@@ -143,7 +138,7 @@ fn hostile_root() -> Hostile {
     // nobody holds the lease lock of `held`: a live sandbox whose record
     // still lies about who made it.
     let held = root.path().join("held");
-    let holder = sandkeeper_testkit::spawn_ready(
+    let holder = sandkeeper_testkit::process::spawn_ready(
         Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
             .args(["flock", "--shared"])

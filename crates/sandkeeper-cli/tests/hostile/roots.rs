@@ -11,10 +11,12 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::{bin, nobody_sh};
+use crate::bin;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{nobody_sh, require_root, setpriv_nobody};
+use sandkeeper_testkit::process::spawn_ready;
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{in_namespace, require_root, run_in_pid_namespace, spawn_ready};
 
 const NOBODY: &str = "65534";
 
@@ -28,7 +30,7 @@ impl Scene {
     fn new() -> Scene {
         let base = Sandbox::builder()
             .tag("hostile-roots")
-            .root(sandkeeper_testkit::reachable_by_others())
+            .root(sandkeeper_testkit::scratch::reachable_by_others())
             .permissions(0o755)
             .create()
             .expect("scratch sandbox");
@@ -70,11 +72,6 @@ fn sandkeeper(tmpdir: &Path, args: &[&str]) -> Output {
         .env("TMPDIR", tmpdir)
         .output()
         .expect("run sandkeeper")
-}
-
-/// Runs a shell command as uid 65534.
-fn as_nobody(script: &str) {
-    nobody_sh(script, &[]);
 }
 
 fn text(out: &Output) -> String {
@@ -139,11 +136,14 @@ fn a_root_through_another_users_symlink_is_refused() {
     }
     let scene = Scene::new();
     let shared = scene.shared();
-    as_nobody(&format!(
-        "ln -s {victim} {shared}/ci && mkdir {shared}/mine && ln -s .. {shared}/mine/up",
-        victim = p(&scene.victim()),
-        shared = p(&shared),
-    ));
+    nobody_sh(
+        &format!(
+            "ln -s {victim} {shared}/ci && mkdir {shared}/mine && ln -s .. {shared}/mine/up",
+            victim = p(&scene.victim()),
+            shared = p(&shared),
+        ),
+        &[],
+    );
     for root in [
         shared.join("ci"),
         shared.join("ci/"),
@@ -187,11 +187,14 @@ fn inner_user_root_symlink() {
     }
     let scene = Scene::new();
     let shared = scene.shared();
-    as_nobody(&format!(
-        "ln -s {victim} {shared}/sandkeeper-{NOBODY}",
-        victim = p(&scene.victim()),
-        shared = p(&shared),
-    ));
+    nobody_sh(
+        &format!(
+            "ln -s {victim} {shared}/sandkeeper-{NOBODY}",
+            victim = p(&scene.victim()),
+            shared = p(&shared),
+        ),
+        &[],
+    );
     for cmd in [&["ls"][..], &["scan", "--entries"], &["reap", "--dry-run"]] {
         let out = sandkeeper(&shared, cmd);
         assert_eq!(out.status.code(), Some(0), "{cmd:?}: {}", text(&out));
@@ -255,12 +258,12 @@ fn inner_user_root_swap() {
     let scene = Scene::new();
     let shared = scene.shared();
     let user_root = format!("sandkeeper-{NOBODY}");
-    as_nobody(&format!(
+    nobody_sh(&format!(
         "cd {shared} && mkdir -m 0700 {user_root} && mkdir {user_root}/own-1 && ln -s {victim} swap",
         victim = p(&scene.victim()),
         shared = p(&shared),
-    ));
-    let _swapper = spawn_ready(crate::as_nobody().args([
+    ), &[]);
+    let _swapper = spawn_ready(setpriv_nobody().args([
         "/usr/bin/python3",
         "-c",
         SWAPPER,
@@ -365,12 +368,12 @@ fn look_alike_names_are_ordinary_entries() {
     }
     let scene = Scene::new();
     let shared = scene.shared();
-    as_nobody(&format!(
+    nobody_sh(&format!(
         "cd {shared} && for d in .sandkeeper-trash .sandkeeper-trash-0 sandkeeper-0 sandkeeper-1000; do \
            mkdir -m 0700 $d && head -c 65536 /dev/zero > $d/data; done && \
          mkdir -m 0755 sandkeeper-{NOBODY} && head -c 65536 /dev/zero > sandkeeper-{NOBODY}/data",
         shared = p(&shared),
-    ));
+    ), &[]);
     let out = sandkeeper(&shared, &["scan", "--json", "--entries", p(&shared)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -11,9 +11,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root, spawn_ready, Spawned};
-
-const TRUST_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
+use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
+use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// `sandkeeper ARGS` as pid 1's child in a new pid namespace with its own
 /// `/proc`, with `env` set.
@@ -29,7 +30,7 @@ fn in_child_namespace(args: &[&str], env: &[(&str, &str)]) -> Output {
     ])
     .arg(env!("CARGO_BIN_EXE_sandkeeper"))
     .args(args)
-    .env_remove(TRUST_ENV)
+    .env_remove(TRUST_PID_NAMESPACE_ENV)
     .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
@@ -63,23 +64,8 @@ fn shared_root() -> (Sandbox, Spawned) {
     let held = sb.path().join("held-1");
     fs::create_dir(&held).unwrap();
     fs::set_permissions(&held, fs::Permissions::from_mode(0o777)).unwrap();
-    let holder = spawn_ready(
-        Command::new("setpriv")
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                "cd \"$1\" && echo ready && exec sleep 600",
-                "sh",
-            ])
-            .arg(&held)
-            .stdin(Stdio::null()),
-    );
-    sandkeeper_testkit::age_tree(&held, std::time::Duration::from_secs(3 * 86400));
+    let holder = nobody_living_in(&held);
+    sandkeeper_testkit::tree::age_tree(&held, std::time::Duration::from_secs(3 * 86400));
     (sb, holder)
 }
 
@@ -148,7 +134,7 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
         (
             "environment",
             vec!["scan", "--json", "--entries", root],
-            vec![(TRUST_ENV, "1")],
+            vec![(TRUST_PID_NAMESPACE_ENV, "1")],
         ),
     ] {
         let out = in_child_namespace(&args, &env);
@@ -234,7 +220,7 @@ fn a_bad_trust_value_is_a_usage_error() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
             .args(&args)
-            .env(TRUST_ENV, "yes")
+            .env(TRUST_PID_NAMESPACE_ENV, "yes")
             .output()
             .unwrap();
         let stderr = text(&out.stderr);

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use sandkeeper::scan::{EntryState, Report, Scanner};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace, spawn_ready, Spawned};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::setpriv_nobody;
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
 
 /// The seed of the storm's workload.
 const SEED: u64 = 0x5eed_0008;
@@ -151,9 +153,8 @@ fn storm(dir: &Path) -> Vec<Spawned> {
 
 /// `cmd` as `nobody`, from `/`, with its environment.
 fn as_nobody(cmd: &mut Command) -> &mut Command {
-    let mut wrapped = Command::new("setpriv");
+    let mut wrapped = setpriv_nobody();
     wrapped
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(cmd.get_program())
         .args(cmd.get_args())
         .current_dir("/")

@@ -20,7 +20,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use sandkeeper::inuse::{HoldKind, InUse, InUseOptions};
-use sandkeeper_testkit::{require_root, spawn_ready, Spawned};
+use sandkeeper_testkit::privilege::require_root;
+use sandkeeper_testkit::process::{spawn_ready, Spawned};
 
 /// Starts `python3 -c program path…`, waiting for its `ready`.
 fn python(program: &str, args: &[&Path]) -> Spawned {

@@ -21,24 +21,12 @@ use std::time::Duration;
 
 use sandkeeper::reap::{Policy, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready, Tmpfs,
-};
-
-/// Runs `script` with `sh -ec` as uid 65534 in `dir`.
-fn as_nobody(script: &str, dir: &Path) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args(["sh", "-ec", script])
-        .current_dir(dir)
-        .output()
-        .expect("run setpriv (util-linux)");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{nobody_sh_in, setpriv_nobody};
+use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Runs a command as root; panics with its output when it fails.
 fn run(program: &str, args: &[&std::ffi::OsStr]) {
@@ -127,14 +115,13 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
         fs::write(entry.join("sub/file"), "data").unwrap();
         age_tree(&entry, Duration::from_secs(7200));
     }
-    as_nobody(
+    nobody_sh_in(
         "mkdir app-held && echo held > app-held/file && chmod 0751 app-held",
         root,
     );
     age_tree(&root.join("app-held"), Duration::from_secs(9000));
     let holder = spawn_ready(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        setpriv_nobody()
             .args([
                 "sh",
                 "-c",
@@ -142,7 +129,7 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
             ])
             .current_dir(root),
     );
-    as_nobody(
+    nobody_sh_in(
         match fill {
             Fill::Inodes => FILL_INODES,
             Fill::Blocks => FILL_BLOCKS,
@@ -223,8 +210,7 @@ fn scratch(tag: &str) -> Sandbox {
 
 /// Whether `script` succeeds as uid 65534 in `dir`.
 fn nobody_can(script: &str, dir: &Path) -> bool {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    setpriv_nobody()
         .args(["sh", "-c", script])
         .current_dir(dir)
         .stderr(std::process::Stdio::null())
@@ -243,19 +229,20 @@ fn an_entry_that_is_its_own_quarantine_comes_back_as_it_was() {
     use std::ffi::OsStr;
     use std::os::fd::AsFd;
 
-    if !sandkeeper_testkit::require_root("an_entry_that_is_its_own_quarantine_comes_back_as_it_was")
-    {
+    if !sandkeeper_testkit::privilege::require_root(
+        "an_entry_that_is_its_own_quarantine_comes_back_as_it_was",
+    ) {
         return;
     }
     let base = scratch("hostile-full-own");
-    let mnt = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
+    let mnt = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
     let root = mnt.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
-    as_nobody(
+    nobody_sh_in(
         "mkdir app-held && echo mine > app-held/file && chmod 2751 app-held",
         root,
     );
-    as_nobody(FILL_INODES, root);
+    nobody_sh_in(FILL_INODES, root);
     let dir = fs::File::open(root).unwrap();
     let fd = dir.as_fd();
     let opts = RemoveOptions::new();
@@ -321,12 +308,12 @@ fn inner_full_filesystems() {
     }
     {
         let base = scratch("hostile-full-tmpfs-inodes");
-        let fs = Tmpfs::mount_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
+        let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
         full_then_reap(fs.path(), Fill::Inodes, "tmpfs, no inode left");
     }
     {
         let base = scratch("hostile-full-tmpfs-blocks");
-        let fs = Tmpfs::mount_with(&base.path().join("mnt"), "size=1m");
+        let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=1m");
         full_then_reap(fs.path(), Fill::Blocks, "tmpfs, no block left");
     }
     {

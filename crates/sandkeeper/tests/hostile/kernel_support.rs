@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sandkeeper::reap::{KeepReason, Policy, Reaper};
 use sandkeeper::scan::{EntryState, Scanner};
+use sandkeeper_testkit::process::test_command;
 
 /// The state of `root/name` in a fresh scan, with the report's blind
 /// spots and the entry's kernel users and holders (for messages).
@@ -102,17 +103,8 @@ pub fn sh(script: &str, args: &[&Path]) -> String {
 /// and the report's blind spots there, as `STATE <state>` and
 /// `BLIND <text>` lines.
 pub fn scan_via(wrapper: &[&str], root: &Path, name: &str) -> String {
-    let (program, args) = wrapper.split_first().expect("a wrapper");
-    let out = Command::new(program)
-        .args(args)
-        .arg(std::env::current_exe().expect("test binary path"))
-        .args([
-            "--ignored",
-            "--exact",
-            "kernel_support::print_state",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    assert!(!wrapper.is_empty(), "a wrapper");
+    let out = test_command(wrapper, "kernel_support::print_state")
         .env("SK_SCAN_ROOT", root)
         .env("SK_SCAN_NAME", name)
         .output()

@@ -11,7 +11,7 @@ use rustix::fs::FlockOperation;
 use sandkeeper::lease::{Lease, LeaseRecord};
 use sandkeeper::sandbox;
 use sandkeeper::scan::{EntryState, Scanner, StateReason};
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 
 #[test]
 fn look_only_scan_still_tells_live_from_orphaned() {

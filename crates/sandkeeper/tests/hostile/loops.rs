@@ -5,22 +5,13 @@
 //! backing file's device and inode (`LOOP_GET_STATUS64`).
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 use sandkeeper::sandbox;
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::mounts::LoopDevice;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 
 use crate::kernel_support::{assert_in_use_and_kept, sh};
-
-/// A loop device attached by the test, detached on drop.
-struct Attached(String);
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.0]).status();
-    }
-}
 
 #[test]
 fn loop_backed_through_a_gone_namespace_is_in_use() {
@@ -54,7 +45,9 @@ fn inner_loop_backed_through_a_gone_namespace() {
         eprintln!("skipping: losetup said {dev:?}");
         return;
     }
-    let _attached = Attached(dev.clone());
+    let _attached = LoopDevice {
+        device: PathBuf::from(&dev),
+    };
     let name = Path::new(&dev).file_name().unwrap().to_str().unwrap();
     let named = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).unwrap();
     assert!(

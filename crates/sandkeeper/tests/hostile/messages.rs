@@ -18,19 +18,20 @@
 //! of the new directory is touched.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write as _};
+use std::io::Write as _;
 use std::mem::MaybeUninit;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rustix::fs::{inotify, RenameFlags};
 use sandkeeper::reap::{KeepReason, Policy, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    in_namespace, reachable_by_others, require_root, run_in_pid_namespace, Spawned,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, SETPRIV_NOBODY};
+use sandkeeper_testkit::process::{test_command, Helper};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// Run as the victim: makes a keyed sandbox in the per-user root under
 /// `$TMPDIR` and prints the error, its path and its hint.
@@ -70,16 +71,7 @@ fn victim_says(tag: &str, plant: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "messages::victim_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = test_command(&SETPRIV_NOBODY, "messages::victim_main")
         .env("SK_VICTIM", "1")
         .env("TMPDIR", base.path())
         .env_remove("SANDKEEPER_ROOT")
@@ -269,8 +261,7 @@ fn inner_recreated_during_reap() {
 /// Makes, as uid 65534, `app-<i>` (a day old, idle, holding `f`) and
 /// `twin-<i>` (holding `f` and `mine`).
 fn populate_as_nobody(root: &Path) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    let out = setpriv_nobody()
         .args([
             "sh",
             "-ec",
@@ -290,59 +281,21 @@ fn populate_as_nobody(root: &Path) {
 }
 
 struct Recreator {
-    _child: Spawned,
-    lines: std::sync::mpsc::Receiver<String>,
+    helper: Helper,
 }
 
 impl Recreator {
     fn wait_done(&self) {
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(30))
-                .expect("the re-creator went silent");
-            if line.contains("DONE") {
-                return;
-            }
-        }
+        self.helper.lines_until("DONE");
     }
 }
 
 fn start_recreator(root: &Path) -> Recreator {
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "messages::recreator_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SK_ROOT", root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    let mut child = Spawned(cmd.spawn().expect("spawn the re-creator (setpriv)"));
-    let (tx, lines) = std::sync::mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut cmd = test_command(&SETPRIV_NOBODY, "messages::recreator_main");
+    cmd.env("SK_ROOT", root);
     let r = Recreator {
-        _child: child,
-        lines,
+        helper: Helper::spawn(cmd),
     };
-    loop {
-        let line = r
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the re-creator did not start");
-        if line.contains("READY") {
-            return r;
-        }
-    }
+    r.helper.lines_until("READY");
+    r
 }

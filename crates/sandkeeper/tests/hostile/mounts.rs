@@ -11,19 +11,11 @@ use std::process::Command;
 use sandkeeper::reap::KeepReason;
 use sandkeeper::sandbox;
 use sandkeeper::scan::EntryState;
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace, spawn_ready};
+use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::spawn_ready;
 
 use crate::kernel_support::{assert_in_use_and_kept, reap_all, sh, state_of};
-
-/// A mount made by the test in its own mount namespace, lazily unmounted
-/// on drop.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// Makes `root/app-tmpfs/mnt` and `root/app-bind/src`, bound at `bound`.
 fn entries(root: &Path, bound: &Path) -> (PathBuf, PathBuf) {
@@ -123,7 +115,7 @@ fn inner_mounts_of_a_namespace_held_by_a_bind_mount() {
         eprintln!("skipping: cannot bind-mount a mount namespace here");
         return;
     }
-    let _ns = Unmount(ns_file);
+    let _ns = Mount::adopt(ns_file);
     assert!(fs::read_dir(tmpfs.join("mnt")).unwrap().next().is_none());
     assert_in_use_and_kept(root.path(), "app-tmpfs");
     assert_in_use_and_kept(root.path(), "app-bind");
@@ -163,7 +155,7 @@ fn inner_overlay_with_relative_layer_paths() {
         r#"cd "$1" && mount -t overlay sk-rel -o lowerdir=lower,upperdir=upper,workdir=work "$2""#,
         &[&entry, &merged],
     );
-    let _overlay = Unmount(merged);
+    let _overlay = Mount::adopt(merged);
     let (state, why) = state_of(root.path(), "app-overlay");
     // The layers could be anywhere: every entry is unknown, and the
     // report says why.
@@ -208,7 +200,7 @@ fn inner_overlay_detached_while_in_use() {
         r#"mount -t overlay sk-detached -o "$2" "$1""#,
         &[&merged, Path::new(&options)],
     );
-    let mut overlay = Some(Unmount(merged.clone()));
+    let mut overlay = Some(Mount::adopt(merged.clone()));
     // A process works in the overlay; then the overlay is detached.
     let worker = spawn_ready(
         Command::new("sh")
@@ -273,7 +265,7 @@ fn inner_overlay_layer_through_a_repointed_symlink() {
         r#"mount -t overlay sk-link -o "$2" "$1""#,
         &[&merged, Path::new(&options)],
     );
-    let _overlay = Unmount(merged);
+    let _overlay = Mount::adopt(merged);
     // Then the link points at a decoy with the same names.
     let repointed = elsewhere.path().join("link.new");
     std::os::unix::fs::symlink(&decoy, &repointed).unwrap();

@@ -10,9 +10,8 @@ use std::path::Path;
 
 use sandkeeper::output::write_atomic;
 use sandkeeper::{ErrorKind, Sandbox};
-use sandkeeper_testkit::{reachable_by_others, require_root};
-
-const NOBODY: u32 = 65534;
+use sandkeeper_testkit::privilege::{require_root, NOBODY};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 fn nobodys_dir(path: &Path) {
     fs::create_dir(path).unwrap();

@@ -14,20 +14,21 @@
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::mem::MaybeUninit;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use rustix::fs::inotify;
 use sandkeeper::reap::{KeepReason, Policy, ReapReport, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{
-    age_tree, in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready, Spawned,
-};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
+use sandkeeper_testkit::process::{spawn_ready, test_command, Helper};
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Entries in the race: more than one batch (64) of the reaper.
 const ENTRIES: usize = 100;
@@ -190,67 +191,29 @@ fn intact(dir: &Path, i: usize) -> bool {
         && (FILE_ENTRIES.contains(&i) || fs::read_dir(dir).unwrap().count() == FILES + 1)
 }
 
-/// The attacker process (uid 65534) and its output lines.
+/// The attacker process (uid 65534), killed on drop.
 struct Attacker {
-    child: Spawned,
-    lines: mpsc::Receiver<String>,
+    helper: Helper,
 }
 
 impl Attacker {
     /// Starts [`attacker_main`] as uid 65534 with `env`, and waits until it
     /// watches.
     fn start(env: &[(&str, &OsStr)]) -> Attacker {
-        let exe = std::env::current_exe().unwrap();
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "reap_race::attacker_main",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+        let mut cmd = test_command(&SETPRIV_NOBODY, "reap_race::attacker_main");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = Spawned(cmd.spawn().expect("spawn the attacker (setpriv)"));
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.0.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let attacker = Attacker { child, lines };
-        attacker.until("READY");
+        let attacker = Attacker {
+            helper: Helper::spawn(cmd),
+        };
+        attacker.helper.lines_until("READY");
         attacker
-    }
-
-    /// The lines it prints up to one containing `token` (included); 30 s at
-    /// most for each.
-    fn until(&self, token: &str) -> Vec<String> {
-        let mut lines = Vec::new();
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(30))
-                .expect("the attacker went silent");
-            let done = line.contains(token);
-            lines.push(line);
-            if done {
-                return lines;
-            }
-        }
     }
 
     /// What it reported holding, until it is done.
     fn held(&self) -> (BTreeSet<PathBuf>, Vec<String>) {
-        let lines = self.until("DONE");
+        let lines = self.helper.lines_until("DONE");
         let held = lines
             .iter()
             .filter_map(|l| Some(PathBuf::from(&l[l.find("HELD ")? + 5..])))
@@ -313,7 +276,7 @@ fn inner_used_during_the_reap() {
             .iter()
             .find(|s| &s.path == path)
             .unwrap_or_else(|| panic!("{} is not reported as kept", path.display()));
-        let pid = attacker.child.pid().to_string();
+        let pid = attacker.helper.pid().to_string();
         assert!(
             matches!(&skipped.reason, KeepReason::Changed(why) if why.contains(&pid)),
             "{:?}",

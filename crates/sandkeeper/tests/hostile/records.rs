@@ -15,9 +15,10 @@ use std::time::Duration;
 use sandkeeper::lease::LeaseRecord;
 use sandkeeper::reap::{KeepReason, Policy, PolicyBuilder, ReapReason, ReapReport, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{age_tree, in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::NOBODY;
+use sandkeeper_testkit::tree::age_tree;
 
-const NOBODY: u32 = 65534;
 const DAY: Duration = Duration::from_secs(86_400);
 
 /// A directory `name` in `root` owned by nobody (mode 0700), holding a

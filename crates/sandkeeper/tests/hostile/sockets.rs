@@ -10,7 +10,9 @@ use std::path::Path;
 use std::process::Command;
 
 use sandkeeper::{sandbox, Sandbox};
-use sandkeeper_testkit::{in_namespace, reachable_by_others, run_in_pid_namespace, spawn_ready};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 use crate::kernel_support::{assert_in_use_and_kept, scan_via, sh};
 

@@ -14,12 +14,14 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use sandkeeper::reap::{Policy, Reaper};
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{age_tree, in_namespace, reachable_by_others, run_in_pid_namespace};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::privilege::nobody_sh_in;
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
 
 /// Every fixed name an older remover would have used, as uid 0 or as the
 /// squatter's own uid.
@@ -28,21 +30,6 @@ const FIXED: [&str; 3] = [
     ".sandkeeper-trash-0",
     ".sandkeeper-trash-65534",
 ];
-
-/// Runs `script` with `sh -ec` as uid 65534.
-fn as_nobody(script: &str, dir: &Path) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args(["sh", "-ec", script])
-        .current_dir(dir)
-        .output()
-        .expect("run setpriv (util-linux)");
-    assert!(
-        out.status.success(),
-        "as nobody: {script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The names in `dir`.
 fn names_in(dir: &Path) -> BTreeSet<String> {
@@ -83,7 +70,7 @@ fn inner_squatted_names() {
         let root = base.path().join("shared");
         fs::create_dir(&root).unwrap();
         fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
-        as_nobody(
+        nobody_sh_in(
             &format!("for n in {}; do {make}; done", FIXED.join(" ")),
             &root,
         );
@@ -161,7 +148,7 @@ fn inner_several_quarantines() {
     fs::create_dir(&root).unwrap();
     fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
     let theirs = ".sandkeeper-trash-0-00000000000000ff";
-    as_nobody(
+    nobody_sh_in(
         &format!("mkdir -m 0700 {theirs} && mkdir {theirs}/condemned-x"),
         &root,
     );

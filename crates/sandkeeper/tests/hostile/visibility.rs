@@ -16,16 +16,15 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use sandkeeper::Sandbox;
-use sandkeeper_testkit::{reachable_by_others, require_root, spawn_ready, Spawned};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace, TRUST_PID_NAMESPACE_ENV};
+use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
+use sandkeeper_testkit::process::{test_command, Spawned};
+use sandkeeper_testkit::scratch::reachable_by_others;
 
 /// Tells the helper which root to scan.
 const ROOT_ENV: &str = "SK_VISIBILITY_ROOT";
-/// Set in the inner half of [`hidepid_cases`].
-const INNER_ENV: &str = "SK_VISIBILITY_INNER";
-const TRUST_ENV: &str = "SANDKEEPER_TRUST_PID_NAMESPACE";
 
 /// What a helper scan saw.
 #[derive(Debug, Default)]
@@ -101,21 +100,8 @@ fn report_assumed(report: &sandkeeper::scan::Report) -> Vec<String> {
 /// Runs [`scan_helper`] on `root` through `wrapper` (a command that
 /// `exec`s its arguments), with `env` set, and returns what it saw.
 fn scan_through(wrapper: &[&str], root: &Path, env: &[(&str, &str)]) -> Seen {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut cmd = Command::new(wrapper[0]);
-    cmd.args(&wrapper[1..])
-        .arg(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "visibility::scan_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROOT_ENV, root)
-        .env_remove(TRUST_ENV)
-        .env_remove(INNER_ENV)
-        .stdin(Stdio::null());
+    let mut cmd = test_command(wrapper, "visibility::scan_helper");
+    cmd.env(ROOT_ENV, root).env_remove(TRUST_PID_NAMESPACE_ENV);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -128,26 +114,6 @@ fn scan_through(wrapper: &[&str], root: &Path, env: &[(&str, &str)]) -> Seen {
         String::from_utf8_lossy(&out.stderr)
     );
     Seen::parse(&stdout)
-}
-
-/// A process of uid 65534 living in `dir` (its working directory).
-fn nobody_in(dir: &Path) -> Spawned {
-    spawn_ready(
-        Command::new("setpriv")
-            .args([
-                "--reuid",
-                "65534",
-                "--regid",
-                "65534",
-                "--clear-groups",
-                "sh",
-                "-c",
-                "cd \"$1\" && echo ready && exec sleep 600",
-                "sh",
-            ])
-            .arg(dir)
-            .stdin(Stdio::null()),
-    )
 }
 
 /// A shared root with `held/` (a nobody process lives in it) and `empty/`.
@@ -163,7 +129,7 @@ fn shared_root() -> (Sandbox, Spawned) {
         fs::create_dir(sb.path().join(dir)).unwrap();
         fs::set_permissions(sb.path().join(dir), fs::Permissions::from_mode(0o777)).unwrap();
     }
-    let holder = nobody_in(&sb.path().join("held"));
+    let holder = nobody_living_in(&sb.path().join("held"));
     (sb, holder)
 }
 
@@ -215,7 +181,7 @@ fn a_child_pid_namespace_does_not_see_the_host() {
     assert!(host_proc.spots.is_empty(), "{host_proc:?}");
 
     // Trusted: what it sees is what there is, and the output says so.
-    let trusted = scan_through(&unshare, sb.path(), &[(TRUST_ENV, "1")]);
+    let trusted = scan_through(&unshare, sb.path(), &[(TRUST_PID_NAMESPACE_ENV, "1")]);
     assert_eq!(trusted.state("held"), "idle", "{trusted:?}");
     assert!(trusted.spots.is_empty(), "{trusted:?}");
     assert_eq!(trusted.assumed.len(), 1, "{trusted:?}");
@@ -229,17 +195,10 @@ fn a_child_pid_namespace_does_not_see_the_host() {
 /// the variable and the valid value, not a silent "no".
 #[test]
 fn a_bad_trust_value_is_an_error() {
-    let exe = std::env::current_exe().expect("test binary path");
     let sb = sandkeeper::sandbox!().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "visibility::scan_helper",
-            "--nocapture",
-        ])
+    let out = test_command(&[], "visibility::scan_helper")
         .env(ROOT_ENV, sb.path())
-        .env(TRUST_ENV, "yes")
+        .env(TRUST_PID_NAMESPACE_ENV, "yes")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -257,38 +216,9 @@ fn a_bad_trust_value_is_an_error() {
 /// seen.
 #[test]
 fn hidepid_is_decided_from_what_can_be_proven() {
-    if !require_root("hidepid_is_decided_from_what_can_be_proven") {
-        return;
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new("unshare")
-        .args([
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--propagation",
-            "private",
-        ])
-        .arg(exe)
-        .args([
-            "--ignored",
-            "--exact",
-            "visibility::hidepid_cases",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(INNER_ENV, "1")
-        .env_remove(ROOT_ENV)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run unshare (util-linux)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "hidepid cases: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    run_in_pid_namespace(
+        "hidepid_is_decided_from_what_can_be_proven",
+        "visibility::hidepid_cases",
     );
 }
 
@@ -320,7 +250,7 @@ impl Drop for ProcMount {
 #[ignore = "run inside a private pid and mount namespace by hidepid_is_decided_from_what_can_be_proven"]
 #[allow(clippy::type_complexity)] // table rows are tuples
 fn hidepid_cases() {
-    if std::env::var_os(INNER_ENV).is_none() {
+    if !in_namespace() {
         return;
     }
     let (sb, _holder) = shared_root();
@@ -336,7 +266,7 @@ fn hidepid_cases() {
     ];
     let in_staff: &[&str] = &["setpriv", "--groups", "4242"];
     // Inside this private namespace every process is ours to see.
-    let trust = [(TRUST_ENV, "1")];
+    let trust = [(TRUST_PID_NAMESPACE_ENV, "1")];
     // (name, mount options, scanner, held, empty, blind spots)
     let cases: &[(&str, &str, &[&str], &str, &str, &[&str])] = &[
         ("plain, root", "rw", root, "in_use", "idle", &[]),

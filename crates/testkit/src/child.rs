@@ -1,123 +1,23 @@
-//! Shared test support: helper processes and privilege checks.
+//! The helper side the library's sandbox, lease, scan and reap tests
+//! start (see [`crate::process::Helper`]): each mode makes or holds a
+//! sandbox and says so on stdout (`READY <path>`, `ERR …`, `PROBE …`).
 //!
-//! A helper process is this same test binary re-run with the ignored test
-//! `child_main` selected and `SK_CHILD` naming what to do. Each test binary
-//! that uses helpers defines:
-//!
-//! ```ignore
-//! #[test]
-//! #[ignore = "helper process entry point, run by other tests"]
-//! fn child_main() { common::child_main() }
-//! ```
-#![allow(dead_code)] // each test binary uses a different part
+//! Its inputs are environment variables: `SK_ROOT` (the root), `SK_TAG`,
+//! `SK_CHECKOUT` (keyed), `SK_PATH` (someone else's sandbox), `SK_SLEEP`,
+//! and for `chaos` `SK_SEED` and `SK_ROUNDS`.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandkeeper::{Builder, Sandbox, WhenHeld};
 
-#[allow(unused_imports)] // each test binary uses a different part
-pub use sandkeeper_testkit::{
-    in_namespace, require_root, run_in_pid_namespace, spawn_ready, Spawned,
-};
+use crate::process::child_mode;
 
-/// A helper process, killed (SIGKILL) and reaped when dropped.
-pub struct Helper {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Helper {
-    /// Starts this test binary as a helper doing `mode`, with `env` set.
-    pub fn start(mode: &str, env: &[(&str, &str)]) -> Helper {
-        let exe = std::env::current_exe().expect("test binary path");
-        let mut cmd = Command::new(exe);
-        cmd.args([
-            "--ignored",
-            "--exact",
-            "child_main",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SK_CHILD", mode)
-        .env_remove("SANDKEEPER_KEEP")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn helper process");
-        let stdout: ChildStdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Helper { child, lines }
-    }
-
-    /// The helper's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The payload of the next stdout line that starts with `key ` (the
-    /// helper's protocol), waiting up to 30 s.
-    pub fn expect(&self, key: &str) -> String {
-        let prefix = format!("{key} ");
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(30)) {
-                Ok(line) => {
-                    // libtest prints `test child_main ... ` before our line.
-                    if let Some(at) = line.find(&prefix) {
-                        return line[at + prefix.len()..].to_owned();
-                    }
-                }
-                Err(e) => panic!("helper {} said no {key:?} line: {e}", self.pid()),
-            }
-        }
-    }
-
-    /// The path from the helper's `READY <path>` line.
-    pub fn ready_path(&self) -> PathBuf {
-        PathBuf::from(self.expect("READY"))
-    }
-
-    /// SIGKILLs the helper and waits for it to be gone.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Waits for the helper to exit by itself; returns whether it exited
-    /// successfully and its stderr.
-    pub fn wait(mut self) -> (bool, String) {
-        let mut stderr = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
-            let _ = err.read_to_string(&mut stderr);
-        }
-        let status = self.child.wait().expect("wait for helper");
-        (status.success(), stderr)
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The helper side: does what `SK_CHILD` says, printing protocol lines.
-pub fn child_main() {
-    let Ok(mode) = std::env::var("SK_CHILD") else {
+/// The helper side: does what [`CHILD_ENV`](crate::process::CHILD_ENV) says, printing protocol lines;
+/// returns at once in a process that is no helper.
+pub fn main() {
+    let Some(mode) = child_mode() else {
         return;
     };
     let var = |name: &str| std::env::var(name).ok();
@@ -211,26 +111,8 @@ pub fn child_main() {
             var("SK_SEED").unwrap().parse().unwrap(),
             var("SK_ROUNDS").unwrap().parse().unwrap(),
         ),
-        other => panic!("unknown SK_CHILD mode {other:?}"),
+        other => panic!("unknown {} mode {other:?}", crate::process::CHILD_ENV),
     }
-}
-
-/// Whether `pid` exists (signal 0).
-pub fn pid_exists(pid: u32) -> bool {
-    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    rustix::process::test_kill_process(pid).is_ok()
-}
-
-/// Lists a directory's entry names, sorted, without the lease record (the
-/// test's own sandbox carries one).
-pub fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name != sandkeeper::lease::LEASE_FILE)
-        .collect();
-    names.sort();
-    names
 }
 
 /// The chaos creator's loop (see the `chaos` mode).
