@@ -15,7 +15,9 @@
 //!   what its dead predecessor left; a *process-lifetime* one
 //!   ([`Builder::process_lifetime`]) works in a `static`;
 //! - [`sandbox!`] gives each test its own keyed sandbox;
-//! - [`remove`] deletes a tree without ever leaving it.
+//! - [`remove`] deletes a tree without ever leaving it;
+//! - [`run`] gives a command its own scratch directory as `TMPDIR`, stops
+//!   what it leaves running and removes what it leaves behind.
 //!
 //! ```
 //! use sandkeeper::Sandbox;
@@ -78,6 +80,7 @@ pub mod pattern;
 pub mod reap;
 pub mod remove;
 pub mod root;
+pub mod run;
 mod sandbox;
 pub mod scan;
 pub mod signals;

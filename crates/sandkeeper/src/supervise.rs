@@ -31,6 +31,7 @@
 use std::collections::HashSet;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -83,6 +84,7 @@ pub struct Supervised {
     pid: Pid,
     exit: Option<Exit>,
     reaped: Arc<Mutex<bool>>,
+    interrupted: Arc<AtomicBool>,
 }
 
 /// Sends signals to a supervised command from another thread (a signal
@@ -91,6 +93,8 @@ pub struct Supervised {
 pub struct Signaller {
     pid: Pid,
     reaped: Arc<Mutex<bool>>,
+    /// Whether a SIGINT was forwarded already (shared by the clones).
+    interrupted: Arc<AtomicBool>,
 }
 
 impl Signaller {
@@ -103,6 +107,35 @@ impl Signaller {
             let _ = rustix::process::kill_process_group(self.pid, signal);
             let _ = rustix::process::kill_process(self.pid, signal);
         }
+    }
+
+    /// Forwards a signal the caller received, as `sandkeeper run` does
+    /// with SIGINT, SIGTERM, SIGHUP and SIGQUIT: [`signal`](Self::signal)s
+    /// it on, except that a second SIGINT (counted across the clones of
+    /// this signaller) is sent as SIGKILL, so a command that ignores
+    /// Ctrl-C still ends on the second one.
+    ///
+    /// ```
+    /// use std::process::Command;
+    /// use rustix::process::Signal;
+    /// use sandkeeper::supervise::{self, Exit};
+    ///
+    /// # let dir = sandkeeper::Sandbox::new()?;
+    /// # let ready = dir.path().join("ready");
+    /// let mut cmd = Command::new("sh");
+    /// cmd.args(["-c", r#"trap '' INT; touch "$0"; exec sleep 600"#]);
+    /// # cmd.arg(&ready);
+    /// let mut run = supervise::spawn(&mut cmd)?;
+    /// # while !ready.exists() { std::thread::sleep(std::time::Duration::from_millis(10)); }
+    /// let signaller = run.signaller();
+    /// signaller.forward(Signal::INT); // ignored by the command
+    /// signaller.forward(Signal::INT); // sent as SIGKILL
+    /// assert_eq!(run.wait()?, Exit::Signal(9));
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    pub fn forward(&self, signal: Signal) {
+        let again = signal == Signal::INT && self.interrupted.swap(true, Ordering::Relaxed);
+        self.signal(if again { Signal::KILL } else { signal });
     }
 }
 
@@ -130,6 +163,7 @@ pub fn spawn(command: &mut Command) -> Result<Supervised> {
         pid,
         exit: None,
         reaped: Arc::new(Mutex::new(false)),
+        interrupted: Arc::new(AtomicBool::new(false)),
     })
 }
 
@@ -144,6 +178,7 @@ impl Supervised {
         Signaller {
             pid: self.pid,
             reaped: Arc::clone(&self.reaped),
+            interrupted: Arc::clone(&self.interrupted),
         }
     }
 
