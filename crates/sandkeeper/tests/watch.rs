@@ -16,7 +16,7 @@ use sandkeeper::config::{self, Config};
 use sandkeeper::reap::{KeepReason, ReapEvent};
 use sandkeeper::watch::{Driver, Mode, PressureEnd, Wake, WatchEvent, WatchOptions, Watcher};
 use sandkeeper::{ErrorKind, Sandbox};
-use sandkeeper_testkit::{in_namespace, run_in_pid_namespace};
+use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 
 /// What the fake driver saw, in order, with the fake time (seconds since
 /// the start) it happened at.
