@@ -95,6 +95,31 @@ pub enum UserDirs {
     Only(u32),
 }
 
+/// Where a path stands relative to a set of roots ([`Root::place`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// It is the root at this index.
+    Root(usize),
+    /// It is, or is inside, a top-level entry of the root at `root`.
+    Entry {
+        /// The index of the root.
+        root: usize,
+        /// The entry's path (`root/<first component below it>`).
+        path: PathBuf,
+    },
+    /// It is inside none of them.
+    Outside,
+}
+
+/// `root/<first component of target below root>`, if target is below root.
+fn top_level_entry(root: &Path, target: &Path) -> Option<PathBuf> {
+    let rest = target.strip_prefix(root).ok()?;
+    match rest.components().next()? {
+        Component::Normal(name) => Some(root.join(name)),
+        _ => None,
+    }
+}
+
 impl UserDirs {
     /// [`All`](Self::All) for root, else only the caller's own: the others
     /// are closed to a normal user anyway.
@@ -183,6 +208,71 @@ impl Root {
     /// Whether this root is the filesystem root `/` (which no reap takes).
     pub fn is_filesystem_root(&self) -> bool {
         rustix::fs::stat("/").is_ok_and(|st| (st.st_dev, st.st_ino) == (self.dev, self.ino))
+    }
+
+    /// Where `target` stands relative to `roots`: one of them, a top-level
+    /// entry of one (the deepest root that holds it wins: a per-user root
+    /// inside `/tmp` over `/tmp`), or outside them all. Compared by path:
+    /// give a `target` resolved like a root ([`Root::resolve_entry_path`]).
+    ///
+    /// ```
+    /// use sandkeeper::root::{Place, Root};
+    ///
+    /// let dir = sandkeeper::Sandbox::new()?;
+    /// let roots = [Root::open(dir.path())?];
+    /// let inside = roots[0].path().join("app-1").join("deep");
+    /// assert_eq!(Root::place(&roots, &inside), Place::Entry { root: 0, path: roots[0].path().join("app-1") });
+    /// assert_eq!(Root::place(&roots, roots[0].path()), Place::Root(0));
+    /// assert_eq!(Root::place(&roots, "/nowhere/x".as_ref()), Place::Outside);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn place(roots: &[Root], target: &Path) -> Place {
+        if let Some(i) = roots.iter().position(|r| r.path() == target) {
+            return Place::Root(i);
+        }
+        let mut best: Option<(usize, PathBuf)> = None;
+        for (i, root) in roots.iter().enumerate() {
+            let Some(entry) = top_level_entry(root.path(), target) else {
+                continue;
+            };
+            let depth = |r: &Root| r.path().components().count();
+            if best
+                .as_ref()
+                .is_none_or(|(b, _)| depth(root) > depth(&roots[*b]))
+            {
+                best = Some((i, entry));
+            }
+        }
+        match best {
+            Some((root, path)) => Place::Entry { root, path },
+            None => Place::Outside,
+        }
+    }
+
+    /// The path of an entry as a root would name it: its directory resolved
+    /// the way [`Root::open`] resolves a root, its last name kept as it is
+    /// and checked to exist without following it (the entry itself is never
+    /// followed).
+    ///
+    /// # Errors
+    ///
+    /// When the directory cannot be opened as a root, or the name does not
+    /// exist in it.
+    pub fn resolve_entry_path(path: &Path) -> Result<PathBuf> {
+        match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                let dir = Root::open(parent)?;
+                rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| Error::io("cannot find", e.into()).at(path))?;
+                Ok(dir.path().join(name))
+            }
+            _ => Ok(Root::open(path)?.path().to_owned()),
+        }
     }
 
     /// The per-user roots `sandkeeper-<uid>` directly inside this root

@@ -1,9 +1,7 @@
 //! `sandkeeper explain PATH`.
 
-use std::path::{Component, Path, PathBuf};
-
 use sandkeeper::reap::Reaper;
-use sandkeeper::root::Root;
+use sandkeeper::root::{Place, Root};
 
 use super::{open_roots, policy, Purpose};
 use crate::cli::ExplainArgs;
@@ -15,39 +13,37 @@ use crate::render::escape::Untrusted;
 
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
-    let target = resolve_target(&args.path)?;
-    if roots.iter().any(|r| r.path() == target) {
-        let shown = Untrusted::path(&target);
-        let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
-        err.hint = Some(format!(
-            "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
-        ));
-        return Err(err);
-    }
-    // The deepest root that holds the target: the per-user root inside
-    // /tmp wins over /tmp itself.
-    let mut best: Option<(&Root, PathBuf)> = None;
-    for root in &roots {
-        if let Some(entry) = top_level_entry(root.path(), &target) {
-            if best.as_ref().is_none_or(|(r, _)| {
-                root.path().components().count() > r.path().components().count()
-            }) {
-                best = Some((root, entry));
-            }
-        }
-    }
-    let Some((root, entry)) = best else {
-        let listed: Vec<String> = roots
-            .iter()
-            .map(|r| Untrusted::path(r.path()).to_string())
-            .collect();
+    let target = Root::resolve_entry_path(&args.path).map_err(|e| {
         let mut err = CliError::usage(format!(
-            "{} is not inside any root (roots: {})",
-            Untrusted::path(&args.path),
-            listed.join(", ")
+            "cannot explain {}: {e}",
+            Untrusted::path(&args.path)
         ));
-        err.hint = Some("name its root with --root DIR".into());
-        return Err(err);
+        err.hint = Some("give the path of an existing entry".into());
+        err
+    })?;
+    let (root, entry) = match Root::place(&roots, &target) {
+        Place::Entry { root, path } => (&roots[root], path),
+        Place::Root(_) => {
+            let shown = Untrusted::path(&target);
+            let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
+            err.hint = Some(format!(
+                "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
+            ));
+            return Err(err);
+        }
+        Place::Outside => {
+            let listed: Vec<String> = roots
+                .iter()
+                .map(|r| Untrusted::path(r.path()).to_string())
+                .collect();
+            let mut err = CliError::usage(format!(
+                "{} is not inside any root (roots: {})",
+                Untrusted::path(&args.path),
+                listed.join(", ")
+            ));
+            err.hint = Some("name its root with --root DIR".into());
+            return Err(err);
+        }
     };
     let mut reaper = Reaper::new(policy(&args.rules, true)?);
     for &pid in &args.rules.ignore_pids {
@@ -83,41 +79,4 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         return Ok(exit_codes::SUCCESS);
     }
     Ok(exit_codes::SUCCESS)
-}
-
-/// The target's path with its directory resolved the way a root is
-/// ([`Root::open`]), and its last name kept as it is: the entry itself is
-/// never followed.
-fn resolve_target(path: &Path) -> Result<PathBuf, CliError> {
-    let unusable = |e: &dyn std::fmt::Display| {
-        let mut err = CliError::usage(format!("cannot explain {}: {e}", Untrusted::path(path)));
-        err.hint = Some("give the path of an existing entry".into());
-        err
-    };
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => {
-            let parent = if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            };
-            let dir = Root::open(parent).map_err(|e| unusable(&e))?;
-            rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| unusable(&e))?;
-            Ok(dir.path().join(name))
-        }
-        _ => Ok(Root::open(path)
-            .map_err(|e| unusable(&e))?
-            .path()
-            .to_owned()),
-    }
-}
-
-/// `root/<first component of target below root>`, if target is below root.
-fn top_level_entry(root: &Path, target: &Path) -> Option<PathBuf> {
-    let rest = target.strip_prefix(root).ok()?;
-    match rest.components().next()? {
-        Component::Normal(name) => Some(root.join(name)),
-        _ => None,
-    }
 }

@@ -14,7 +14,7 @@ use sandkeeper::lease::LeaseRecord;
 use sandkeeper::reap::Verdict;
 use sandkeeper::scan::{Entry, RootReport};
 
-use super::claims::{self, PidCheck};
+use super::claims;
 use super::escape::{self, Untrusted};
 use crate::humanize::{age, size};
 
@@ -33,8 +33,8 @@ pub fn text(
     let _ = writeln!(out, "{}: {}", Untrusted::path(&path), e.state);
     let _ = writeln!(out, "  why: {}", escape::line(&e.reason.to_string()));
     let _ = writeln!(out, "  owner: {}", claims::user(e.uid));
-    for &pid in claims::lock_holders(e) {
-        let comm = claims::holder_comm(e, pid).map_or_else(
+    for &pid in e.lock_holders() {
+        let comm = e.holder_comm(pid).map_or_else(
             || "command not seen".to_owned(),
             |c| Untrusted::text(c).bare().to_string(),
         );
@@ -106,7 +106,7 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         out,
         "    pid: {} ({})",
         l.pid,
-        PidCheck::of(e, l).describe()
+        e.check_record_pid(l).describe()
     );
     let _ = writeln!(out, "    uid: {}", claims::user(l.uid));
     if let Some(mismatch) = claims::uid_mismatch(e, l) {

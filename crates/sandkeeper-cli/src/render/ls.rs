@@ -37,10 +37,10 @@ pub fn table(report: &Report) -> String {
         "STATE", "PID", "OWNER", "AGE", "SIZE", "COMMAND"
     );
     for (root, e) in managed(report) {
-        let holders = claims::lock_holders(e);
+        let holders = e.lock_holders();
         let (pid, cmd) = match (holders.first(), &e.lease) {
             (Some(&pid), _) => {
-                let comm = claims::holder_comm(e, pid).map_or_else(
+                let comm = e.holder_comm(pid).map_or_else(
                     || "?".to_owned(),
                     |c| Untrusted::text(c).max_chars(COMMAND_WIDTH).to_string(),
                 );
@@ -48,7 +48,7 @@ pub fn table(report: &Report) -> String {
                 (format!("{pid}{more}"), comm)
             }
             (None, Some(l)) => {
-                let pid = if claims::PidCheck::of(e, l) == claims::PidCheck::RunningSameStart {
+                let pid = if e.check_record_pid(l) == sandkeeper::scan::PidCheck::RunningSameStart {
                     l.pid.to_string()
                 } else {
                     "-".to_owned()

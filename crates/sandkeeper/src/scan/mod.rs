@@ -24,6 +24,7 @@
 //!
 //! Linux only: in-use detection needs `/proc`.
 
+mod claims;
 pub(crate) mod filesystem;
 mod report;
 mod state;
@@ -37,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rustix::fs::{Mode, OFlags};
 
+pub use claims::PidCheck;
 pub use filesystem::{free_bytes, Filesystem};
 pub use report::{Entry, Group, Report, RootReport, StateCounts, Totals};
 pub use state::{EntryState, StateReason};
