@@ -1,0 +1,670 @@
+//! Reading names: tokens, their classes, and the passes that compare a
+//! name with the others of its shape.
+
+use std::collections::{HashMap, HashSet};
+
+use super::known;
+
+/// Words of five or more bytes can be promoted to random (see the module
+/// docs); shorter ones (`dev`, `ICE`, `font`) never are.
+const PROMOTE_MIN_LEN: usize = 5;
+
+/// The random tail of a word with a literal head (`rustc` + `Ab12Cd`):
+/// glibc's `XXXXXX`, Rust `tempfile` and Node's `mkdtemp` all draw 6.
+const TAIL_LEN: usize = 6;
+
+/// A literal head kept before such a tail has at least this many bytes.
+const STEM_MIN_LEN: usize = 2;
+
+/// ... or this many when the word does not open the name.
+const STEM_MIN_LEN_INSIDE: usize = 5;
+
+/// The last word is checked for vowels when it has at least this many
+/// letters (`root`, `unix`, `tmp` never are).
+const UNSAYABLE_MIN_LEN: usize = 6;
+
+/// Two places of words are read as a slug when at least this many names
+/// have words there (or [`SLUG_MIN_NAMES_RANDOM_END`] when every one of
+/// them ends in a random part, as `…-<adjective>-<noun>-3fa9c1`) ...
+const SLUG_MIN_NAMES: usize = 5;
+const SLUG_MIN_NAMES_RANDOM_END: usize = 3;
+
+/// ... with at least this many distinct words at each ...
+const SLUG_MIN_WORDS: usize = 3;
+
+/// ... and their pairs this varied (percent of what independent draws
+/// give).
+const SLUG_MIN_PAIRS_PERCENT: usize = 80;
+
+/// How a token of a name is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Class {
+    /// One separator byte.
+    Sep,
+    /// A word that is literal.
+    Word,
+    /// Digits only.
+    Num,
+    /// Letters then digits or digits then letters, split at this byte
+    /// offset (absolute in the name).
+    Split(u32),
+    /// A random string, hash, UUID, or a generator's random part.
+    Rand,
+    /// `<adjective>-<noun>` of a slug generator (merged into a random
+    /// token with its neighbours before keys are made).
+    Slug,
+}
+
+/// A token: a byte range of the name and how it is read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Token {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) class: Class,
+    /// For a random token: how many leading bytes are a literal head.
+    pub(super) stem: u32,
+}
+
+impl Token {
+    fn new(start: usize, end: usize, class: Class) -> Self {
+        Token {
+            start: start as u32,
+            end: end as u32,
+            class,
+            stem: 0,
+        }
+    }
+}
+
+/// A name split into tokens.
+pub(super) struct Parsed<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) tokens: Vec<Token>,
+}
+
+/// What a piece of a name is: literal text, or a varying part (`num` when
+/// it is digits only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PieceKind {
+    Lit,
+    Var { num: bool },
+}
+
+/// A piece of a name as the family sees it: literal runs merged, varying
+/// parts alone. Names with equal keys have equal piece layouts (the same
+/// literal and varying places; a varying place may be digits in one name
+/// and random in another).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Piece {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) kind: PieceKind,
+}
+
+/// Marks a varying part in a key; a NUL of the text is doubled.
+const VAR: [u8; 2] = [0, 1];
+
+impl<'a> Parsed<'a> {
+    /// Reads one name on its own: generator windows, words, UUIDs (slugs
+    /// come with [`promote_unique_words`]).
+    pub(super) fn new(bytes: &'a [u8], windows: &mut Vec<(u32, u32)>) -> Self {
+        known::windows(bytes, windows);
+        let mut next_window = windows.iter().copied().peekable();
+        let mut tokens = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if let Some((s, e)) = next_window.next_if(|&(s, _)| s as usize == i) {
+                tokens.push(Token::new(s as usize, e as usize, Class::Rand));
+                i = e as usize;
+                continue;
+            }
+            if is_sep(bytes[i]) {
+                tokens.push(Token::new(i, i + 1, Class::Sep));
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let stop = next_window.peek().map_or(bytes.len(), |&(s, _)| s as usize);
+            while i < stop && !is_sep(bytes[i]) {
+                i += 1;
+            }
+            let (class, stem) = classify_word(&bytes[start..i], start as u32);
+            let mut token = Token::new(start, i, class);
+            token.stem = stem;
+            tokens.push(token);
+        }
+        collapse_uuids(bytes, &mut tokens);
+        let mut parsed = Parsed { bytes, tokens };
+        parsed.unpronounceable_last_word();
+        parsed
+    }
+
+    /// A last word of lowercase letters after a separator that no one
+    /// would say (`sk-test-flhxzdhe`: four consonants in a row, or no
+    /// vowel) is a random part that happened to draw letters only.
+    fn unpronounceable_last_word(&mut self) {
+        let n = self.tokens.len();
+        if n < 3 || self.tokens[n - 2].class != Class::Sep {
+            return;
+        }
+        let last = self.tokens[n - 1];
+        let word = self.token_text(&last);
+        if last.class == Class::Word
+            && word.len() >= UNSAYABLE_MIN_LEN
+            && word.iter().all(u8::is_ascii_lowercase)
+            && unsayable(word)
+        {
+            self.tokens[n - 1].class = Class::Rand;
+        }
+    }
+
+    pub(super) fn text(&self, start: u32, end: u32) -> &'a [u8] {
+        &self.bytes[start as usize..end as usize]
+    }
+
+    fn token_text(&self, t: &Token) -> &'a [u8] {
+        self.text(t.start, t.end)
+    }
+
+    /// The word tokens: (word position, token index).
+    fn words(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.class != Class::Sep)
+            .enumerate()
+            .map(|(pos, (index, _))| (pos, index))
+    }
+
+    /// The separators and word slots, e.g. `\0-\0.\0` for `a-b.c`: names
+    /// of one shape have equal skeletons.
+    fn skeleton(&self) -> Vec<u8> {
+        self.tokens
+            .iter()
+            .map(|t| match t.class {
+                Class::Sep => self.bytes[t.start as usize],
+                _ => 0,
+            })
+            .collect()
+    }
+
+    /// `<adjective>-<noun>` after the first word (`sandbox-tester-brave-otter-…`,
+    /// Docker's `focused_turing`) becomes one slug token.
+    pub(super) fn mark_dictionary_slugs(&mut self) {
+        let mut i = 0;
+        let mut seen_word = false;
+        while i < self.tokens.len() {
+            let t = self.tokens[i];
+            if t.class == Class::Sep {
+                i += 1;
+                continue;
+            }
+            let first = !seen_word;
+            seen_word = true;
+            let slug = !first
+                && t.class == Class::Word
+                && known::is_slug_adjective(self.token_text(&t))
+                && self.tokens.get(i + 1).is_some_and(|s| {
+                    s.class == Class::Sep && matches!(self.bytes[s.start as usize], b'-' | b'_')
+                })
+                && self.tokens.get(i + 2).is_some_and(|n| {
+                    matches!(n.class, Class::Word | Class::Rand) && self.letters_only(n)
+                });
+            if slug {
+                let end = self.tokens[i + 2].end;
+                self.tokens[i] = Token::new(t.start as usize, end as usize, Class::Slug);
+                self.tokens.drain(i + 1..i + 3);
+            }
+            i += 1;
+        }
+    }
+
+    fn letters_only(&self, t: &Token) -> bool {
+        self.token_text(t).iter().all(u8::is_ascii_alphabetic)
+    }
+
+    /// Each run of slugs, random parts and numbers joined by single
+    /// separators that holds a slug becomes one random token: a slug and
+    /// what varies beside it is one `*`.
+    fn merge_slugs(&mut self) {
+        if !self.tokens.iter().any(|t| t.class == Class::Slug) {
+            return;
+        }
+        let varying =
+            |c: Class| matches!(c, Class::Slug | Class::Rand | Class::Num | Class::Split(_));
+        let mut out: Vec<Token> = Vec::with_capacity(self.tokens.len());
+        let mut i = 0;
+        while i < self.tokens.len() {
+            if !varying(self.tokens[i].class) {
+                out.push(self.tokens[i]);
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            let mut slug = self.tokens[i].class == Class::Slug;
+            while j + 2 < self.tokens.len()
+                && self.tokens[j + 1].class == Class::Sep
+                && varying(self.tokens[j + 2].class)
+            {
+                j += 2;
+                slug |= self.tokens[j].class == Class::Slug;
+            }
+            if slug {
+                let (s, e) = (self.tokens[i].start, self.tokens[j].end);
+                out.push(Token::new(s as usize, e as usize, Class::Rand));
+            } else {
+                out.extend_from_slice(&self.tokens[i..=j]);
+            }
+            i = j + 1;
+        }
+        self.tokens = out;
+    }
+
+    /// The family key: literal text where words and separators are, a
+    /// marker where something varies.
+    pub(super) fn key(&self, key: &mut Vec<u8>) {
+        let lit = |key: &mut Vec<u8>, text: &[u8]| {
+            for &b in text {
+                key.push(b);
+                if b == 0 {
+                    key.push(0);
+                }
+            }
+        };
+        for t in &self.tokens {
+            let text = self.token_text(t);
+            match t.class {
+                Class::Sep | Class::Word => lit(key, text),
+                Class::Num => key.extend_from_slice(&VAR),
+                Class::Split(at) => {
+                    let (a, b) = text.split_at((at - t.start) as usize);
+                    if a[0].is_ascii_digit() {
+                        key.extend_from_slice(&VAR);
+                        lit(key, b);
+                    } else {
+                        lit(key, a);
+                        key.extend_from_slice(&VAR);
+                    }
+                }
+                Class::Rand | Class::Slug => {
+                    lit(key, &text[..t.stem as usize]);
+                    key.extend_from_slice(&VAR);
+                }
+            }
+        }
+    }
+
+    /// The name as literal runs and varying pieces.
+    pub(super) fn pieces(&self) -> Vec<Piece> {
+        let mut out: Vec<Piece> = Vec::with_capacity(self.tokens.len());
+        let mut push = |start: u32, end: u32, kind: PieceKind| match out.last_mut() {
+            Some(last) if kind == PieceKind::Lit && last.kind == PieceKind::Lit => last.end = end,
+            _ => out.push(Piece { start, end, kind }),
+        };
+        const NUM: PieceKind = PieceKind::Var { num: true };
+        const RAND: PieceKind = PieceKind::Var { num: false };
+        for t in &self.tokens {
+            match t.class {
+                Class::Sep | Class::Word => push(t.start, t.end, PieceKind::Lit),
+                Class::Num => push(t.start, t.end, NUM),
+                Class::Split(at) => {
+                    if self.bytes[t.start as usize].is_ascii_digit() {
+                        push(t.start, at, NUM);
+                        push(at, t.end, PieceKind::Lit);
+                    } else {
+                        push(t.start, at, PieceKind::Lit);
+                        push(at, t.end, NUM);
+                    }
+                }
+                Class::Rand | Class::Slug => {
+                    if t.stem > 0 {
+                        push(t.start, t.start + t.stem, PieceKind::Lit);
+                    }
+                    push(t.start + t.stem, t.end, RAND);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether lowercase letters have no vowel (`aeiouy`) or four consonants
+/// in a row.
+fn unsayable(word: &[u8]) -> bool {
+    let vowel = |b: &u8| b"aeiouy".contains(b);
+    let mut run = 0;
+    let mut longest = 0;
+    for b in word {
+        run = if vowel(b) { 0 } else { run + 1 };
+        longest = longest.max(run);
+    }
+    longest >= 4 || !word.iter().any(vowel)
+}
+
+/// Separators: every ASCII byte that is neither a letter nor a digit.
+/// Bytes of multi-byte characters (and invalid UTF-8) belong to words.
+pub(super) fn is_sep(b: u8) -> bool {
+    b.is_ascii() && !b.is_ascii_alphanumeric()
+}
+
+/// A word's class, and for a random word the length of its literal head.
+pub(super) fn classify_word(word: &[u8], start: u32) -> (Class, u32) {
+    let digits = word.iter().filter(|b| b.is_ascii_digit()).count();
+    if digits == word.len() {
+        return (Class::Num, 0);
+    }
+    let hex = word.iter().all(u8::is_ascii_hexdigit);
+    if digits > 0 {
+        let mut runs = 1;
+        let mut split = 0;
+        for i in 1..word.len() {
+            if word[i].is_ascii_digit() != word[i - 1].is_ascii_digit() {
+                runs += 1;
+                split = i;
+            }
+        }
+        // `pid1234`, `X11`, `64bit` are a word and a number; `001d` (a hex
+        // counter) and `1a2b3c` are random.
+        // A word part whose case is not a word's (`rustczFmZB3`) is random.
+        let digits_first = word[0].is_ascii_digit();
+        let letters = if digits_first {
+            &word[split..]
+        } else {
+            &word[..split]
+        };
+        let plain = !letters.iter().all(u8::is_ascii_alphabetic)
+            || match digits_first {
+                // `64bit`, `3d`; not `7753LS`.
+                true => letters.iter().all(u8::is_ascii_lowercase),
+                // `pid1234`, `X11`, `TestFoo`; not `BVEQS1`.
+                false => {
+                    plain_case(letters)
+                        && (letters.len() <= 3 || !letters.iter().all(u8::is_ascii_uppercase))
+                }
+            };
+        if runs == 2 && plain && !(digits_first && hex && word.len() >= 3) {
+            return (Class::Split(start + split as u32), 0);
+        }
+        return (Class::Rand, if hex { 0 } else { stem(word, start == 0) });
+    }
+    if word.iter().all(u8::is_ascii_alphabetic) && !plain_case(word) {
+        (Class::Rand, stem(word, start == 0))
+    } else {
+        (Class::Word, 0)
+    }
+}
+
+/// The literal head of a random word: all but its last [`TAIL_LEN`] bytes,
+/// when those are lowercase letters (`rustc` of `rustcAb12Cd`, `cc` of
+/// `ccKarzSK`): at least [`STEM_MIN_LEN`] of them when the word opens the
+/// name, [`STEM_MIN_LEN_INSIDE`] after a separator (where random parts of 8
+/// or 10 characters are common and may start with a few lowercase letters).
+pub(super) fn stem(word: &[u8], opens: bool) -> u32 {
+    let Some(head) = word.len().checked_sub(TAIL_LEN) else {
+        return 0;
+    };
+    let min = if opens {
+        STEM_MIN_LEN
+    } else {
+        STEM_MIN_LEN_INSIDE
+    };
+    if head >= min && word[..head].iter().all(u8::is_ascii_lowercase) {
+        head as u32
+    } else {
+        0
+    }
+}
+
+/// Whether a word of ASCII letters has the case of a word: all lowercase,
+/// all uppercase, or humps of one capital and three or more lowercase
+/// letters after a first `Xx…` or `x` (`MyProject`, `iPhone`,
+/// `ModemManager`). Random letters (`XyZaQw`, `ccKarzSK`, `qkQqbg`) rarely
+/// do.
+fn plain_case(word: &[u8]) -> bool {
+    if word.iter().all(u8::is_ascii_lowercase) || word.iter().all(u8::is_ascii_uppercase) {
+        return true;
+    }
+    let mut i = 0;
+    let mut first = true;
+    while i < word.len() {
+        let ups = word[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_uppercase())
+            .count();
+        i += ups;
+        let lows = word[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase())
+            .count();
+        i += lows;
+        let ok = match first {
+            // `Test`, `My`, or `i` of `iPhone`.
+            true => (ups == 1 && lows >= 1) || (ups == 0 && lows == 1),
+            false => ups == 1 && lows >= 3,
+        };
+        if !ok {
+            return false;
+        }
+        first = false;
+    }
+    true
+}
+
+/// Replaces the tokens of each UUID (`8-4-4-4-12` hex digits) by one
+/// random token.
+fn collapse_uuids(bytes: &[u8], tokens: &mut Vec<Token>) {
+    const GROUPS: [u32; 5] = [8, 4, 4, 4, 12];
+    let is_group = |t: &Token, len: u32| {
+        t.class != Class::Sep
+            && t.end - t.start == len
+            && bytes[t.start as usize..t.end as usize]
+                .iter()
+                .all(u8::is_ascii_hexdigit)
+    };
+    let mut i = 0;
+    while i + 9 <= tokens.len() {
+        let found = GROUPS.iter().enumerate().all(|(g, &len)| {
+            let ok = is_group(&tokens[i + 2 * g], len);
+            ok && (g == 4 || {
+                let sep = tokens[i + 2 * g + 1];
+                sep.class == Class::Sep && bytes[sep.start as usize] == b'-'
+            })
+        });
+        if found {
+            let end = tokens[i + 8].end;
+            tokens[i] = Token::new(tokens[i].start as usize, end as usize, Class::Rand);
+            tokens.drain(i + 1..i + 9);
+        }
+        i += 1;
+    }
+}
+
+/// Where a word stands, for comparing it with words of other names.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+enum Place<'a> {
+    /// Skeleton id and word position from the start.
+    Skeleton(u32, usize),
+    /// First word's text and word position from the end.
+    FirstWord(&'a [u8], usize),
+    /// Skeleton id, first word's text and word position from the start.
+    Both(u32, &'a [u8], usize),
+}
+
+/// One word of a name with where it stands.
+struct WordPlace<'a> {
+    token: usize,
+    pos: usize,
+    len: usize,
+    class: Class,
+    letters: bool,
+    skeleton: u32,
+    first: &'a [u8],
+    from_end: usize,
+}
+
+fn word_places<'a>(parsed: &[Parsed<'a>]) -> Vec<Vec<WordPlace<'a>>> {
+    let mut skeletons: HashMap<Vec<u8>, u32> = HashMap::new();
+    parsed
+        .iter()
+        .map(|p| {
+            let next = skeletons.len() as u32;
+            let skeleton = *skeletons.entry(p.skeleton()).or_insert(next);
+            let words: Vec<(usize, usize)> = p.words().collect();
+            let Some(&(_, first)) = words.first() else {
+                return Vec::new();
+            };
+            // The first word with the separators before it (`.tmp`, `tmp`).
+            let first = p.text(0, p.tokens[first].end);
+            let n = words.len();
+            words
+                .into_iter()
+                .map(|(pos, token)| {
+                    let t = p.tokens[token];
+                    WordPlace {
+                        token,
+                        pos,
+                        len: (t.end - t.start) as usize,
+                        class: t.class,
+                        letters: p.letters_only(&t),
+                        skeleton,
+                        first,
+                        from_end: n - 1 - pos,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Neighbouring word places that hold a slug from a list this crate does
+/// not know (`sandbox-tester-<adjective>-<noun>-…`): among at least
+/// [`SLUG_MIN_NAMES`] (or [`SLUG_MIN_NAMES_RANDOM_END`]) generated names (with a random part or number) of
+/// the same skeleton and first word, two places after the first word with
+/// [`SLUG_MIN_WORDS`] or more distinct words each, whose pairs are as
+/// varied as independent draws would make them: at least
+/// [`SLUG_MIN_PAIRS_PERCENT`] % of `min(names, words × words)`. Words that
+/// mean something come in few combinations (`nodes-resolve`,
+/// `nodes-list`, `campaign-exec`), so they stay literal. Decided from
+/// counts over the whole input, so order-independent.
+pub(super) fn promote_unique_words(parsed: &mut [Parsed<'_>]) {
+    let generated = |p: &Parsed<'_>| {
+        p.tokens
+            .iter()
+            .any(|t| matches!(t.class, Class::Rand | Class::Num | Class::Split(_)))
+    };
+    let places = word_places(parsed);
+    let is_word = |w: &WordPlace<'_>| w.pos >= 1 && w.class == Class::Word && w.letters;
+    // Per place of a first word of a pair: names, words here, words at the
+    // next place, pairs.
+    #[derive(Default)]
+    struct Counts<'a> {
+        names: usize,
+        random_end: usize,
+        here: HashSet<&'a [u8]>,
+        next: HashSet<&'a [u8]>,
+        pairs: HashSet<(&'a [u8], &'a [u8])>,
+    }
+    let mut counts: HashMap<Place<'_>, Counts<'_>> = HashMap::new();
+    for (n, words) in places.iter().enumerate() {
+        if !generated(&parsed[n]) {
+            continue;
+        }
+        for pair in words
+            .windows(2)
+            .filter(|w| is_word(&w[0]) && is_word(&w[1]))
+        {
+            let text = |w: &WordPlace<'_>| parsed[n].token_text(&parsed[n].tokens[w.token]);
+            let (a, b) = (text(&pair[0]), text(&pair[1]));
+            let c = counts
+                .entry(Place::Both(pair[0].skeleton, pair[0].first, pair[0].pos))
+                .or_default();
+            c.names += 1;
+            c.random_end += usize::from(
+                parsed[n]
+                    .tokens
+                    .last()
+                    .is_some_and(|t| t.class == Class::Rand),
+            );
+            c.here.insert(a);
+            c.next.insert(b);
+            c.pairs.insert((a, b));
+        }
+    }
+    let slug_at: HashSet<Place<'_>> = counts
+        .into_iter()
+        .filter(|(_, c)| {
+            let combinations = (c.here.len() * c.next.len()).min(c.names);
+            let min_names = match c.random_end == c.names {
+                true => SLUG_MIN_NAMES_RANDOM_END,
+                false => SLUG_MIN_NAMES,
+            };
+            c.names >= min_names
+                && c.here.len() >= SLUG_MIN_WORDS
+                && c.next.len() >= SLUG_MIN_WORDS
+                && c.pairs.len() * 100 >= combinations * SLUG_MIN_PAIRS_PERCENT
+        })
+        .map(|(place, _)| place)
+        .collect();
+    for (n, words) in places.iter().enumerate() {
+        if generated(&parsed[n]) && !slug_at.is_empty() {
+            for pair in words
+                .windows(2)
+                .filter(|w| is_word(&w[0]) && is_word(&w[1]))
+            {
+                if slug_at.contains(&Place::Both(pair[0].skeleton, pair[0].first, pair[0].pos)) {
+                    parsed[n].tokens[pair[0].token].class = Class::Slug;
+                    parsed[n].tokens[pair[1].token].class = Class::Slug;
+                }
+            }
+        }
+        // Token indexes change from here on.
+        parsed[n].mark_dictionary_slugs();
+        parsed[n].merge_slugs();
+    }
+}
+
+/// Reads words that look literal as random where names of the same shape
+/// have random strings of that exact length at that place: the same first
+/// word and place counted from the end (`rust_out.abcdef` beside
+/// `rust_out.1a2b3c`), or for the first word itself the same skeleton.
+/// Decided from counts over the whole input, so order-independent.
+pub(super) fn promote_random_lookalikes(parsed: &mut [Parsed<'_>]) {
+    let places = word_places(parsed);
+    let promotable = |w: &WordPlace<'_>| {
+        matches!(w.class, Class::Word | Class::Split(_)) && w.len >= PROMOTE_MIN_LEN
+    };
+    fn place_of<'a>(w: &WordPlace<'a>) -> Place<'a> {
+        match w.pos {
+            0 => Place::Skeleton(w.skeleton, 0),
+            _ => Place::FirstWord(w.first, w.from_end),
+        }
+    }
+    // (place, length) -> (random words, promotable words)
+    let mut counts: HashMap<(Place<'_>, usize), (u32, u32)> = HashMap::new();
+    for w in places.iter().flatten() {
+        if w.class != Class::Rand && !promotable(w) {
+            continue;
+        }
+        let c = counts.entry((place_of(w), w.len)).or_default();
+        if w.class == Class::Rand {
+            c.0 += 1;
+        } else {
+            c.1 += 1;
+        }
+    }
+    for (n, words) in places.iter().enumerate() {
+        for w in words.iter().filter(|w| promotable(w)) {
+            let random_there = counts
+                .get(&(place_of(w), w.len))
+                .is_some_and(|&(random, other)| random >= 1 && random >= other);
+            if random_there {
+                let p = &mut parsed[n];
+                let t = p.tokens[w.token];
+                let text = p.token_text(&t);
+                let hex = text.iter().all(u8::is_ascii_hexdigit);
+                p.tokens[w.token].class = Class::Rand;
+                p.tokens[w.token].stem = if hex { 0 } else { stem(text, t.start == 0) };
+            }
+        }
+    }
+}
