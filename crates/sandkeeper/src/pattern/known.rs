@@ -517,7 +517,9 @@ const ADJECTIVES: &[&str] = &[
 
 /// Whether `word` is an adjective of a slug generator (see [`ADJECTIVES`]).
 pub(super) fn is_slug_adjective(word: &[u8]) -> bool {
-    std::str::from_utf8(word).is_ok_and(|w| ADJECTIVES.binary_search(&w).is_ok())
+    (3..=13).contains(&word.len())
+        && word.iter().all(u8::is_ascii_lowercase)
+        && std::str::from_utf8(word).is_ok_and(|w| ADJECTIVES.binary_search(&w).is_ok())
 }
 
 #[cfg(test)]

@@ -151,13 +151,14 @@
 mod glob;
 mod known;
 mod read;
+mod shape;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use glob::{escape_into, glob_match, parse_glob};
-use read::{Parsed, Piece, PieceKind};
+use read::{Parsed, PieceKind, Pieces};
 
 /// One family of names, e.g. `app-235-*`.
 ///
@@ -202,8 +203,7 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
         .iter()
         .map(|n| Parsed::new(n.as_ref().as_bytes(), &mut windows))
         .collect();
-    read::promote_unique_words(&mut parsed);
-    read::promote_random_lookalikes(&mut parsed);
+    shape::neighbour_passes(&mut parsed);
 
     let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     let mut key = Vec::new();
@@ -219,7 +219,7 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
         }
     }
 
-    let pieces: Vec<Vec<Piece>> = parsed.iter().map(Parsed::pieces).collect();
+    let pieces = Pieces::new(&parsed);
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
     for members in buckets.into_values() {
         for family in bucket_families(&parsed, &pieces, members) {
@@ -263,14 +263,10 @@ const TAG_MAX_DIGITS: usize = 3;
 
 /// The families of one bucket (names with equal keys, so equal piece
 /// layouts).
-fn bucket_families(
-    parsed: &[Parsed<'_>],
-    pieces: &[Vec<Piece>],
-    members: Vec<usize>,
-) -> Vec<Family> {
-    let layout = &pieces[members[0]];
+fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
+    let layout = pieces.of(members[0]);
     let text = |m: usize, p: usize| {
-        let piece = pieces[m][p];
+        let piece = pieces.of(m)[p];
         parsed[m].text(piece.start, piece.end)
     };
     let n = members.len();
@@ -288,14 +284,18 @@ fn bucket_families(
     let places: Vec<Place> = (0..layout.len())
         .filter(|&p| layout[p].kind != PieceKind::Lit)
         .map(|p| {
-            let values: HashSet<&[u8]> = members.iter().map(|&m| text(m, p)).collect();
+            // Distinct values by sorting (no hashing of names' bytes).
+            let mut values: Vec<&[u8]> = members.iter().map(|&m| text(m, p)).collect();
+            let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
+            values.sort_unstable();
+            values.dedup();
             Place {
                 piece: p,
                 random: members
                     .iter()
-                    .any(|&m| pieces[m][p].kind == PieceKind::Var { num: false }),
+                    .any(|&m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
                 distinct: values.len(),
-                longest: values.iter().map(|v| v.len()).max().unwrap_or(0),
+                longest,
                 last: Some(p) == last_var,
             }
         })
@@ -340,13 +340,14 @@ fn bucket_families(
         .collect();
 
     let mut sorted = members;
-    sorted.sort_by(|&a, &b| {
-        splits
+    if !splits.is_empty() {
+        let mut keyed: Vec<(Vec<&[u8]>, usize)> = sorted
             .iter()
-            .map(|&p| text(a, p))
-            .cmp(splits.iter().map(|&p| text(b, p)))
-            .then(a.cmp(&b))
-    });
+            .map(|&m| (splits.iter().map(|&p| text(m, p)).collect(), m))
+            .collect();
+        keyed.sort_unstable();
+        sorted = keyed.into_iter().map(|(_, m)| m).collect();
+    }
     let mut families = Vec::new();
     for chunk in sorted.chunk_by(|&a, &b| splits.iter().all(|&p| text(a, p) == text(b, p))) {
         let m0 = chunk[0];

@@ -1,13 +1,7 @@
 //! Reading names: tokens, their classes, and the passes that compare a
 //! name with the others of its shape.
 
-use std::collections::{HashMap, HashSet};
-
 use super::known;
-
-/// Words of five or more bytes can be promoted to random (see the module
-/// docs); shorter ones (`dev`, `ICE`, `font`) never are.
-const PROMOTE_MIN_LEN: usize = 5;
 
 /// The random tail of a word with a literal head (`rustc` + `Ab12Cd`):
 /// glibc's `XXXXXX`, Rust `tempfile` and Node's `mkdtemp` all draw 6.
@@ -22,19 +16,6 @@ const STEM_MIN_LEN_INSIDE: usize = 5;
 /// The last word is checked for vowels when it has at least this many
 /// letters (`root`, `unix`, `tmp` never are).
 const UNSAYABLE_MIN_LEN: usize = 6;
-
-/// Two places of words are read as a slug when at least this many names
-/// have words there (or [`SLUG_MIN_NAMES_RANDOM_END`] when every one of
-/// them ends in a random part, as `…-<adjective>-<noun>-3fa9c1`) ...
-const SLUG_MIN_NAMES: usize = 5;
-const SLUG_MIN_NAMES_RANDOM_END: usize = 3;
-
-/// ... with at least this many distinct words at each ...
-const SLUG_MIN_WORDS: usize = 3;
-
-/// ... and their pairs this varied (percent of what independent draws
-/// give).
-const SLUG_MIN_PAIRS_PERCENT: usize = 80;
 
 /// How a token of a name is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,16 +82,41 @@ pub(super) struct Piece {
     pub(super) kind: PieceKind,
 }
 
+/// The pieces of all names, in one allocation.
+pub(super) struct Pieces {
+    all: Vec<Piece>,
+    /// Where each name's pieces start in `all` (one more entry at the end).
+    at: Vec<u32>,
+}
+
+impl Pieces {
+    pub(super) fn new(parsed: &[Parsed<'_>]) -> Self {
+        let mut all = Vec::with_capacity(parsed.len() * 4);
+        let mut at = Vec::with_capacity(parsed.len() + 1);
+        for p in parsed {
+            at.push(all.len() as u32);
+            p.pieces_into(&mut all);
+        }
+        at.push(all.len() as u32);
+        Pieces { all, at }
+    }
+
+    /// The pieces of name `m`.
+    pub(super) fn of(&self, m: usize) -> &[Piece] {
+        &self.all[self.at[m] as usize..self.at[m + 1] as usize]
+    }
+}
+
 /// Marks a varying part in a key; a NUL of the text is doubled.
 const VAR: [u8; 2] = [0, 1];
 
 impl<'a> Parsed<'a> {
     /// Reads one name on its own: generator windows, words, UUIDs (slugs
-    /// come with [`promote_unique_words`]).
+    /// come with [`super::shape::neighbour_passes`]).
     pub(super) fn new(bytes: &'a [u8], windows: &mut Vec<(u32, u32)>) -> Self {
         known::windows(bytes, windows);
         let mut next_window = windows.iter().copied().peekable();
-        let mut tokens = Vec::new();
+        let mut tokens = Vec::with_capacity(bytes.len().min(16));
         let mut i = 0;
         while i < bytes.len() {
             if let Some((s, e)) = next_window.next_if(|&(s, _)| s as usize == i) {
@@ -162,30 +168,8 @@ impl<'a> Parsed<'a> {
         &self.bytes[start as usize..end as usize]
     }
 
-    fn token_text(&self, t: &Token) -> &'a [u8] {
+    pub(super) fn token_text(&self, t: &Token) -> &'a [u8] {
         self.text(t.start, t.end)
-    }
-
-    /// The word tokens: (word position, token index).
-    fn words(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        self.tokens
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.class != Class::Sep)
-            .enumerate()
-            .map(|(pos, (index, _))| (pos, index))
-    }
-
-    /// The separators and word slots, e.g. `\0-\0.\0` for `a-b.c`: names
-    /// of one shape have equal skeletons.
-    fn skeleton(&self) -> Vec<u8> {
-        self.tokens
-            .iter()
-            .map(|t| match t.class {
-                Class::Sep => self.bytes[t.start as usize],
-                _ => 0,
-            })
-            .collect()
     }
 
     /// `<adjective>-<noun>` after the first word (`sandbox-tester-brave-otter-…`,
@@ -219,14 +203,14 @@ impl<'a> Parsed<'a> {
         }
     }
 
-    fn letters_only(&self, t: &Token) -> bool {
+    pub(super) fn letters_only(&self, t: &Token) -> bool {
         self.token_text(t).iter().all(u8::is_ascii_alphabetic)
     }
 
     /// Each run of slugs, random parts and numbers joined by single
     /// separators that holds a slug becomes one random token: a slug and
     /// what varies beside it is one `*`.
-    fn merge_slugs(&mut self) {
+    pub(super) fn merge_slugs(&mut self) {
         if !self.tokens.iter().any(|t| t.class == Class::Slug) {
             return;
         }
@@ -295,11 +279,16 @@ impl<'a> Parsed<'a> {
     }
 
     /// The name as literal runs and varying pieces.
-    pub(super) fn pieces(&self) -> Vec<Piece> {
-        let mut out: Vec<Piece> = Vec::with_capacity(self.tokens.len());
-        let mut push = |start: u32, end: u32, kind: PieceKind| match out.last_mut() {
-            Some(last) if kind == PieceKind::Lit && last.kind == PieceKind::Lit => last.end = end,
-            _ => out.push(Piece { start, end, kind }),
+    pub(super) fn pieces_into(&self, out: &mut Vec<Piece>) {
+        let from = out.len();
+        let mut push = |start: u32, end: u32, kind: PieceKind| {
+            let mine = out.len() > from;
+            match out.last_mut() {
+                Some(last) if mine && kind == PieceKind::Lit && last.kind == PieceKind::Lit => {
+                    last.end = end
+                }
+                _ => out.push(Piece { start, end, kind }),
+            }
         };
         const NUM: PieceKind = PieceKind::Var { num: true };
         const RAND: PieceKind = PieceKind::Var { num: false };
@@ -324,7 +313,6 @@ impl<'a> Parsed<'a> {
                 }
             }
         }
-        out
     }
 }
 
@@ -476,195 +464,5 @@ fn collapse_uuids(bytes: &[u8], tokens: &mut Vec<Token>) {
             tokens.drain(i + 1..i + 9);
         }
         i += 1;
-    }
-}
-
-/// Where a word stands, for comparing it with words of other names.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
-enum Place<'a> {
-    /// Skeleton id and word position from the start.
-    Skeleton(u32, usize),
-    /// First word's text and word position from the end.
-    FirstWord(&'a [u8], usize),
-    /// Skeleton id, first word's text and word position from the start.
-    Both(u32, &'a [u8], usize),
-}
-
-/// One word of a name with where it stands.
-struct WordPlace<'a> {
-    token: usize,
-    pos: usize,
-    len: usize,
-    class: Class,
-    letters: bool,
-    skeleton: u32,
-    first: &'a [u8],
-    from_end: usize,
-}
-
-fn word_places<'a>(parsed: &[Parsed<'a>]) -> Vec<Vec<WordPlace<'a>>> {
-    let mut skeletons: HashMap<Vec<u8>, u32> = HashMap::new();
-    parsed
-        .iter()
-        .map(|p| {
-            let next = skeletons.len() as u32;
-            let skeleton = *skeletons.entry(p.skeleton()).or_insert(next);
-            let words: Vec<(usize, usize)> = p.words().collect();
-            let Some(&(_, first)) = words.first() else {
-                return Vec::new();
-            };
-            // The first word with the separators before it (`.tmp`, `tmp`).
-            let first = p.text(0, p.tokens[first].end);
-            let n = words.len();
-            words
-                .into_iter()
-                .map(|(pos, token)| {
-                    let t = p.tokens[token];
-                    WordPlace {
-                        token,
-                        pos,
-                        len: (t.end - t.start) as usize,
-                        class: t.class,
-                        letters: p.letters_only(&t),
-                        skeleton,
-                        first,
-                        from_end: n - 1 - pos,
-                    }
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Neighbouring word places that hold a slug from a list this crate does
-/// not know (`sandbox-tester-<adjective>-<noun>-…`): among at least
-/// [`SLUG_MIN_NAMES`] (or [`SLUG_MIN_NAMES_RANDOM_END`]) generated names (with a random part or number) of
-/// the same skeleton and first word, two places after the first word with
-/// [`SLUG_MIN_WORDS`] or more distinct words each, whose pairs are as
-/// varied as independent draws would make them: at least
-/// [`SLUG_MIN_PAIRS_PERCENT`] % of `min(names, words × words)`. Words that
-/// mean something come in few combinations (`nodes-resolve`,
-/// `nodes-list`, `campaign-exec`), so they stay literal. Decided from
-/// counts over the whole input, so order-independent.
-pub(super) fn promote_unique_words(parsed: &mut [Parsed<'_>]) {
-    let generated = |p: &Parsed<'_>| {
-        p.tokens
-            .iter()
-            .any(|t| matches!(t.class, Class::Rand | Class::Num | Class::Split(_)))
-    };
-    let places = word_places(parsed);
-    let is_word = |w: &WordPlace<'_>| w.pos >= 1 && w.class == Class::Word && w.letters;
-    // Per place of a first word of a pair: names, words here, words at the
-    // next place, pairs.
-    #[derive(Default)]
-    struct Counts<'a> {
-        names: usize,
-        random_end: usize,
-        here: HashSet<&'a [u8]>,
-        next: HashSet<&'a [u8]>,
-        pairs: HashSet<(&'a [u8], &'a [u8])>,
-    }
-    let mut counts: HashMap<Place<'_>, Counts<'_>> = HashMap::new();
-    for (n, words) in places.iter().enumerate() {
-        if !generated(&parsed[n]) {
-            continue;
-        }
-        for pair in words
-            .windows(2)
-            .filter(|w| is_word(&w[0]) && is_word(&w[1]))
-        {
-            let text = |w: &WordPlace<'_>| parsed[n].token_text(&parsed[n].tokens[w.token]);
-            let (a, b) = (text(&pair[0]), text(&pair[1]));
-            let c = counts
-                .entry(Place::Both(pair[0].skeleton, pair[0].first, pair[0].pos))
-                .or_default();
-            c.names += 1;
-            c.random_end += usize::from(
-                parsed[n]
-                    .tokens
-                    .last()
-                    .is_some_and(|t| t.class == Class::Rand),
-            );
-            c.here.insert(a);
-            c.next.insert(b);
-            c.pairs.insert((a, b));
-        }
-    }
-    let slug_at: HashSet<Place<'_>> = counts
-        .into_iter()
-        .filter(|(_, c)| {
-            let combinations = (c.here.len() * c.next.len()).min(c.names);
-            let min_names = match c.random_end == c.names {
-                true => SLUG_MIN_NAMES_RANDOM_END,
-                false => SLUG_MIN_NAMES,
-            };
-            c.names >= min_names
-                && c.here.len() >= SLUG_MIN_WORDS
-                && c.next.len() >= SLUG_MIN_WORDS
-                && c.pairs.len() * 100 >= combinations * SLUG_MIN_PAIRS_PERCENT
-        })
-        .map(|(place, _)| place)
-        .collect();
-    for (n, words) in places.iter().enumerate() {
-        if generated(&parsed[n]) && !slug_at.is_empty() {
-            for pair in words
-                .windows(2)
-                .filter(|w| is_word(&w[0]) && is_word(&w[1]))
-            {
-                if slug_at.contains(&Place::Both(pair[0].skeleton, pair[0].first, pair[0].pos)) {
-                    parsed[n].tokens[pair[0].token].class = Class::Slug;
-                    parsed[n].tokens[pair[1].token].class = Class::Slug;
-                }
-            }
-        }
-        // Token indexes change from here on.
-        parsed[n].mark_dictionary_slugs();
-        parsed[n].merge_slugs();
-    }
-}
-
-/// Reads words that look literal as random where names of the same shape
-/// have random strings of that exact length at that place: the same first
-/// word and place counted from the end (`rust_out.abcdef` beside
-/// `rust_out.1a2b3c`), or for the first word itself the same skeleton.
-/// Decided from counts over the whole input, so order-independent.
-pub(super) fn promote_random_lookalikes(parsed: &mut [Parsed<'_>]) {
-    let places = word_places(parsed);
-    let promotable = |w: &WordPlace<'_>| {
-        matches!(w.class, Class::Word | Class::Split(_)) && w.len >= PROMOTE_MIN_LEN
-    };
-    fn place_of<'a>(w: &WordPlace<'a>) -> Place<'a> {
-        match w.pos {
-            0 => Place::Skeleton(w.skeleton, 0),
-            _ => Place::FirstWord(w.first, w.from_end),
-        }
-    }
-    // (place, length) -> (random words, promotable words)
-    let mut counts: HashMap<(Place<'_>, usize), (u32, u32)> = HashMap::new();
-    for w in places.iter().flatten() {
-        if w.class != Class::Rand && !promotable(w) {
-            continue;
-        }
-        let c = counts.entry((place_of(w), w.len)).or_default();
-        if w.class == Class::Rand {
-            c.0 += 1;
-        } else {
-            c.1 += 1;
-        }
-    }
-    for (n, words) in places.iter().enumerate() {
-        for w in words.iter().filter(|w| promotable(w)) {
-            let random_there = counts
-                .get(&(place_of(w), w.len))
-                .is_some_and(|&(random, other)| random >= 1 && random >= other);
-            if random_there {
-                let p = &mut parsed[n];
-                let t = p.tokens[w.token];
-                let text = p.token_text(&t);
-                let hex = text.iter().all(u8::is_ascii_hexdigit);
-                p.tokens[w.token].class = Class::Rand;
-                p.tokens[w.token].stem = if hex { 0 } else { stem(text, t.start == 0) };
-            }
-        }
     }
 }
