@@ -98,6 +98,7 @@ const GENERATORS: &[Generator] = &[
     ),
     // rustdoc and cargo through Rust `tempfile` with their own prefixes.
     gen(b"rustdoctest", Alphabet::Alnum, 6..=6, After::End),
+    gen(b"rustc", Alphabet::Alnum, 6..=6, After::End),
     gen(b"cargo-install", Alphabet::Alnum, 6..=6, After::End),
     // gcc's `make_temp_file`: `ccXXXXXX` plus the suffix (`.s`, `.o`, `.res`).
     gen(b"cc", Alphabet::Alnum, 6..=6, After::Extension),
@@ -109,9 +110,27 @@ const SYSTEMD_PRIVATE: &[u8] = b"systemd-private-";
 /// pip's temporary directories: `tempfile.mkdtemp(prefix="pip-<kind>-")`.
 const PIP: &[u8] = b"pip-";
 
-/// Finds the random parts a known generator put into `name`, as byte
-/// ranges, into `out` (cleared first).
-pub(super) fn windows(name: &[u8], out: &mut Vec<(u32, u32)>) {
+/// A part of a name that a known generator made: its random part, or a
+/// part that is literal as a whole (systemd's unit name, `user@1000.service`
+/// included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) literal: bool,
+}
+
+const fn random(start: u32, end: u32) -> Window {
+    Window {
+        start,
+        end,
+        literal: false,
+    }
+}
+
+/// Finds the parts a known generator put into `name`, in order, into `out`
+/// (cleared first).
+pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
     out.clear();
     if let Some(found) = systemd_private(name) {
         out.extend_from_slice(&found);
@@ -138,18 +157,19 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<(u32, u32)>) {
             };
             if fits {
                 let start = g.prefix.len() as u32;
-                out.push((start, start + len as u32));
+                out.push(random(start, start + len as u32));
                 return;
             }
         }
     }
-    if let Some(found) = python_suffix(name) {
-        out.push(found);
+    if let Some((start, end)) = python_suffix(name) {
+        out.push(random(start, end));
     }
 }
 
-/// `systemd-private-<32 hex>-<unit>-<6 alnum>`: the boot id and the tail.
-fn systemd_private(name: &[u8]) -> Option<[(u32, u32); 2]> {
+/// `systemd-private-<32 hex>-<unit>-<6 alnum>`: the boot id, the unit (a
+/// literal), and the tail.
+fn systemd_private(name: &[u8]) -> Option<[Window; 3]> {
     let rest = name.strip_prefix(SYSTEMD_PRIVATE)?;
     let start = SYSTEMD_PRIVATE.len();
     let id_ok = rest.len() > 32 + 1 + 1 + 1 + 6
@@ -157,7 +177,13 @@ fn systemd_private(name: &[u8]) -> Option<[(u32, u32); 2]> {
         && rest[32] == b'-';
     let n = name.len();
     let tail_ok = name[n - 7] == b'-' && name[n - 6..].iter().all(u8::is_ascii_alphanumeric);
-    (id_ok && tail_ok).then_some([(start as u32, start as u32 + 32), (n as u32 - 6, n as u32)])
+    let (start, n) = (start as u32, n as u32);
+    let unit = Window {
+        start: start + 33,
+        end: n - 7,
+        literal: true,
+    };
+    (id_ok && tail_ok).then_some([random(start, start + 32), unit, random(n - 6, n)])
 }
 
 /// A Python `tempfile` name with its own prefix (pip's `pip-install-`,
@@ -188,17 +214,19 @@ fn python_suffix(name: &[u8]) -> Option<(u32, u32)> {
     if letters == 0 {
         return None;
     }
-    // A word, then a number (`build2024`, `run_12`): `[a-z_]*[0-9]+` where
-    // the word has no `_` or the number follows one.
+    // A word, then a number (`build2024`, `run_12`): `[a-z]*_?[0-9]+`.
     let lead = tail.iter().take_while(|b| !b.is_ascii_digit()).count();
-    if digits > 0
-        && tail[lead..].iter().all(u8::is_ascii_digit)
-        && (!tail[..lead].contains(&b'_') || tail[..lead].ends_with(b"_"))
-    {
+    let word = &tail[..lead];
+    let word = word.strip_suffix(b"_").unwrap_or(word);
+    if digits > 0 && tail[lead..].iter().all(u8::is_ascii_digit) && !word.contains(&b'_') {
         return None;
     }
-    let joins_words =
-        underscores > 0 && digits == 0 && tail.split(|&b| b == b'_').all(|w| w.len() >= 3);
+    // `abc_defg` joins two words; `rsh_xxig` does not (no vowel in `rsh`).
+    let joins_words = underscores > 0
+        && digits == 0
+        && tail
+            .split(|&b| b == b'_')
+            .all(|w| w.len() >= 3 && w.iter().any(|b| b"aeiouy".contains(b)));
     (digits > 0 || (underscores > 0 && !joins_words)).then_some(range)
 }
 
@@ -534,6 +562,10 @@ mod tests {
     #[test]
     fn windows_of_known_generators() {
         let cases: &[(&str, &[(u32, u32)])] = &[
+            (
+                "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-user@1000.service-Ab12Cd",
+                &[(16, 48), (49, 66), (67, 73)],
+            ),
             ("tmpab_c1x9z", &[(3, 11)]),
             ("tmpwzi4k9q___tempfs__", &[(3, 11)]),
             ("tmpab_c1x9z.py", &[(3, 11)]),
@@ -553,13 +585,14 @@ mod tests {
             ("app-cache_dir", &[]),
             (
                 "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-chronyd.service-abcdef",
-                &[(16, 48), (65, 71)],
+                &[(16, 48), (49, 64), (65, 71)],
             ),
         ];
         let mut out = Vec::new();
         for (name, want) in cases {
             windows(name.as_bytes(), &mut out);
-            assert_eq!(out, *want, "{name}");
+            let got: Vec<(u32, u32)> = out.iter().map(|w| (w.start, w.end)).collect();
+            assert_eq!(got, *want, "{name}");
         }
     }
 }

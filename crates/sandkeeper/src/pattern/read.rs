@@ -3,6 +3,15 @@
 
 use super::known;
 
+/// Digits after letters that are a number whatever the letters look like
+/// (Go's `os.MkdirTemp` appends a uint32: 7 digits or more but for one in
+/// a thousand).
+const GO_MIN_DIGITS: usize = 7;
+
+/// A word of letters and digits this short is a word (`e2e`, `k8s`,
+/// `i18n`), not a random part.
+const SHORT_WORD_MAX_LEN: usize = 4;
+
 /// The random tail of a word with a literal head (`rustc` + `Ab12Cd`):
 /// glibc's `XXXXXX`, Rust `tempfile` and Node's `mkdtemp` all draw 6.
 const TAIL_LEN: usize = 6;
@@ -14,8 +23,12 @@ const STEM_MIN_LEN: usize = 2;
 const STEM_MIN_LEN_INSIDE: usize = 5;
 
 /// The last word is checked for vowels when it has at least this many
-/// letters (`root`, `unix`, `tmp` never are).
+/// letters (`root`, `unix`, `tmp` never are; two fewer before a number).
 const UNSAYABLE_MIN_LEN: usize = 6;
+
+/// The lengths generators draw random tails in: 6 (`XXXXXX`), 8 (Python),
+/// 10 (`mktemp(1)`), 12 (ssh-agent).
+const GENERATOR_LENGTHS: [usize; 4] = [6, 8, 10, 12];
 
 /// How a token of a name is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,15 +126,16 @@ const VAR: [u8; 2] = [0, 1];
 impl<'a> Parsed<'a> {
     /// Reads one name on its own: generator windows, words, UUIDs (slugs
     /// come with [`super::shape::neighbour_passes`]).
-    pub(super) fn new(bytes: &'a [u8], windows: &mut Vec<(u32, u32)>) -> Self {
+    pub(super) fn new(bytes: &'a [u8], windows: &mut Vec<known::Window>) -> Self {
         known::windows(bytes, windows);
         let mut next_window = windows.iter().copied().peekable();
         let mut tokens = Vec::with_capacity(bytes.len().min(16));
         let mut i = 0;
         while i < bytes.len() {
-            if let Some((s, e)) = next_window.next_if(|&(s, _)| s as usize == i) {
-                tokens.push(Token::new(s as usize, e as usize, Class::Rand));
-                i = e as usize;
+            if let Some(w) = next_window.next_if(|w| w.start as usize == i) {
+                let class = if w.literal { Class::Word } else { Class::Rand };
+                tokens.push(Token::new(w.start as usize, w.end as usize, class));
+                i = w.end as usize;
                 continue;
             }
             if is_sep(bytes[i]) {
@@ -130,7 +144,7 @@ impl<'a> Parsed<'a> {
                 continue;
             }
             let start = i;
-            let stop = next_window.peek().map_or(bytes.len(), |&(s, _)| s as usize);
+            let stop = next_window.peek().map_or(bytes.len(), |w| w.start as usize);
             while i < stop && !is_sep(bytes[i]) {
                 i += 1;
             }
@@ -141,26 +155,47 @@ impl<'a> Parsed<'a> {
         }
         collapse_uuids(bytes, &mut tokens);
         let mut parsed = Parsed { bytes, tokens };
-        parsed.unpronounceable_last_word();
+        parsed.random_tail();
         parsed
     }
 
-    /// A last word of lowercase letters after a separator that no one
-    /// would say (`sk-test-flhxzdhe`: four consonants in a row, or no
-    /// vowel) is a random part that happened to draw letters only.
-    fn unpronounceable_last_word(&mut self) {
+    /// A last word after a separator that is a generator's random tail
+    /// that happened to look like a word: letters no one would say
+    /// (`flhxzdhe`, `Mhcl29`: four consonants in a row, or no vowel), a
+    /// word of a generator's length (6, 8, 10 or 12) with a capital first
+    /// or more than one (`Ahpddc`, `STRUXW`, `LvIngm`), hex letters
+    /// (`eecedc`), or letters with capitals inside and a number
+    /// (`RzOdydi6`).
+    fn random_tail(&mut self) {
         let n = self.tokens.len();
         if n < 3 || self.tokens[n - 2].class != Class::Sep {
             return;
         }
         let last = self.tokens[n - 1];
-        let word = self.token_text(&last);
-        if last.class == Class::Word
-            && word.len() >= UNSAYABLE_MIN_LEN
-            && word.iter().all(u8::is_ascii_lowercase)
-            && unsayable(word)
-        {
+        let text = self.token_text(&last);
+        let (letters, number) = match last.class {
+            Class::Word if text.iter().all(u8::is_ascii_alphabetic) => (text, false),
+            Class::Split(at) if text[0].is_ascii_alphabetic() => {
+                (&text[..(at - last.start) as usize], true)
+            }
+            _ => return,
+        };
+        let uppers = letters.iter().filter(|b| b.is_ascii_uppercase()).count();
+        let capitalised = uppers == 1 && letters[0].is_ascii_uppercase();
+        let all_upper = uppers == letters.len();
+        let random = if number {
+            (letters.len() >= UNSAYABLE_MIN_LEN - 2 && unsayable(letters))
+                || (uppers >= 2 && !all_upper)
+        } else {
+            (letters.len() >= UNSAYABLE_MIN_LEN && unsayable(letters))
+                || (GENERATOR_LENGTHS.contains(&letters.len()) && (capitalised || uppers >= 2))
+                // Hex that drew no digit (`eecedc`).
+                || (letters.len() >= UNSAYABLE_MIN_LEN
+                    && letters.iter().all(|b| matches!(b, b'a'..=b'f')))
+        };
+        if random {
             self.tokens[n - 1].class = Class::Rand;
+            self.tokens[n - 1].stem = 0;
         }
     }
 
@@ -316,10 +351,10 @@ impl<'a> Parsed<'a> {
     }
 }
 
-/// Whether lowercase letters have no vowel (`aeiouy`) or four consonants
-/// in a row.
+/// Whether letters have no vowel (`aeiouy`, either case) or four
+/// consonants in a row.
 fn unsayable(word: &[u8]) -> bool {
-    let vowel = |b: &u8| b"aeiouy".contains(b);
+    let vowel = |b: &u8| b"aeiouy".contains(&b.to_ascii_lowercase());
     let mut run = 0;
     let mut longest = 0;
     for b in word {
@@ -370,8 +405,22 @@ pub(super) fn classify_word(word: &[u8], start: u32) -> (Class, u32) {
                         && (letters.len() <= 3 || !letters.iter().all(u8::is_ascii_uppercase))
                 }
             };
-        if runs == 2 && plain && !(digits_first && hex && word.len() >= 3) {
+        // Go's `TestHTTPHandler` + a uint32: a long number after letters is
+        // a number whatever the letters' case.
+        let long_number = !digits_first && word.len() - split >= GO_MIN_DIGITS;
+        // Hex of 8 or more (`d6335848`) is random even when it reads as a
+        // word and a number.
+        let long_hex = hex && word.len() >= 8;
+        if runs == 2
+            && (plain || long_number)
+            && !(digits_first && hex && word.len() >= 3)
+            && !long_hex
+        {
             return (Class::Split(start + split as u32), 0);
+        }
+        // `e2e`, `k8s`, `i18n`: too short to be random.
+        if word.len() <= SHORT_WORD_MAX_LEN && !digits_first {
+            return (Class::Word, 0);
         }
         return (Class::Rand, if hex { 0 } else { stem(word, start == 0) });
     }
@@ -404,9 +453,9 @@ pub(super) fn stem(word: &[u8], opens: bool) -> u32 {
 }
 
 /// Whether a word of ASCII letters has the case of a word: all lowercase,
-/// all uppercase, or humps of one capital and three or more lowercase
+/// all uppercase, or humps of capitals and three or more lowercase
 /// letters after a first `Xx…` or `x` (`MyProject`, `iPhone`,
-/// `ModemManager`). Random letters (`XyZaQw`, `ccKarzSK`, `qkQqbg`) rarely
+/// `ModemManager`, `TestHTTPHandler`). Random letters (`XyZaQw`, `ccKarzSK`, `qkQqbg`) rarely
 /// do.
 fn plain_case(word: &[u8]) -> bool {
     if word.iter().all(u8::is_ascii_lowercase) || word.iter().all(u8::is_ascii_uppercase) {
@@ -426,9 +475,9 @@ fn plain_case(word: &[u8]) -> bool {
             .count();
         i += lows;
         let ok = match first {
-            // `Test`, `My`, or `i` of `iPhone`.
+            // `Test`, `My`, or `i` of `iPhone`; then `Project`, `HTTPHandler`.
             true => (ups == 1 && lows >= 1) || (ups == 0 && lows == 1),
-            false => ups == 1 && lows >= 3,
+            false => ups >= 1 && lows >= 3,
         };
         if !ok {
             return false;

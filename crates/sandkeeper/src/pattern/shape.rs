@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::read::{stem, Class, Parsed, Token};
+use super::read::{is_sep, stem, Class, Parsed, Token};
 
 /// Words of five or more bytes can be promoted to random (see the module
 /// docs); shorter ones (`dev`, `ICE`, `font`) never are.
@@ -19,7 +19,7 @@ const SLUG_MIN_NAMES: usize = 5;
 const SLUG_MIN_NAMES_RANDOM_END: usize = 3;
 
 /// ... with at least this many distinct words at each ...
-const SLUG_MIN_WORDS: usize = 3;
+const SLUG_MIN_WORDS: usize = 2;
 
 /// ... and their pairs this varied (percent of what independent draws
 /// give).
@@ -164,7 +164,15 @@ fn slugs(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) -> Vec<bool> {
         if !generated(p) {
             continue;
         }
-        let random_end = p.tokens.last().is_some_and(|t| t.class == Class::Rand);
+        // Ends in a random part: random, or hex with a letter that happened
+        // to read as a word and a number (`bf6490`).
+        let random_end = p.tokens.last().is_some_and(|t| {
+            let text = p.token_text(t);
+            t.class == Class::Rand
+                || (text.len() >= 6
+                    && text.iter().all(u8::is_ascii_hexdigit)
+                    && text.iter().any(u8::is_ascii_alphabetic))
+        });
         word_pairs(p, |pos, a, b| {
             let mut id = |t: usize| {
                 let next = interned.len() as u32;
@@ -219,13 +227,16 @@ fn slugs(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) -> Vec<bool> {
 }
 
 /// Reads words that look literal as random where names of the same shape
-/// have random strings of that exact length at that place: the same first
+/// have random strings of that exact length at that place (at least half
+/// as many as such words): the same first
 /// word and place counted from the end (`rust_out.abcdef` beside
 /// `rust_out.1a2b3c`), or for the first word itself the same skeleton.
 fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
-    let promotable = |t: &Token| {
+    // A word of one piece: not a generator's literal part (systemd's unit).
+    let promotable = |p: &Parsed<'_>, t: &Token| {
         matches!(t.class, Class::Word | Class::Split(_))
             && (t.end - t.start) as usize >= PROMOTE_MIN_LEN
+            && !p.token_text(t).iter().any(|&b| is_sep(b))
     };
     // (first word or skeleton, place, length): where a word stands.
     let place = |(skeleton, first): (u32, u32), pos: u32, from_end: u32, t: &Token| match pos {
@@ -244,7 +255,7 @@ fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
             .enumerate()
         {
             let random = t.class == Class::Rand;
-            if !random && !promotable(t) {
+            if !random && !promotable(p, t) {
                 continue;
             }
             let c = counts
@@ -266,12 +277,12 @@ fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
             }
             let here = place(ids[n], pos, total - 1 - pos, &t);
             pos += 1;
-            if !promotable(&t) {
+            if !promotable(p, &t) {
                 continue;
             }
             let random_there = counts
                 .get(&here)
-                .is_some_and(|&(random, other)| random >= 1 && random >= other);
+                .is_some_and(|&(random, other)| random >= 1 && random * 2 >= other);
             if random_there {
                 let text = p.token_text(&t);
                 let hex = text.iter().all(u8::is_ascii_hexdigit);

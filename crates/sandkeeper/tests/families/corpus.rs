@@ -223,21 +223,27 @@ pub const GENERATORS: &[Generator] = generators![
     "pip req-build", "pip-req-build-*", 12, |rng, ctx| format!("pip-req-build-{}", python8(rng));
     "pip ephem", "pip-ephem-wheel-cache-*", 8, |rng, ctx| format!("pip-ephem-wheel-cache-{}", python8(rng));
     "pip unpack", "pip-unpack-*", 8, |rng, ctx| format!("pip-unpack-{}", python8(rng));
+    "pip target", "pip-target-*", 4, |rng, ctx| format!("pip-target-{}", python8(rng));
+    "pip download", "pip-download-*", 4, |rng, ctx| format!("pip-download-{}", python8(rng));
     "pip wheel", "pip-wheel-*", 8, |rng, ctx| format!("pip-wheel-{}", python8(rng));
     // Rust tempfile: Builder defaults (".tmp", 6), rustc's and rustdoc's prefixes
     "rust tempfile", ".tmp*", 30, |rng, ctx| format!(".tmp{}", alnum(rng, 6));
     "rustc", "rustc*", 10, |rng, ctx| format!("rustc{}", alnum(rng, 6));
     "rustdoc", "rustdoctest*", 10, |rng, ctx| format!("rustdoctest{}", alnum(rng, 6));
     "cargo install", "cargo-install*", 4, |rng, ctx| format!("cargo-install{}", alnum(rng, 6));
+    "rust tempfile suffix", ".tmp*.json", 6, |rng, ctx| format!(".tmp{}.json", alnum(rng, 6));
     "rust tempfile prefix", "mio_*", 10, |rng, ctx| format!("mio_{}", alnum(rng, 6));
     "rust_out counter", "rust_out.*", 30, |rng, ctx| format!("rust_out.{:04x}", ctx.counter + rng.u32(0..64));
     // mktemp(1)
     "mktemp", "tmp.*", 20, |rng, ctx| format!("tmp.{}", alnum(rng, 10));
+    "mktemp -t foo.XXXXXXXXXX", "deploy.*", 10, |rng, ctx| format!("deploy.{}", alnum(rng, 10));
     "mktemp -t build.XXXXXXXX", "build.*", 10, |rng, ctx| format!("build.{}", alnum(rng, 8));
     "mktemp ci-cache.XXXXXX", "ci-cache.*", 10, |rng, ctx| format!("ci-cache.{}", alnum(rng, 6));
     // Go: testing.T.TempDir -> os.MkdirTemp("", name); go build's work dir
     "go test", "TestServerShutdown*", 10, |rng, ctx| format!("TestServerShutdown{}", go_random(rng));
     "go subtest", "TestParseConfigempty_file*", 10, |rng, ctx| format!("TestParseConfigempty_file{}", go_random(rng));
+    "go test acronym", "TestHTTPHandler*", 10, |rng, ctx| format!("TestHTTPHandler{}", go_random(rng));
+    "go link", "go-link-*", 6, |rng, ctx| format!("go-link-{}", go_random(rng));
     "go build", "go-build*", 10, |rng, ctx| format!("go-build{}", go_random(rng));
     "go MkdirTemp pattern", "webhook-*-data", 10, |rng, ctx| format!("webhook-{}-data", go_random(rng));
     // systemd PrivateTmp=
@@ -249,6 +255,8 @@ pub const GENERATORS: &[Generator] = generators![
     "systemd ModemManager", "systemd-private-*-ModemManager.service-*", 3, |rng, ctx| systemd(rng, ctx, "ModemManager.service");
     "systemd power-profiles", "systemd-private-*-power-profiles-daemon.service-*", 3, |rng, ctx| systemd(rng, ctx, "power-profiles-daemon.service");
     "systemd getty", "systemd-private-*-getty@tty1.service-*", 3, |rng, ctx| systemd(rng, ctx, "getty@tty1.service");
+    "systemd user@", "systemd-private-*-user@1000.service-*", 3, |rng, ctx| systemd(rng, ctx, "user@1000.service");
+    "systemd bluetooth", "systemd-private-*-bluetooth.service-*", 3, |rng, ctx| systemd(rng, ctx, "bluetooth.service");
     // gcc make_temp_file
     "gcc .s", "cc*.s", 10, |rng, ctx| format!("cc{}.s", alnum(rng, 6));
     "gcc .o", "cc*.o", 10, |rng, ctx| format!("cc{}.o", alnum(rng, 6));
@@ -260,6 +268,7 @@ pub const GENERATORS: &[Generator] = generators![
     // node fs.mkdtemp(prefix), npm
     "node mkdtemp", "node-test-*", 12, |rng, ctx| format!("node-test-{}", alnum(rng, 6));
     "node mkdtemp no separator", "jest*", 8, |rng, ctx| format!("jest{}", alnum(rng, 6));
+    "vitest", "vitest-*", 8, |rng, ctx| format!("vitest-{}", alnum(rng, 6));
     "npm", "npm-*-*", 8, |rng, ctx| format!("npm-{}-{}", pid(rng), hex(rng, 8));
     // ssh-agent, dbus
     "ssh-agent", "ssh-*", 6, |rng, ctx| { let n = 10 + 2 * rng.usize(0..2); format!("ssh-{}", alnum(rng, n)) };
@@ -271,6 +280,8 @@ pub const GENERATORS: &[Generator] = generators![
     "aura 17", "aura-17-*", 20, |rng, ctx| format!("aura-17-{}", pid(rng));
     "aura resolve", "aura-nodes-resolve-*", 20, |rng, ctx| format!("aura-nodes-resolve-{}", pid(rng));
     "aura exec", "aura-campaign-exec-*", 20, |rng, ctx| format!("aura-campaign-exec-{}", pid(rng));
+    "helper e2e", "e2e-run-*-*", 12, |rng, ctx| format!("e2e-run-{}-{}", pid(rng), rng.u32(0..10));
+    "dotnet diagnostics", "dotnet-diagnostic-*-*-socket", 4, |rng, ctx| format!("dotnet-diagnostic-{}-{}-socket", pid(rng), rng.u64(1_000_000..100_000_000_000));
     "helper pid+counter", "sk-run-*-*", 12, |rng, ctx| format!("sk-run-{}-{}", pid(rng), rng.u32(0..40));
     // launcher run dirs
     "launcher slug", "sandbox-tester-*", 20, |rng, ctx| format!(
