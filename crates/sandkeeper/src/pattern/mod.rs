@@ -14,16 +14,21 @@
 //!     "app-235-4100", "app-235-4242", "app-235-977", // a test helper's pid dirs
 //!     "tmpk2_x9aab", "tmpq0w_e1rt",                 // Python's tempfile.mkdtemp()
 //!     "pip-install-3vn_t1zq",                        // pip
+//!     "sandbox-tester-brave-otter-3fa9c1",           // a launcher's run dir
+//!     "rust_out.0009", "rust_out.001d",              // a hex counter
 //!     ".X11-unix", ".ICE-unix", "pytest-of-root",    // fixed names
 //! ];
 //! let families = pattern::group(&names);
 //! let patterns: Vec<&str> = families.iter().map(|f| f.pattern.as_str()).collect();
 //! assert_eq!(
 //!     patterns,
-//!     [".ICE-unix", ".X11-unix", "app-235-*", "pip-install-*", "pytest-of-root", "tmp*"],
+//!     [
+//!         ".ICE-unix", ".X11-unix", "app-235-*", "pip-install-*", "pytest-of-root",
+//!         "rust_out.*", "sandbox-tester-*", "tmp*",
+//!     ],
 //! );
 //! assert_eq!(families[2].members, [0, 1, 2]);
-//! assert!(families[2].matches("app-235-1".as_ref()));
+//! assert!(families.iter().all(|f| f.members.iter().all(|&m| f.matches(names[m].as_ref()))));
 //! # Ok::<(), sandkeeper::Error>(())
 //! ```
 //!
@@ -33,24 +38,26 @@
 //! depend on its neighbours, on how many members it has, or on what its
 //! random parts happen to be.
 //!
-//! 1. **Known generators** (data, with the source of each shape): a name
-//!    that fits one has its random part read as one varying piece, even
-//!    where it contains a separator or looks like a word:
+//! 1. **Known generators** (data in `pattern/known.rs`, each with the
+//!    source of its shape): a name that fits one has its random part read
+//!    as one varying piece, even where it contains a separator or looks
+//!    like a word:
 //!
 //!    | generator | shape | pattern |
 //!    |---|---|---|
-//!    | Python `tempfile` | `tmp` + 8 of `[a-z0-9_]` + suffix | `tmp*`, `tmp*.py` |
-//!    | pip, Python with a prefix | `pip-<kind>-` + 8 of `[a-z0-9_]` | `pip-install-*` |
-//!    | Rust `tempfile` | `.tmp` + 6 of `[A-Za-z0-9]` | `.tmp*` |
+//!    | Python `tempfile` | `tmp` + 8 of `[a-z0-9_]` + suffix | `tmp*`, `tmp*.py`, `tmp*__tempfs__` |
+//!    | pip | `pip-<kind>-` + 8 of `[a-z0-9_]` | `pip-install-*`, `pip-build-env-*` |
+//!    | Rust `tempfile`, rustc, rustdoc | `.tmp` + 6 of `[A-Za-z0-9]` + suffix; `rustc`, `rustdoctest` + 6 | `.tmp*`, `rustc*` |
 //!    | `mktemp(1)` | `tmp.` + 10 of `[A-Za-z0-9]` | `tmp.*` |
-//!    | systemd `PrivateTmp=` | `systemd-private-<32 hex>-<unit>-` + 6 | `systemd-private-*-chronyd.service-*` |
-//!    | gcc | `cc` + 6 + `.s`/`.o`/`.res` | `cc*.o` |
+//!    | systemd `PrivateTmp=` | `systemd-private-<32 hex>-<unit>-` + 6; the unit literal as a whole | `systemd-private-*-user@1000.service-*` |
+//!    | gcc | `cc` + 6 + `.s`/`.o`/`.res`/… | `cc*.o` |
 //!    | ssh-agent, dbus | `ssh-` + 10–12, `dbus-` + 10 | `ssh-*` |
-//!    | Chromium, puppeteer | `.org.chromium.Chromium.` + 6, `puppeteer_dev_chrome_profile-` + 6 | `.org.chromium.Chromium.*` |
+//!    | Chromium, Chrome, puppeteer | `.org.chromium.Chromium.` + 6, `puppeteer_dev_chrome_profile-` + 6 | `.org.chromium.Chromium.*` |
 //!
 //!    A name ending in a separator and 8 characters of Python's alphabet
-//!    that show they are random (a digit, or a `_` not joining two words)
-//!    is read as Python `tempfile` with the program's own prefix.
+//!    that show they are random (a digit, or a `_` that does not join two
+//!    words) is Python `tempfile` with the program's own prefix
+//!    (`myapp-k2_x9aab` gives `myapp-*`).
 //! 2. **Words.** The rest is split at *separators* (every ASCII byte that
 //!    is not a letter or a digit: `-`, `_`, `.`, `+`, `@`, spaces, …) into
 //!    words, each classified:
@@ -59,35 +66,46 @@
 //!    |---|---|---|
 //!    | digits only | number | `4242`, `0` |
 //!    | a UUID (`8-4-4-4-12` hex groups) | random | `vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427` |
-//!    | letters then digits, or digits then letters | word + number | `pid1234`, `python3`, `X11` |
-//!    | hex digits starting with a digit (a hex counter) | random | `001d`, `3fa9` |
+//!    | letters then digits, digits then lowercase letters | word + number | `pid1234`, `X11`, `64bit`, `TestHTTPHandler3311417221` |
+//!    | up to 4 bytes starting with a letter | word | `e2e`, `k8s`, `i18n` |
+//!    | hex starting with a digit (a counter), or 8+ hex | random | `001d`, `d6335848` |
 //!    | letters and digits mixed more than that | random | `tmpAbC12x`, `1a2b3c`, hashes |
-//!    | letters whose case is not a word's | random | `XyZaQw`, `ccKarzSK` (but not `MyProject`, `ABC`) |
+//!    | letters whose case is not a word's | random | `XyZaQw`, `ccKarzSK`, `qkQqbg` (not `MyProject`, `iPhone`, `ABC`) |
 //!    | anything else | word | `pytest`, `chronyd`, `nodes` |
 //!
 //!    A random word keeps a literal head when all but its last 6 bytes
-//!    are two or more lowercase letters (`rustc*` from `rustcAb12Cd`; the
-//!    6 of glibc's `XXXXXX`, Rust `tempfile` and Node's `mkdtemp`).
-//! 3. **Slugs.** After the first word, a known slug adjective (Docker's
-//!    `names-generator`, petname, haikunator; `brave`, `focused`, …)
-//!    followed by `-` or `_` and a word is a generated slug: with the
+//!    are lowercase letters, two or more at the start of the name, five or
+//!    more after a separator (`rustc*` from `rustcAb12Cd`; 6 is glibc's
+//!    `XXXXXX`, Rust `tempfile`'s and Node's `mkdtemp`'s length).
+//! 3. **Random tails.** The last word, after a separator, is random when it
+//!    is what a generator's tail looks like by chance: letters no one
+//!    would say (four consonants in a row or no vowel: `flhxzdhe`,
+//!    `Mhcl29`), a word of 6, 8, 10 or 12 letters with a capital first or
+//!    several capitals (`Ahpddc`, `STRUXW`), or 6+ hex letters (`eecedc`).
+//! 4. **Slugs.** After the first word, a slug generator's adjective
+//!    (Docker's `pkg/namesgenerator`, petname; `brave`, `focused`, …)
+//!    followed by `-` or `_` and a word is a generated slug; with the
 //!    random parts and numbers right beside it, it is one `*`
-//!    (`sandbox-tester-brave-otter-3fa9c1` gives `sandbox-tester-*`).
+//!    (`sandbox-tester-brave-otter-3fa9c1` gives `sandbox-tester-*`,
+//!    `ci-focused_turing` gives `ci-*`).
 //!
 //! Then two passes compare a name with the others of its shape, both
 //! decided from counts over the whole input (so order-independent):
 //!
-//! - **Nearly unique words.** Where at least 5 generated names (with a
-//!   number or random part) of the same skeleton and first word have, at
-//!   two neighbouring places after the first word, 80 % or more distinct
-//!   words each, those words are a slug from a list this crate does not
-//!   know. Words that repeat (`aura-nodes-resolve-*`,
-//!   `aura-campaign-exec-*`) stay literal.
+//! - **Slugs from unknown lists.** Among names with a number or random
+//!   part, the same skeleton and first word (at least 5, or 3 when all
+//!   end in a random part), two neighbouring places after the first word
+//!   whose word pairs are as varied as independent draws make them (80 %
+//!   of `min(names, distinct × distinct)`) are a slug. Words that mean
+//!   something come in few combinations (`aura-nodes-resolve-*`,
+//!   `aura-campaign-exec-*`), so they stay literal.
 //! - **Random look-alikes.** A word of five or more bytes that stands where
-//!   other names with the same first word have random strings of exactly
-//!   its length (counted from the end), or, as a first word, where names of
-//!   the same skeleton do, is random too (`rust_out.abcdef` beside
-//!   `rust_out.1a2b3c`).
+//!   names with the same first word (and the separators before it) have
+//!   random strings of exactly its length, counted from the end, at least
+//!   half as often as such words — or, as a first word, where names of the
+//!   same skeleton do — is random too (`rust_out.abcdef` beside
+//!   `rust_out.1a2b3c`). A fixed name is never changed by an unrelated
+//!   neighbour (`mio_tests` stays beside `tmpq_x9k2m`).
 //!
 //! # How families are formed
 //!
@@ -97,24 +115,25 @@
 //! - A random piece is always `*`, even when every member shares it (a boot
 //!   id would otherwise give each service's `systemd-private-…` family a
 //!   32-digit literal).
-//! - A number stays literal when every member has the same one, it has at
-//!   most 3 digits, and it is not the name's last varying piece with 3
-//!   digits (`app-235-*`, `.X11-unix`, `getty@tty1.service`); pids and
-//!   counters (4 digits or more, or the last number of 3) are `*`, even in
-//!   a family of one (`app-235-4242` gives `app-235-*`, `sandkeeper-0`
-//!   stays).
-//! - When one place is nearly unique per name (a pid) and a number of at
-//!   most 3 digits takes few values (each at least twice on average), the
-//!   names split by that number: `app-235-*` and `app-17-*` rather than
-//!   `app-*-*`.
+//! - A number of 4 or more digits, or the last number with 3, is a pid or
+//!   counter: `*`, even in a family of one (`app-235-4242` gives
+//!   `app-235-*`). So is a number ending a name that has a pid or random
+//!   part elsewhere (`e2e-run-<pid>-<n>` gives `e2e-run-*-*`).
+//! - Any other number stays literal when every member has the same one
+//!   (`app-235-*`, `.X11-unix`, `getty@tty1`, `sandkeeper-0`); where it
+//!   takes several values the names split by it when the name ends in a pid
+//!   or random part (`app-235-*` and `app-17-*`, not `app-*-*`), or when it
+//!   takes few values and another place is nearly unique; otherwise it is
+//!   `*` (`job-*-*`).
 //! - A name alone whose pattern would keep no letter or digit stays
 //!   literal. Families whose patterns come out equal are merged.
 //!
 //! The result depends only on the *set* of names: families are sorted by
 //! pattern (byte order), members by index. Names are bucketed by key, so
-//! grouping is linear in the total length of the names apart from sorting:
-//! 50,000 names take a few tens of milliseconds in a release build
-//! (`bench/families/run.sh`).
+//! grouping is linear in the total length of the names apart from sorting
+//! (`bench/families/run.sh` reports the time for 50,000 names). The hashes
+//! of names' bytes are std's keyed SipHash, so names chosen to collide
+//! cannot make grouping quadratic.
 //!
 //! # Pattern syntax
 //!
@@ -131,20 +150,24 @@
 //! # Limits
 //!
 //! The reading is a heuristic, measured on a corpus of names made the way
-//! the generators above make them (`tests/families`: 99 %+ of names in the
-//! right family over many seeds). What it cannot know:
+//! the generators above make them (`tests/families`: 99.8 % of names in
+//! the right family over 600 corpora; `bench/families/run.sh`). What it
+//! cannot know:
 //!
 //! - A random part that looks like a word, from a generator it does not
-//!   know, in a name alone (`myapp-qwerty`): it stays literal. With a
-//!   neighbour of the same shape that is visibly random it becomes `*`.
-//! - Python `tempfile` names with a program's own prefix whose random part
-//!   is all letters, or a word and a number (`app_build123`): read by the
-//!   general rules, so lone ones may keep part of it.
-//! - A slug whose adjective is not in the list, in a family of fewer than 5
-//!   names, keeps its words (one family per word pair).
-//! - A number that is a tag of 4 or more digits (`build-2024-<pid>`) is read
-//!   as a pid: `build-*-*`. A name ending in digits (`TestParse2` plus Go's
-//!   random digits) loses them into the `*`.
+//!   know, in a name alone (`myapp-qwerty`, `mio_zemwyp`): it stays
+//!   literal. Beside a neighbour of the same shape that is visibly random
+//!   it becomes `*`.
+//! - Python `tempfile` with a program's own prefix whose random part reads
+//!   as words or as a word and a number (`iysd_ucn`, `eghczu_4`) keeps it.
+//! - A slug whose adjective is in no list, in a family of fewer than 3
+//!   names, keeps its words (one family per word pair); a few meaningful
+//!   word pairs (`ci-debug-build-<hex>`, `ci-release-test-<hex>`), one name
+//!   each, can be read as a slug.
+//! - A tag of 4 or more digits (`build-2024-<pid>`) is read as a pid:
+//!   `build-*-*`; a uid at the end (`tracker-extract-3-files.1000`) too. A
+//!   name ending in digits before a generator's digits (Go's `TestParse2`
+//!   plus its random number) loses them into the `*`.
 //! - Different extensions of one generator (`cc*.s`, `cc*.o`) are different
 //!   families.
 
