@@ -283,6 +283,10 @@ impl<'a> Parsed<'a> {
     /// marker where something varies.
     pub(super) fn key(&self, key: &mut Vec<u8>) {
         let lit = |key: &mut Vec<u8>, text: &[u8]| {
+            if !text.contains(&0) {
+                key.extend_from_slice(text);
+                return;
+            }
             for &b in text {
                 key.push(b);
                 if b == 0 {
