@@ -1,0 +1,598 @@
+//! What common generators of temporary names make, as data: their literal
+//! prefixes, the alphabets and lengths of their random parts, and the
+//! adjectives of word-slug generators.
+//!
+//! Each entry names the program and the source of its shape. A name that
+//! fits an entry gets its random part read as one random piece, whatever
+//! characters it happens to contain (Python's alphabet has `_`, which is
+//! otherwise a separator) and however much it happens to look like a word.
+
+/// The characters a random part is drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Alphabet {
+    /// `tempfile._RandomNameSequence.characters`:
+    /// `abcdefghijklmnopqrstuvwxyz0123456789_`.
+    Python,
+    /// `[A-Za-z0-9]`: glibc `mkdtemp`/`mkstemp` (`XXXXXX`), `mktemp(1)`,
+    /// Rust `tempfile`, Node's `fs.mkdtemp`.
+    Alnum,
+}
+
+impl Alphabet {
+    fn has(self, b: u8) -> bool {
+        match self {
+            Alphabet::Python => b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_',
+            Alphabet::Alnum => b.is_ascii_alphanumeric(),
+        }
+    }
+}
+
+/// What may follow the random part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Nothing: the random part ends the name.
+    End,
+    /// Nothing, or a suffix that starts with a separator (`.py`,
+    /// `__tempfs__`).
+    EndOrSuffix,
+    /// A dot and a short extension (gcc's `.s`, `.o`, `.res`, `.ld`).
+    Extension,
+}
+
+/// A generator: a literal prefix, then `len` characters of `alphabet`.
+struct Generator {
+    prefix: &'static [u8],
+    alphabet: Alphabet,
+    len: std::ops::RangeInclusive<usize>,
+    after: After,
+}
+
+const fn gen(
+    prefix: &'static [u8],
+    alphabet: Alphabet,
+    len: std::ops::RangeInclusive<usize>,
+    after: After,
+) -> Generator {
+    Generator {
+        prefix,
+        alphabet,
+        len,
+        after,
+    }
+}
+
+/// Generators recognised by their literal prefix. The first that fits wins.
+const GENERATORS: &[Generator] = &[
+    // Python `tempfile.mkdtemp()`/`mkstemp()`: `template = "tmp"`, then
+    // `_RandomNameSequence` (8 characters), then the caller's suffix.
+    gen(b"tmp", Alphabet::Python, 8..=8, After::EndOrSuffix),
+    // Rust `tempfile`: `Builder` defaults `.tmp` and 6 random characters.
+    gen(b".tmp", Alphabet::Alnum, 6..=6, After::EndOrSuffix),
+    // `mktemp(1)`'s default template `tmp.XXXXXXXXXX`.
+    gen(b"tmp.", Alphabet::Alnum, 10..=10, After::EndOrSuffix),
+    // OpenSSH `ssh-agent`: `ssh-XXXXXXXXXX` (10), newer `ssh-XXXXXXXXXXXX`.
+    gen(b"ssh-", Alphabet::Alnum, 10..=12, After::End),
+    // `dbus-daemon --address=unix:tmpdir=/tmp`: `dbus-` + 10.
+    gen(b"dbus-", Alphabet::Alnum, 10..=10, After::End),
+    // Chromium's `base::CreateNewTempDirectory`: `.org.chromium.Chromium.XXXXXX`,
+    // and Google Chrome's own.
+    gen(
+        b".org.chromium.Chromium.",
+        Alphabet::Alnum,
+        6..=6,
+        After::End,
+    ),
+    gen(b".com.google.Chrome.", Alphabet::Alnum, 6..=6, After::End),
+    // puppeteer: `fs.mkdtemp(tmpdir + "/puppeteer_dev_chrome_profile-")`.
+    gen(
+        b"puppeteer_dev_chrome_profile-",
+        Alphabet::Alnum,
+        6..=6,
+        After::End,
+    ),
+    gen(
+        b"puppeteer_dev_firefox_profile-",
+        Alphabet::Alnum,
+        6..=6,
+        After::End,
+    ),
+    // rustdoc and cargo through Rust `tempfile` with their own prefixes.
+    gen(b"rustdoctest", Alphabet::Alnum, 6..=6, After::End),
+    gen(b"rustc", Alphabet::Alnum, 6..=6, After::End),
+    gen(b"cargo-install", Alphabet::Alnum, 6..=6, After::End),
+    // gcc's `make_temp_file`: `ccXXXXXX` plus the suffix (`.s`, `.o`, `.res`).
+    gen(b"cc", Alphabet::Alnum, 6..=6, After::Extension),
+];
+
+/// systemd's `PrivateTmp=`: `systemd-private-<boot id, 32 hex>-<unit>-XXXXXX`.
+const SYSTEMD_PRIVATE: &[u8] = b"systemd-private-";
+
+/// pip's temporary directories: `tempfile.mkdtemp(prefix="pip-<kind>-")`.
+const PIP: &[u8] = b"pip-";
+
+/// A part of a name that a known generator made: its random part, or a
+/// part that is literal as a whole (systemd's unit name, `user@1000.service`
+/// included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    pub(super) start: u32,
+    pub(super) end: u32,
+    pub(super) literal: bool,
+}
+
+const fn random(start: u32, end: u32) -> Window {
+    Window {
+        start,
+        end,
+        literal: false,
+    }
+}
+
+/// Finds the parts a known generator put into `name`, in order, into `out`
+/// (cleared first).
+pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
+    out.clear();
+    if let Some(found) = systemd_private(name) {
+        out.extend_from_slice(&found);
+        return;
+    }
+    for g in GENERATORS {
+        let Some(rest) = name.strip_prefix(g.prefix) else {
+            continue;
+        };
+        for len in g.len.clone().rev() {
+            if rest.len() < len || !rest[..len].iter().all(|&b| g.alphabet.has(b)) {
+                continue;
+            }
+            let after = &rest[len..];
+            let fits = match g.after {
+                After::End => after.is_empty(),
+                After::EndOrSuffix => after.first().is_none_or(|&b| is_sep(b)),
+                After::Extension => {
+                    after.len() >= 2
+                        && after.len() <= 5
+                        && after[0] == b'.'
+                        && after[1..].iter().all(u8::is_ascii_alphanumeric)
+                }
+            };
+            if fits {
+                let start = g.prefix.len() as u32;
+                out.push(random(start, start + len as u32));
+                return;
+            }
+        }
+    }
+    if let Some((start, end)) = python_suffix(name) {
+        out.push(random(start, end));
+    }
+}
+
+/// `systemd-private-<32 hex>-<unit>-<6 alnum>`: the boot id, the unit (a
+/// literal), and the tail.
+fn systemd_private(name: &[u8]) -> Option<[Window; 3]> {
+    let rest = name.strip_prefix(SYSTEMD_PRIVATE)?;
+    let start = SYSTEMD_PRIVATE.len();
+    let id_ok = rest.len() > 32 + 1 + 1 + 1 + 6
+        && rest[..32].iter().all(u8::is_ascii_hexdigit)
+        && rest[32] == b'-';
+    let n = name.len();
+    let tail_ok = name[n - 7] == b'-' && name[n - 6..].iter().all(u8::is_ascii_alphanumeric);
+    let (start, n) = (start as u32, n as u32);
+    let unit = Window {
+        start: start + 33,
+        end: n - 7,
+        literal: true,
+    };
+    (id_ok && tail_ok).then_some([random(start, start + 32), unit, random(n - 6, n)])
+}
+
+/// A Python `tempfile` name with its own prefix (pip's `pip-install-`,
+/// `pip-build-env-`, or a program's `myapp-`): the last 8 characters, after
+/// a separator, drawn from Python's alphabet. Without the `pip-` prefix the
+/// part must show that it is random (a digit, or a `_` that does not join
+/// two words) and must not be a word followed by a number (`build2024`,
+/// `run_2024`), which the general rules read the same way.
+fn python_suffix(name: &[u8]) -> Option<(u32, u32)> {
+    const LEN: usize = 8;
+    let n = name.len();
+    if n <= LEN {
+        return None;
+    }
+    let (head, tail) = name.split_at(n - LEN);
+    if !matches!(head.last(), Some(b'-' | b'_' | b'.'))
+        || !tail.iter().all(|&b| Alphabet::Python.has(b))
+    {
+        return None;
+    }
+    let range = ((n - LEN) as u32, n as u32);
+    if head.starts_with(PIP) {
+        return Some(range);
+    }
+    let digits = tail.iter().filter(|b| b.is_ascii_digit()).count();
+    let letters = tail.iter().filter(|b| b.is_ascii_lowercase()).count();
+    let underscores = LEN - digits - letters;
+    if letters == 0 {
+        return None;
+    }
+    // A word, then a number (`build2024`, `run_12`): `[a-z]*_?[0-9]+`.
+    let lead = tail.iter().take_while(|b| !b.is_ascii_digit()).count();
+    let word = &tail[..lead];
+    let word = word.strip_suffix(b"_").unwrap_or(word);
+    if digits > 0 && tail[lead..].iter().all(u8::is_ascii_digit) && !word.contains(&b'_') {
+        return None;
+    }
+    // `abc_defg` joins two words; `rsh_xxig` does not (no vowel in `rsh`).
+    let joins_words = underscores > 0
+        && digits == 0
+        && tail
+            .split(|&b| b == b'_')
+            .all(|w| w.len() >= 3 && w.iter().any(|b| b"aeiouy".contains(b)));
+    (digits > 0 || (underscores > 0 && !joins_words)).then_some(range)
+}
+
+fn is_sep(b: u8) -> bool {
+    b.is_ascii() && !b.is_ascii_alphanumeric()
+}
+
+/// Adjectives of word-slug generators (Docker's `pkg/namesgenerator`, the
+/// petname and haikunator lists): `<adjective>-<noun>` after a literal
+/// prefix is read as one random piece. Words common in fixed names
+/// (`private`, `new`, `old`, colours, sizes) are left out.
+const ADJECTIVES: &[&str] = &[
+    "adapted",
+    "admiring",
+    "adoring",
+    "affectionate",
+    "agitated",
+    "alert",
+    "amazing",
+    "amused",
+    "ancient",
+    "angry",
+    "artistic",
+    "assured",
+    "autumn",
+    "awake",
+    "awesome",
+    "balanced",
+    "beautiful",
+    "beloved",
+    "billowing",
+    "bitter",
+    "blessed",
+    "blissful",
+    "bold",
+    "boring",
+    "brave",
+    "brief",
+    "bright",
+    "brisk",
+    "broken",
+    "bursting",
+    "busy",
+    "calm",
+    "capable",
+    "careful",
+    "caring",
+    "champion",
+    "charmed",
+    "charming",
+    "cheerful",
+    "clever",
+    "coherent",
+    "communal",
+    "compassionate",
+    "competent",
+    "composed",
+    "concise",
+    "condescending",
+    "confident",
+    "cool",
+    "cosmic",
+    "cranky",
+    "crazy",
+    "creative",
+    "credible",
+    "cuddly",
+    "cunning",
+    "curious",
+    "damp",
+    "daring",
+    "darling",
+    "dashing",
+    "dazzling",
+    "decent",
+    "delicate",
+    "desired",
+    "destined",
+    "determined",
+    "devoted",
+    "distinct",
+    "distracted",
+    "diverse",
+    "divine",
+    "dominant",
+    "dreamy",
+    "driven",
+    "eager",
+    "ecstatic",
+    "elastic",
+    "elated",
+    "elegant",
+    "eloquent",
+    "emerging",
+    "eminent",
+    "enjoyed",
+    "enormous",
+    "epic",
+    "ethical",
+    "evident",
+    "evolved",
+    "exciting",
+    "exotic",
+    "faithful",
+    "famous",
+    "fancy",
+    "feasible",
+    "fervent",
+    "festive",
+    "fitting",
+    "flamboyant",
+    "flexible",
+    "floral",
+    "flowing",
+    "fluent",
+    "focused",
+    "fragrant",
+    "friendly",
+    "frosty",
+    "funny",
+    "gallant",
+    "generous",
+    "gentle",
+    "genuine",
+    "gifted",
+    "glorious",
+    "glowing",
+    "goofy",
+    "gorgeous",
+    "gracious",
+    "grateful",
+    "great",
+    "handy",
+    "happy",
+    "hardcore",
+    "hardy",
+    "harmless",
+    "healthy",
+    "helpful",
+    "heroic",
+    "heuristic",
+    "hidden",
+    "honest",
+    "hopeful",
+    "humane",
+    "humble",
+    "humorous",
+    "hungry",
+    "icy",
+    "immense",
+    "immortal",
+    "infallible",
+    "innocent",
+    "inspiring",
+    "intelligent",
+    "intense",
+    "interesting",
+    "intimate",
+    "inviting",
+    "jolly",
+    "jovial",
+    "keen",
+    "kind",
+    "knowing",
+    "lasting",
+    "laughing",
+    "legible",
+    "lenient",
+    "liberal",
+    "liked",
+    "lingering",
+    "literate",
+    "lively",
+    "loved",
+    "loving",
+    "loyal",
+    "lucid",
+    "lucky",
+    "magical",
+    "magnetic",
+    "mature",
+    "merry",
+    "mighty",
+    "misty",
+    "modest",
+    "moral",
+    "musical",
+    "musing",
+    "mystifying",
+    "nameless",
+    "naughty",
+    "nervous",
+    "nice",
+    "nifty",
+    "nimble",
+    "noble",
+    "nostalgic",
+    "notable",
+    "novel",
+    "objective",
+    "obliging",
+    "optimistic",
+    "outgoing",
+    "patient",
+    "peaceful",
+    "pedantic",
+    "pensive",
+    "perfect",
+    "pleasant",
+    "pleased",
+    "pleasing",
+    "poetic",
+    "polished",
+    "polite",
+    "popular",
+    "powerful",
+    "practical",
+    "precious",
+    "pretty",
+    "priceless",
+    "profound",
+    "proud",
+    "proven",
+    "pumped",
+    "quiet",
+    "quirky",
+    "quizzical",
+    "rapid",
+    "recursing",
+    "refined",
+    "relaxed",
+    "relaxing",
+    "relieved",
+    "restless",
+    "reverent",
+    "robust",
+    "romantic",
+    "rough",
+    "sacred",
+    "sad",
+    "sensible",
+    "serene",
+    "sharp",
+    "shy",
+    "silent",
+    "silly",
+    "sincere",
+    "singular",
+    "skilled",
+    "sleepy",
+    "smashing",
+    "smiling",
+    "smooth",
+    "snowy",
+    "solitary",
+    "sparkling",
+    "splendid",
+    "steady",
+    "stoic",
+    "strange",
+    "striking",
+    "stunning",
+    "stupefied",
+    "subtle",
+    "suitable",
+    "suited",
+    "sunny",
+    "superb",
+    "supreme",
+    "suspicious",
+    "sweeping",
+    "sweet",
+    "swift",
+    "talented",
+    "tender",
+    "thankful",
+    "thirsty",
+    "thorough",
+    "tidy",
+    "tolerant",
+    "touching",
+    "trusted",
+    "trusting",
+    "trusty",
+    "twilight",
+    "unbiased",
+    "uncommon",
+    "unruffled",
+    "upbeat",
+    "valued",
+    "viable",
+    "vibrant",
+    "vigilant",
+    "vigorous",
+    "wandering",
+    "wealthy",
+    "weathered",
+    "welcome",
+    "wild",
+    "willing",
+    "winning",
+    "wise",
+    "wispy",
+    "withered",
+    "witty",
+    "wizardly",
+    "wonderful",
+    "wondrous",
+    "workable",
+    "worthy",
+    "xenodochial",
+    "youthful",
+    "zealous",
+    "zen",
+];
+
+/// Whether `word` is an adjective of a slug generator (see [`ADJECTIVES`]).
+pub(super) fn is_slug_adjective(word: &[u8]) -> bool {
+    (3..=13).contains(&word.len())
+        && word.iter().all(u8::is_ascii_lowercase)
+        && std::str::from_utf8(word).is_ok_and(|w| ADJECTIVES.binary_search(&w).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adjectives_are_sorted_for_binary_search() {
+        assert!(ADJECTIVES.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn windows_of_known_generators() {
+        let cases: &[(&str, &[(u32, u32)])] = &[
+            (
+                "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-user@1000.service-Ab12Cd",
+                &[(16, 48), (49, 66), (67, 73)],
+            ),
+            ("tmpab_c1x9z", &[(3, 11)]),
+            ("tmpwzi4k9q___tempfs__", &[(3, 11)]),
+            ("tmpab_c1x9z.py", &[(3, 11)]),
+            ("tmp_sandkeeper", &[]),
+            (".tmpAbC12x", &[(4, 10)]),
+            (".tmpabcdef", &[(4, 10)]),
+            ("tmp.AbCdEf1234", &[(4, 14)]),
+            ("ssh-AbCdEf123456", &[(4, 16)]),
+            ("ccKarzSK.o", &[(2, 8)]),
+            ("ccabcdef.res", &[(2, 8)]),
+            ("cc-files", &[]),
+            ("pip-install-qwertyui", &[(12, 20)]),
+            ("pip-build-env-a_b_c_d_", &[(14, 22)]),
+            ("myapp-k2_x9aab", &[(6, 14)]),
+            ("hsperfdata_root", &[]),
+            ("build-20241201", &[]),
+            ("app-cache_dir", &[]),
+            (
+                "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-chronyd.service-abcdef",
+                &[(16, 48), (49, 64), (65, 71)],
+            ),
+        ];
+        let mut out = Vec::new();
+        for (name, want) in cases {
+            windows(name.as_bytes(), &mut out);
+            let got: Vec<(u32, u32)> = out.iter().map(|w| (w.start, w.end)).collect();
+            assert_eq!(got, *want, "{name}");
+        }
+    }
+}

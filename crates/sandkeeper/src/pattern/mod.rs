@@ -1,0 +1,710 @@
+//! Grouping names into families: `app-235-*`, `.tmp*`, `pip-install-*`,
+//! `systemd-private-*-chronyd.service-*`.
+//!
+//! A leak shows up as thousands of directories whose names differ only in a
+//! pid, a counter, a hash or a random suffix. [`group`] turns such a list of
+//! names into a few [`Family`] values, each with a glob-like pattern in which
+//! the parts that vary are `*` and the parts that carry meaning stay
+//! literal — the literal part a person would type.
+//!
+//! ```
+//! use sandkeeper::pattern;
+//!
+//! let names = [
+//!     "app-235-4100", "app-235-4242", "app-235-977", // a test helper's pid dirs
+//!     "tmpk2_x9aab", "tmpq0w_e1rt",                 // Python's tempfile.mkdtemp()
+//!     "pip-install-3vn_t1zq",                        // pip
+//!     "sandbox-tester-brave-otter-3fa9c1",           // a launcher's run dir
+//!     "rust_out.0009", "rust_out.001d",              // a hex counter
+//!     ".X11-unix", ".ICE-unix", "pytest-of-root",    // fixed names
+//! ];
+//! let families = pattern::group(&names);
+//! let patterns: Vec<&str> = families.iter().map(|f| f.pattern.as_str()).collect();
+//! assert_eq!(
+//!     patterns,
+//!     [
+//!         ".ICE-unix", ".X11-unix", "app-235-*", "pip-install-*", "pytest-of-root",
+//!         "rust_out.*", "sandbox-tester-*", "tmp*",
+//!     ],
+//! );
+//! assert_eq!(families[2].members, [0, 1, 2]);
+//! assert!(families.iter().all(|f| f.members.iter().all(|&m| f.matches(names[m].as_ref()))));
+//! # Ok::<(), sandkeeper::Error>(())
+//! ```
+//!
+//! # How names are read
+//!
+//! Each name is first read on its own, so that a family's pattern does not
+//! depend on its neighbours, on how many members it has, or on what its
+//! random parts happen to be.
+//!
+//! 1. **Known generators** (data in `pattern/known.rs`, each with the
+//!    source of its shape): a name that fits one has its random part read
+//!    as one varying piece, even where it contains a separator or looks
+//!    like a word:
+//!
+//!    | generator | shape | pattern |
+//!    |---|---|---|
+//!    | Python `tempfile` | `tmp` + 8 of `[a-z0-9_]` + suffix | `tmp*`, `tmp*.py`, `tmp*__tempfs__` |
+//!    | pip | `pip-<kind>-` + 8 of `[a-z0-9_]` | `pip-install-*`, `pip-build-env-*` |
+//!    | Rust `tempfile`, rustc, rustdoc | `.tmp` + 6 of `[A-Za-z0-9]` + suffix; `rustc`, `rustdoctest` + 6 | `.tmp*`, `rustc*` |
+//!    | `mktemp(1)` | `tmp.` + 10 of `[A-Za-z0-9]` | `tmp.*` |
+//!    | systemd `PrivateTmp=` | `systemd-private-<32 hex>-<unit>-` + 6; the unit literal as a whole | `systemd-private-*-user@1000.service-*` |
+//!    | gcc | `cc` + 6 + `.s`/`.o`/`.res`/… | `cc*.o` |
+//!    | ssh-agent, dbus | `ssh-` + 10–12, `dbus-` + 10 | `ssh-*` |
+//!    | Chromium, Chrome, puppeteer | `.org.chromium.Chromium.` + 6, `puppeteer_dev_chrome_profile-` + 6 | `.org.chromium.Chromium.*` |
+//!
+//!    A name ending in a separator and 8 characters of Python's alphabet
+//!    that show they are random (a digit, or a `_` that does not join two
+//!    words) is Python `tempfile` with the program's own prefix
+//!    (`myapp-k2_x9aab` gives `myapp-*`).
+//! 2. **Words.** The rest is split at *separators* (every ASCII byte that
+//!    is not a letter or a digit: `-`, `_`, `.`, `+`, `@`, spaces, …) into
+//!    words, each classified:
+//!
+//!    | word | class | example |
+//!    |---|---|---|
+//!    | digits only | number | `4242`, `0` |
+//!    | a UUID (`8-4-4-4-12` hex groups) | random | `vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427` |
+//!    | letters then digits, digits then lowercase letters | word + number | `pid1234`, `X11`, `64bit`, `TestHTTPHandler3311417221` |
+//!    | up to 4 bytes starting with a letter | word | `e2e`, `k8s`, `i18n` |
+//!    | hex starting with a digit (a counter), or 8+ hex | random | `001d`, `d6335848` |
+//!    | letters and digits mixed more than that | random | `tmpAbC12x`, `1a2b3c`, hashes |
+//!    | letters whose case is not a word's | random | `XyZaQw`, `ccKarzSK`, `qkQqbg` (not `MyProject`, `iPhone`, `ABC`) |
+//!    | anything else | word | `pytest`, `chronyd`, `nodes` |
+//!
+//!    A random word keeps a literal head when all but its last 6 bytes
+//!    are lowercase letters, two or more at the start of the name, five or
+//!    more after a separator (`rustc*` from `rustcAb12Cd`; 6 is glibc's
+//!    `XXXXXX`, Rust `tempfile`'s and Node's `mkdtemp`'s length).
+//! 3. **Random tails.** The last word, after a separator, is random when it
+//!    is what a generator's tail looks like by chance: letters no one
+//!    would say (four consonants in a row or no vowel: `flhxzdhe`,
+//!    `Mhcl29`), a word of 6, 8, 10 or 12 letters with a capital first or
+//!    several capitals (`Ahpddc`, `STRUXW`), or 6+ hex letters (`eecedc`).
+//! 4. **Slugs.** After the first word, a slug generator's adjective
+//!    (Docker's `pkg/namesgenerator`, petname; `brave`, `focused`, …)
+//!    followed by `-` or `_` and a word is a generated slug; with the
+//!    random parts and numbers right beside it, it is one `*`
+//!    (`sandbox-tester-brave-otter-3fa9c1` gives `sandbox-tester-*`,
+//!    `ci-focused_turing` gives `ci-*`).
+//!
+//! Then two passes compare a name with the others of its shape, both
+//! decided from counts over the whole input (so order-independent):
+//!
+//! - **Slugs from unknown lists.** Among names with a number or random
+//!   part, the same skeleton and first word (at least 5, or 3 when all
+//!   end in a random part), two neighbouring places after the first word
+//!   whose word pairs are as varied as independent draws make them (80 %
+//!   of `min(names, distinct × distinct)`) are a slug. Words that mean
+//!   something come in few combinations (`aura-nodes-resolve-*`,
+//!   `aura-campaign-exec-*`), so they stay literal.
+//! - **Random look-alikes.** A word of five or more bytes that stands where
+//!   names with the same first word (and the separators before it) have
+//!   random strings of exactly its length, counted from the end, at least
+//!   half as often as such words — or, as a first word, where names of the
+//!   same skeleton do — is random too (`rust_out.abcdef` beside
+//!   `rust_out.1a2b3c`). A fixed name is never changed by an unrelated
+//!   neighbour (`mio_tests` stays beside `tmpq_x9k2m`).
+//!
+//! # How families are formed
+//!
+//! - Names belong to one family candidate when their literal pieces are
+//!   equal and they vary at the same places. Words are literal, so
+//!   `app-nodes-resolve-<pid>` and `app-nodes-list-<pid>` are two families.
+//! - A random piece is always `*`, even when every member shares it (a boot
+//!   id would otherwise give each service's `systemd-private-…` family a
+//!   32-digit literal).
+//! - A number of 4 or more digits, or the last number with 3, is a pid or
+//!   counter: `*`, even in a family of one (`app-235-4242` gives
+//!   `app-235-*`). So is a number ending a name that has a pid or random
+//!   part elsewhere (`e2e-run-<pid>-<n>` gives `e2e-run-*-*`).
+//! - Any other number stays literal when every member has the same one
+//!   (`app-235-*`, `.X11-unix`, `getty@tty1`, `sandkeeper-0`); where it
+//!   takes several values the names split by it when the name ends in a pid
+//!   or random part (`app-235-*` and `app-17-*`, not `app-*-*`), or when it
+//!   takes few values and another place is nearly unique; otherwise it is
+//!   `*` (`job-*-*`).
+//! - A name alone whose pattern would keep no letter or digit stays
+//!   literal. Families whose patterns come out equal are merged.
+//!
+//! The result depends only on the *set* of names: families are sorted by
+//! pattern (byte order), members by index. Names are bucketed by key, so
+//! grouping is linear in the total length of the names apart from sorting
+//! (`bench/families/run.sh` reports the time for 50,000 names). The hashes
+//! of names' bytes are std's keyed SipHash, so names chosen to collide
+//! cannot make grouping quadratic.
+//!
+//! # Pattern syntax
+//!
+//! A pattern is a glob in which `*` matches any sequence of bytes, including
+//! none, and is the only special character. It is lossless for any name:
+//! `\` escapes the next character (`\*`, `\?`, `\[`, `\\` stand for those
+//! characters: `?` and `[` are escaped so that a richer glob syntax can give
+//! them meaning later without changing any pattern made today), and `\xNN`
+//! (two lowercase hex digits) stands for one raw byte. Bytes that are not
+//! valid UTF-8 and ASCII control characters are always written as `\xNN`, so
+//! a pattern never carries a terminal escape sequence; other Unicode text is
+//! kept as it is (output layers still sanitise it for terminals).
+//!
+//! # Limits
+//!
+//! The reading is a heuristic, measured on a corpus of names made the way
+//! the generators above make them (`tests/families`: 99.8 % of names in
+//! the right family over 600 corpora; `bench/families/run.sh`). What it
+//! cannot know:
+//!
+//! - A random part that looks like a word, from a generator it does not
+//!   know, in a name alone (`myapp-qwerty`, `mio_zemwyp`): it stays
+//!   literal. Beside a neighbour of the same shape that is visibly random
+//!   it becomes `*`.
+//! - Python `tempfile` with a program's own prefix whose random part reads
+//!   as words or as a word and a number (`iysd_ucn`, `eghczu_4`) keeps it.
+//! - A slug whose adjective is in no list, in a family of fewer than 3
+//!   names, keeps its words (one family per word pair); a few meaningful
+//!   word pairs (`ci-debug-build-<hex>`, `ci-release-test-<hex>`), one name
+//!   each, can be read as a slug.
+//! - A tag of 4 or more digits (`build-2024-<pid>`) is read as a pid:
+//!   `build-*-*`; a uid at the end (`tracker-extract-3-files.1000`) too. A
+//!   name ending in digits before a generator's digits (Go's `TestParse2`
+//!   plus its random number) loses them into the `*`.
+//! - Different extensions of one generator (`cc*.s`, `cc*.o`) are different
+//!   families.
+
+mod glob;
+mod known;
+mod read;
+mod shape;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+use glob::{escape_into, glob_match, parse_glob};
+use read::{Parsed, PieceKind, Pieces};
+
+/// One family of names, e.g. `app-235-*`.
+///
+/// Every member matches [`Family::pattern`] ([`Family::matches`]), and every
+/// input name is a member of exactly one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    /// The family's pattern in the syntax described in the [module
+    /// docs](self#pattern-syntax): `*` for what varies, escapes for
+    /// special characters and non-UTF-8 bytes.
+    pub pattern: String,
+    /// Indexes of the members in the slice given to [`group`], ascending.
+    pub members: Vec<usize>,
+}
+
+impl Family {
+    /// Whether `name` matches this family's pattern (see [`matches()`]).
+    pub fn matches(&self, name: &OsStr) -> bool {
+        matches(&self.pattern, name)
+    }
+}
+
+/// Groups `names` into families of names that differ only in numbers and
+/// random parts.
+///
+/// Families are sorted by pattern, members by index; an empty input gives
+/// no families. The outcome depends only on the set of names, not on their
+/// order (apart from the indexes themselves). See the [module docs](self)
+/// for the rules.
+///
+/// ```
+/// let names = ["app-nodes-list-4101", "app-nodes-resolve-4100", "app-nodes-list-3999"];
+/// let families = sandkeeper::pattern::group(&names);
+/// assert_eq!(families.len(), 2);
+/// assert_eq!(families[0].pattern, "app-nodes-list-*");
+/// assert_eq!(families[0].members, [0, 2]);
+/// assert_eq!(families[1].pattern, "app-nodes-resolve-*");
+/// ```
+pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
+    let mut windows = Vec::new();
+    let mut parsed: Vec<Parsed<'_>> = names
+        .iter()
+        .map(|n| Parsed::new(n.as_ref().as_bytes(), &mut windows))
+        .collect();
+    shape::neighbour_passes(&mut parsed);
+
+    let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    let mut key = Vec::new();
+    for (index, name) in parsed.iter().enumerate() {
+        key.clear();
+        name.key(&mut key);
+        // Only a bucket's first name pays for an owned key.
+        match buckets.get_mut(key.as_slice()) {
+            Some(members) => members.push(index),
+            None => {
+                buckets.insert(key.clone(), vec![index]);
+            }
+        }
+    }
+
+    let pieces = Pieces::new(&parsed);
+    let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
+    for members in buckets.into_values() {
+        for family in bucket_families(&parsed, &pieces, members) {
+            by_pattern
+                .entry(family.pattern)
+                .or_default()
+                .extend(family.members);
+        }
+    }
+    let mut families: Vec<Family> = by_pattern
+        .into_iter()
+        .map(|(pattern, mut members)| {
+            members.sort_unstable();
+            Family { pattern, members }
+        })
+        .collect();
+    families.sort_unstable_by(|a, b| a.pattern.cmp(&b.pattern));
+    families
+}
+
+/// Whether `name` matches `pattern` in the syntax of the [module
+/// docs](self#pattern-syntax): `*` matches any bytes, `\` escapes, `\xNN`
+/// is one byte.
+///
+/// A `\` at the end of the pattern stands for itself; `\x` not followed by
+/// two hex digits stands for `x`.
+///
+/// ```
+/// use sandkeeper::pattern::matches;
+/// assert!(matches("app-235-*", "app-235-4242".as_ref()));
+/// assert!(!matches("app-235-*", "app-236-4242".as_ref()));
+/// assert!(matches(r"odd\*name", "odd*name".as_ref()));
+/// assert!(!matches(r"odd\*name", "odd-name".as_ref()));
+/// ```
+pub fn matches(pattern: &str, name: &OsStr) -> bool {
+    glob_match(&parse_glob(pattern), name.as_bytes())
+}
+
+/// A number with more digits than this is a pid or a counter: always `*`.
+const TAG_MAX_DIGITS: usize = 3;
+
+/// The families of one bucket (names with equal keys, so equal piece
+/// layouts).
+fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
+    let layout = pieces.of(members[0]);
+    let text = |m: usize, p: usize| {
+        let piece = pieces.of(m)[p];
+        parsed[m].text(piece.start, piece.end)
+    };
+    let n = members.len();
+    let last_var = layout.iter().rposition(|p| p.kind != PieceKind::Lit);
+
+    // Per varying place: is any member random there, how many values, the
+    // longest value.
+    struct Place {
+        piece: usize,
+        random: bool,
+        distinct: usize,
+        longest: usize,
+        last: bool,
+    }
+    let places: Vec<Place> = (0..layout.len())
+        .filter(|&p| layout[p].kind != PieceKind::Lit)
+        .map(|p| {
+            // Distinct values by sorting (no hashing of names' bytes).
+            let mut values: Vec<&[u8]> = members.iter().map(|&m| text(m, p)).collect();
+            let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
+            values.sort_unstable();
+            values.dedup();
+            Place {
+                piece: p,
+                random: members
+                    .iter()
+                    .any(|&m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
+                distinct: values.len(),
+                longest,
+                last: Some(p) == last_var,
+            }
+        })
+        .collect();
+    // A pid, counter or random part: always `*`.
+    let pid_like = |pl: &Place| {
+        pl.random || pl.longest > TAG_MAX_DIGITS || (pl.last && pl.longest == TAG_MAX_DIGITS)
+    };
+    let last_pid_like = places.last().is_some_and(pid_like);
+    // A number that may stay literal: not pid-like, and not a counter at
+    // the end of a name that has a pid or random part elsewhere.
+    let tag = |i: usize, pl: &Place| {
+        let counter_beside_pid = pl.last
+            && places
+                .iter()
+                .enumerate()
+                .any(|(j, q)| j != i && pid_like(q));
+        !pid_like(pl) && !counter_beside_pid
+    };
+
+    // Split by tags that take several values: always when the name ends in
+    // a pid or random part (`app-235-*`, `app-17-*`), otherwise when they
+    // take few values and another place is nearly unique per name.
+    let unique = |pl: &Place| pl.distinct * 10 >= n * 9;
+    let splits: Vec<usize> = places
+        .iter()
+        .enumerate()
+        .filter(|&(i, pl)| {
+            tag(i, pl)
+                && !pl.last
+                && pl.distinct >= 2
+                && (last_pid_like
+                    || (pl.distinct * 2 <= n
+                        && places.iter().enumerate().any(|(j, q)| j != i && unique(q))))
+        })
+        .map(|(_, pl)| pl.piece)
+        .collect();
+    let literal_places: Vec<bool> = places
+        .iter()
+        .enumerate()
+        .map(|(i, pl)| tag(i, pl) && (pl.distinct == 1 || splits.contains(&pl.piece)))
+        .collect();
+
+    let mut sorted = members;
+    if !splits.is_empty() {
+        let mut keyed: Vec<(Vec<&[u8]>, usize)> = sorted
+            .iter()
+            .map(|&m| (splits.iter().map(|&p| text(m, p)).collect(), m))
+            .collect();
+        keyed.sort_unstable();
+        sorted = keyed.into_iter().map(|(_, m)| m).collect();
+    }
+    let mut families = Vec::new();
+    for chunk in sorted.chunk_by(|&a, &b| splits.iter().all(|&p| text(a, p) == text(b, p))) {
+        let m0 = chunk[0];
+        let mut pattern = String::new();
+        let mut kept_alnum = false;
+        let mut places = places.iter().zip(&literal_places).peekable();
+        for (p, piece) in layout.iter().enumerate() {
+            let place = places.next_if(|(pl, _)| pl.piece == p);
+            let literal = place.is_none_or(|(_, &literal)| literal);
+            if literal {
+                let t = text(m0, p);
+                kept_alnum |=
+                    t.iter().any(u8::is_ascii_alphanumeric) || piece.kind != PieceKind::Lit;
+                escape_into(&mut pattern, t);
+            } else if !pattern.ends_with('*') || pattern.ends_with("\\*") {
+                pattern.push('*');
+            }
+        }
+        if n == 1 && !kept_alnum {
+            pattern.clear();
+            escape_into(&mut pattern, parsed[m0].bytes);
+        }
+        families.push(Family {
+            pattern,
+            members: chunk.to_vec(),
+        });
+    }
+    families
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use read::Class;
+
+    /// `(name, names, expected (pattern, member names))` rows.
+    macro_rules! table {
+        ($($name:ident: [$($input:expr),* $(,)?] => [$(($pattern:expr, [$($member:expr),* $(,)?])),* $(,)?];)*) => {$(
+            #[test]
+            fn $name() {
+                let input: Vec<String> = vec![$($input.to_string()),*];
+                let want: Vec<(String, Vec<String>)> = vec![$(
+                    ($pattern.to_string(), {
+                        let mut m: Vec<String> = vec![$($member.to_string()),*];
+                        m.sort();
+                        m
+                    })
+                ),*];
+                assert_eq!(families_of(&input), want, "input: {input:?}");
+            }
+        )*};
+    }
+
+    /// Families as (pattern, sorted member names), in output order.
+    fn families_of(input: &[String]) -> Vec<(String, Vec<String>)> {
+        group(input)
+            .into_iter()
+            .map(|f| {
+                let mut names: Vec<String> = f.members.iter().map(|&i| input[i].clone()).collect();
+                names.sort();
+                for n in &names {
+                    assert!(
+                        f.matches(n.as_ref()),
+                        "{n:?} does not match {:?}",
+                        f.pattern
+                    );
+                }
+                (f.pattern, names)
+            })
+            .collect()
+    }
+
+    table! {
+        shared_number_stays_literal:
+            ["app-235-4100", "app-235-4242", "app-235-977", "app-235-31337"]
+            => [("app-235-*", ["app-235-4100", "app-235-4242", "app-235-977", "app-235-31337"])];
+        words_make_separate_families:
+            ["app-nodes-resolve-101", "app-nodes-list-102", "app-nodes-resolve-103",
+             "app-nodes-list-104"]
+            => [("app-nodes-list-*", ["app-nodes-list-102", "app-nodes-list-104"]),
+                ("app-nodes-resolve-*", ["app-nodes-resolve-101", "app-nodes-resolve-103"])];
+        tempfile_names:
+            [".tmpAbC12x", ".tmpXyz99q", ".tmp0aZ9kL", ".tmpQ2w3E4", ".tmpabcdef", ".tmpk8Jd0s"]
+            => [(".tmp*", [".tmpAbC12x", ".tmpXyz99q", ".tmp0aZ9kL", ".tmpQ2w3E4", ".tmpabcdef",
+                           ".tmpk8Jd0s"])];
+        lone_tempfile_name: [".tmpAbC12x"] => [(".tmp*", [".tmpAbC12x"])];
+        systemd_private_one_family_per_service:
+            ["systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-chronyd.service-8Xk2Lm",
+             "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-systemd-logind.service-aQ3zRt",
+             "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-colord.service-Hw7pUe",
+             "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-upower.service-qwerty",
+             "systemd-private-5d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a-chronyd.service-Zz9YyX"]
+            => [("systemd-private-*-chronyd.service-*",
+                 ["systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-chronyd.service-8Xk2Lm",
+                  "systemd-private-5d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a-chronyd.service-Zz9YyX"]),
+                ("systemd-private-*-colord.service-*",
+                 ["systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-colord.service-Hw7pUe"]),
+                ("systemd-private-*-systemd-logind.service-*",
+                 ["systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-systemd-logind.service-aQ3zRt"]),
+                ("systemd-private-*-upower.service-*",
+                 ["systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-upower.service-qwerty"])];
+        lone_word_names_stay_literal:
+            ["pytest-of-root", "sandkeeper-0", ".X11-unix", ".ICE-unix", ".font-unix",
+             "hsperfdata_root", "MyProject"]
+            => [(".ICE-unix", [".ICE-unix"]), (".X11-unix", [".X11-unix"]),
+                (".font-unix", [".font-unix"]), ("MyProject", ["MyProject"]),
+                ("hsperfdata_root", ["hsperfdata_root"]), ("pytest-of-root", ["pytest-of-root"]),
+                ("sandkeeper-0", ["sandkeeper-0"])];
+        rust_out_random_suffixes:
+            ["rust_out.1a2b3c", "rust_out.XyZ9Qw", "rust_out.p0Lk7J"]
+            => [("rust_out.*", ["rust_out.1a2b3c", "rust_out.XyZ9Qw", "rust_out.p0Lk7J"])];
+        uuids:
+            ["vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427", "vm-6fa459ea-ee8a-3ca4-894e-db77e160355e"]
+            => [("vm-*", ["vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                          "vm-6fa459ea-ee8a-3ca4-894e-db77e160355e"])];
+        lone_uuid: ["vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427"]
+            => [("vm-*", ["vm-1b4e28ba-2fa1-11d2-883f-0016d3cca427"])];
+        lone_pid_suffix: ["app-235-4242"] => [("app-235-*", ["app-235-4242"])];
+        lone_short_number_stays: ["run-42"] => [("run-42", ["run-42"])];
+        tags_split_when_the_pid_is_unique:
+            ["app-235-1001", "app-235-1002", "app-235-1003", "app-17-1004", "app-17-1005",
+             "app-17-1006"]
+            => [("app-17-*", ["app-17-1004", "app-17-1005", "app-17-1006"]),
+                ("app-235-*", ["app-235-1001", "app-235-1002", "app-235-1003"])];
+        pid_and_counter_stay_one_family:
+            ["job-500-0", "job-500-1", "job-501-0", "job-501-1", "job-502-0", "job-502-1"]
+            => [("job-*-*", ["job-500-0", "job-500-1", "job-501-0", "job-501-1", "job-502-0",
+                             "job-502-1"])];
+        word_and_number:
+            ["pid1234", "pid99", "pid100000"]
+            => [("pid*", ["pid1234", "pid99", "pid100000"])];
+        random_stem_names:
+            ["rustcAb12Cd", "rustcX9yZ0q", "rustcqwe8Rt"]
+            => [("rustc*", ["rustcAb12Cd", "rustcX9yZ0q", "rustcqwe8Rt"])];
+        special_characters_are_escaped:
+            ["odd*name?[x]\\"] => [("odd\\*name\\?\\[x]\\\\", ["odd*name?[x]\\"])];
+        control_characters_are_escaped:
+            ["bad\u{1b}[31mname"] => [("bad\\x1b\\[31mname", ["bad\u{1b}[31mname"])];
+        empty_input: [] => [];
+    }
+
+    #[test]
+    fn non_utf8_names_are_escaped_losslessly() {
+        let raw = OsStr::from_bytes(b"caf\xe9-1234");
+        let families = group(&[raw]);
+        assert_eq!(families.len(), 1);
+        assert_eq!(families[0].pattern, "caf\\xe9-*");
+        assert!(families[0].matches(raw));
+        assert!(matches("caf\\xe9-1234", raw));
+        assert!(!matches("caf\\xe8-1234", raw));
+    }
+
+    #[test]
+    fn classify_words() {
+        let cases: &[(&str, &str)] = &[
+            ("4242", "num"),
+            ("pid1234", "split"),
+            ("X11", "split"),
+            ("64bit", "split"),
+            ("tmpAbC12x", "rand"),
+            ("1a2b3c", "rand"),
+            ("XyZaQw", "rand"),
+            ("AbCdEf", "rand"),
+            ("MyProject", "word"),
+            ("iPhone", "word"),
+            ("chronyd", "word"),
+            ("ABCDEF", "word"),
+        ];
+        for (word, want) in cases {
+            let got = match read::classify_word(word.as_bytes(), 0).0 {
+                Class::Num => "num",
+                Class::Split(_) => "split",
+                Class::Rand => "rand",
+                Class::Word => "word",
+                Class::Sep => "sep",
+                Class::Slug => "slug",
+            };
+            assert_eq!(got, *want, "{word}");
+        }
+    }
+
+    #[test]
+    fn glob_matching() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "", true),
+            ("*", "anything", true),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "aXbYbZc", true),
+            ("a*b*c", "aXbYbZ", false),
+            ("app-*-*", "app-1-2", true),
+            ("app-*-*", "app-1", false),
+            (".tmp*", ".tmp", true),
+            (".tmp*", ".tm", false),
+            ("\\*", "*", true),
+            ("\\*", "x", false),
+            ("\\x41", "A", true),
+            ("\\xzz", "xzz", true),
+            ("trailing\\", "trailing\\", true),
+            ("", "", true),
+            ("", "x", false),
+        ];
+        for (pattern, name, want) in cases {
+            assert_eq!(
+                matches(pattern, name.as_ref()),
+                *want,
+                "{pattern:?} vs {name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn fifty_thousand_names_group_quickly() {
+        // The incident's shape: many tags, each with many pids; plus
+        // tempfile names and a few lone ones. Well under a second in
+        // release; the bound here only catches quadratic behaviour in a
+        // debug build.
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut names: Vec<String> = (0..50_000)
+            .map(|i| match i % 5 {
+                0 => format!(".tmp{}", random_alnum(&mut rng, 6)),
+                _ => format!("app-{}-{}", rng.u32(1..300), 10_000 + i),
+            })
+            .collect();
+        names.push("pytest-of-root".into());
+        let start = std::time::Instant::now();
+        let families = group(&names);
+        let took = start.elapsed();
+        assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+        assert!(families
+            .iter()
+            .any(|f| f.pattern == ".tmp*" && f.members.len() == 10_000));
+        assert!(families.iter().any(|f| f.pattern == "pytest-of-root"));
+        let apps = families
+            .iter()
+            .filter(|f| f.pattern.starts_with("app-"))
+            .count();
+        assert_eq!(apps, 299, "one family per tag");
+    }
+
+    fn random_alnum(rng: &mut fastrand::Rng, n: usize) -> String {
+        (0..n).map(|_| rng.alphanumeric()).collect()
+    }
+
+    #[test]
+    fn public_types_are_send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Family>();
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Names from a few families with varying parts, plus arbitrary ones.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            (1u32..4, 100u32..100_000).prop_map(|(t, pid)| format!("app-{t}-{pid}")),
+            (0usize..3, 100u32..100_000).prop_map(|(w, pid)| {
+                format!("app-nodes-{}-{pid}", ["resolve", "list", "watch"][w])
+            }),
+            "[a-zA-Z0-9]{6}".prop_map(|r| format!(".tmp{r}")),
+            "[a-zA-Z0-9]{6}".prop_map(|r| format!("rust_out.{r}")),
+            "[0-9a-f]{32}".prop_map(|h| format!("systemd-private-{h}-chronyd.service-x1Y2z3")),
+            "[a-zA-Z0-9._-]{1,16}",
+            "\\PC{1,8}",
+        ]
+    }
+
+    /// Families as (pattern, sorted member names), in output order.
+    fn by_name(names: &[String]) -> Vec<(String, Vec<String>)> {
+        group(names)
+            .into_iter()
+            .map(|f| {
+                let mut m: Vec<String> = f.members.iter().map(|&i| names[i].clone()).collect();
+                m.sort();
+                (f.pattern, m)
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn order_does_not_matter(
+            (names, shuffled) in prop::collection::vec(name(), 0..60)
+                .prop_flat_map(|v| (Just(v.clone()), Just(v).prop_shuffle()))
+        ) {
+            prop_assert_eq!(by_name(&names), by_name(&shuffled));
+        }
+
+        #[test]
+        fn every_name_is_in_exactly_one_family_and_matches_it(
+            names in prop::collection::vec(name(), 0..60)
+        ) {
+            let families = group(&names);
+            let mut seen = vec![0u32; names.len()];
+            for f in &families {
+                prop_assert!(!f.members.is_empty());
+                prop_assert!(f.members.windows(2).all(|w| w[0] < w[1]));
+                for &i in &f.members {
+                    seen[i] += 1;
+                    prop_assert!(
+                        f.matches(names[i].as_ref()),
+                        "{:?} does not match {:?}", names[i], f.pattern
+                    );
+                }
+            }
+            prop_assert!(seen.iter().all(|&n| n == 1), "{:?}", seen);
+            prop_assert!(families.windows(2).all(|w| w[0].pattern < w[1].pattern));
+        }
+
+        #[test]
+        fn names_differing_in_a_numeric_suffix_are_one_family(
+            // The base's last word is a plain word: a random-looking word
+            // and a number (`rustczFmZB3`) is random as a whole, and `_`
+            // belongs to Python's random alphabet (`sk_ab_c1234`).
+            // Nor hex-looking (`d6335848` is random).
+            base in "([a-zA-Z0-9.-]{0,12}[.-])?[g-z]{0,6}",
+            numbers in prop::collection::btree_set(0u32..10_000_000, 1..30),
+        ) {
+            let names: Vec<String> = numbers.iter().map(|n| format!("{base}{n}")).collect();
+            let families = group(&names);
+            prop_assert_eq!(families.len(), 1, "{:?}", families);
+        }
+
+        #[test]
+        fn escaping_is_lossless(name in prop::collection::vec(any::<u8>(), 0..24)) {
+            let name = OsStr::from_bytes(&name);
+            let mut literal = String::new();
+            escape_into(&mut literal, name.as_bytes());
+            prop_assert!(matches(&literal, name));
+            let families = group(&[name]);
+            prop_assert!(families[0].matches(name));
+        }
+    }
+}
