@@ -58,6 +58,8 @@ if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
     # The tmpfs is mounted inside the namespace (private mounts): it goes
     # with the namespace whatever happens; the directory goes here.
     trap 'rmdir "$work" 2>/dev/null || true' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     # The namespace is the benchmark's own: trust it (docs/security.md).
     env SANDKEEPER_BENCH_INNER="$work" SANDKEEPER_TRUST_PID_NAMESPACE=1 PATH="$PWD/$tools/bin:$PATH" \
         unshare --pid --fork --mount-proc --kill-child --propagation private "$0" "$@"
@@ -71,6 +73,9 @@ cleanup() {
     umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null || true
 }
 trap cleanup EXIT
+# PID 1 of the namespace gets only the signals it handles.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 size=${TMPFS_SIZE:-$(awk -v s="$scale" 'BEGIN { printf "%dg", s * 40 + 2 }')}
 mount -t tmpfs -o "size=$size,nr_inodes=0,mode=0700" sandkeeper-bench-reap "$work"
 
@@ -246,6 +251,9 @@ for what in reap scan; do
     echo
     echo "syscalls of one $what (strace -f -c -S calls; $ninodes inodes, $ndirs dirs, $entries entries), top 10:"
     top_syscalls "$work/$what.strace"
+    echo "  by time in the call (summed over threads, blocking waits included), top 5:"
+    awk 'NR > 2 && !/^-/ && $NF != "total"' "$work/$what.strace" | sort -k2 -g -r | head -5 |
+        awk '{ printf "    %-16s %10.3f s %9d calls\n", $NF, $2, $4 }'
     for s in statx newfstatat fstat openat openat2 getdents64 unlinkat renameat2 close flock; do
         per "$work/$what.strace" "$s" "$ninodes" inode
     done | sed 's/^/ /'
