@@ -75,11 +75,12 @@ class Builder:
 
     def size(self, lo, hi):
         """A size between lo and hi, log-uniform; or the fixed one."""
-        if self.fixed is not None:
-            return self.fixed
+        # Draw in any case, so that --bytes-per-file keeps the same tree.
         if hi <= lo:
-            return lo
-        return int(lo * (hi / max(lo, 1)) ** self.rng.random()) if lo > 0 else self.rng.randint(0, hi)
+            n = lo
+        else:
+            n = int(lo * (hi / max(lo, 1)) ** self.rng.random()) if lo > 0 else self.rng.randint(0, hi)
+        return n if self.fixed is None else self.fixed
 
     def mkdir(self, path):
         os.makedirs(path, exist_ok=True)
