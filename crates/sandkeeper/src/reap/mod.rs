@@ -430,7 +430,8 @@ impl Reaper {
             };
             let (dev, ino) = entry.identity;
             let mut opts = RemoveOptions::new();
-            opts.expect(dev, ino);
+            // The leftovers of killed reapers were finished at the start.
+            opts.expect(dev, ino).find_leftovers(false);
             match remove::quarantine_entry(dir, &entry.name, &opts) {
                 Ok(q) => moved.push((entry, reason, claim, q)),
                 Err(e) if is_not_found(&e) => {}

@@ -44,6 +44,9 @@ pub(crate) struct Plan {
     pub(crate) max_open: usize,
     /// Whether to `statx` every file to count the bytes freed.
     pub(crate) count_bytes: bool,
+    /// Whether opening a quarantine looks for earlier runs' ones (and
+    /// finishes what they left) when the one used last is gone.
+    pub(crate) find_leftovers: bool,
 }
 
 /// A subdirectory waiting to be removed.

@@ -120,6 +120,8 @@ pub struct RemoveOptions {
     threads: usize,
     max_open: usize,
     count_bytes: bool,
+    /// `None`: the default, `true`.
+    find_leftovers: Option<bool>,
 }
 
 impl RemoveOptions {
@@ -169,11 +171,22 @@ impl RemoveOptions {
         self
     }
 
+    /// Whether a removal that finds the quarantine it used last in this
+    /// parent gone lists the parent for other quarantines of the caller's
+    /// (an earlier, killed run's) and finishes what they left (default
+    /// `true`). A caller that removes thousands of entries of one parent
+    /// and finishes the leftovers itself first
+    /// ([`finish_quarantine`], [`pending_leftovers`]: the reaper does)
+    /// turns it off: the listing costs a pass over the whole parent per
+    /// entry.
+    pub fn find_leftovers(&mut self, yes: bool) -> &mut Self {
+        self.find_leftovers = Some(yes);
+        self
+    }
+
     fn plan(&self) -> engine::Plan {
         let threads = match self.threads {
-            0 => std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(AUTO_THREADS_MAX),
+            0 => crate::walk::cores().min(AUTO_THREADS_MAX),
             n => n,
         };
         let max_open = match self.max_open {
@@ -184,6 +197,7 @@ impl RemoveOptions {
             threads,
             max_open,
             count_bytes: self.count_bytes,
+            find_leftovers: self.find_leftovers.unwrap_or(true),
         }
     }
 }

@@ -206,10 +206,18 @@ impl Quarantine {
             }
         }
         // An earlier run's quarantine (or a concurrent one's), with
-        // whatever it left to finish.
-        if let Some(q) = Self::reuse(parent, euid, fence, plan, leftovers)? {
-            remember(parent_id, &q.name);
-            return Ok(q);
+        // whatever it left to finish. A caller that finished the leftovers
+        // itself (a reaper, once per root) skips this listing of the
+        // parent: done for every entry, it made a reap quadratic in the
+        // root's entries, since the last remover out of a quarantine
+        // removes it and the remembered one is then gone. On a full
+        // filesystem the listing is done anyway, below: it is the only
+        // way to get a quarantine there.
+        if plan.find_leftovers {
+            if let Some(q) = Self::reuse(parent, euid, fence, plan, leftovers)? {
+                remember(parent_id, &q.name);
+                return Ok(q);
+            }
         }
         for _ in 0..MAX_ATTEMPTS {
             let name = fresh_name(euid);
@@ -220,7 +228,10 @@ impl Quarantine {
                 Err(errno @ (Errno::NOSPC | Errno::DQUOT)) => {
                     // One may have appeared since the listing.
                     return match Self::reuse(parent, euid, fence, plan, leftovers)? {
-                        Some(q) => Ok(q),
+                        Some(q) => {
+                            remember(parent_id, &q.name);
+                            Ok(q)
+                        }
                         None => Err(Unusable::NoSpace(errno)),
                     };
                 }

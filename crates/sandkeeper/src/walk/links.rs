@@ -135,7 +135,7 @@ pub fn usage_many<S: AsRef<OsStr> + Sync>(
     visit: &(dyn Fn(usize, &Visit<'_>) -> WalkState + Sync),
 ) -> Vec<Result<Usage>> {
     let threads = match threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        0 => cores(),
         n => n,
     }
     .clamp(1, names.len().max(1));
@@ -195,4 +195,12 @@ pub fn usage_many<S: AsRef<OsStr> + Sync>(
         }
     }
     results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The cores this process may use, asked once: `available_parallelism`
+/// reads the cgroup's files on every call, which cost a reap of thousands
+/// of entries a tenth of its time.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

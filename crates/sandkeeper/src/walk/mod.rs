@@ -94,6 +94,7 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
+pub(crate) use links::cores;
 pub use links::{usage_many, HardLinks};
 pub use walker::{Visit, Walker};
 
