@@ -144,15 +144,7 @@ fn a_child_pid_namespace_does_not_see_the_host() {
         return;
     }
     let (sb, _holder) = shared_root();
-    let unshare = [
-        "unshare",
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        "--propagation",
-        "private",
-    ];
+    let unshare = sandkeeper_testkit::namespace::UNSHARE_PID_NAMESPACE;
 
     // In the host's pid namespace the holder is seen.
     let host = scan_through(&["env"], sb.path(), &[]);
