@@ -31,25 +31,53 @@ impl Filesystem {
     ///
     /// When either call fails.
     pub fn of(dir: BorrowedFd<'_>) -> std::io::Result<Filesystem> {
-        let vfs = rustix::fs::fstatvfs(dir)?;
-        let fstype = fstype_of(dir);
+        let amounts = Amounts::of(&rustix::fs::fstatvfs(dir)?);
         Ok(Filesystem {
-            fstype,
-            total_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
-            free_bytes: vfs.f_bavail.saturating_mul(vfs.f_frsize),
-            total_inodes: vfs.f_files,
-            free_inodes: vfs.f_favail,
+            fstype: fstype_of(dir),
+            total_bytes: amounts.total_bytes,
+            free_bytes: amounts.free_bytes,
+            total_inodes: amounts.total_inodes,
+            free_inodes: amounts.free_inodes,
         })
     }
 
     /// Used space as a percentage of the total, counting space reserved
     /// for root as used (as `df` does).
     pub fn used_percent(&self) -> f64 {
-        if self.total_bytes == 0 {
-            return 0.0;
-        }
-        100.0 * (self.total_bytes.saturating_sub(self.free_bytes)) as f64 / self.total_bytes as f64
+        used_percent(self.total_bytes, self.free_bytes)
     }
+}
+
+/// The sizes and free amounts of one `fstatvfs`, as `df` and `df -i` count
+/// them: every measurement of a root's filesystem reads them this way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Amounts {
+    pub(crate) total_bytes: u64,
+    /// `f_bavail`: free for unprivileged users.
+    pub(crate) free_bytes: u64,
+    pub(crate) total_inodes: u64,
+    /// `f_favail`.
+    pub(crate) free_inodes: u64,
+}
+
+impl Amounts {
+    pub(crate) fn of(vfs: &rustix::fs::StatVfs) -> Amounts {
+        Amounts {
+            total_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
+            free_bytes: vfs.f_bavail.saturating_mul(vfs.f_frsize),
+            total_inodes: vfs.f_files,
+            free_inodes: vfs.f_favail,
+        }
+    }
+}
+
+/// `total - free` as a percentage of `total` (0 when `total` is 0); what is
+/// reserved for root counts as used, as `df` counts it.
+pub(crate) fn used_percent(total: u64, free: u64) -> f64 {
+    if total == 0 {
+        return 0.0;
+    }
+    100.0 * total.saturating_sub(free) as f64 / total as f64
 }
 
 /// Free bytes and free inodes, measured once (`fstatvfs`).
@@ -63,9 +91,10 @@ pub(crate) struct Free {
 pub(crate) fn free(dir: BorrowedFd<'_>) -> Result<Free> {
     let vfs = rustix::fs::fstatvfs(dir)
         .map_err(|e| crate::Error::io("cannot measure free space", e.into()))?;
+    let amounts = Amounts::of(&vfs);
     Ok(Free {
-        bytes: vfs.f_bavail.saturating_mul(vfs.f_frsize),
-        inodes: vfs.f_favail,
+        bytes: amounts.free_bytes,
+        inodes: amounts.free_inodes,
     })
 }
 
@@ -75,9 +104,7 @@ pub(crate) fn free(dir: BorrowedFd<'_>) -> Result<Free> {
 ///
 /// When `fstatvfs` fails.
 pub fn free_bytes(dir: BorrowedFd<'_>) -> Result<u64> {
-    let vfs = rustix::fs::fstatvfs(dir)
-        .map_err(|e| crate::Error::io("cannot measure free space", e.into()))?;
-    Ok(vfs.f_bavail.saturating_mul(vfs.f_frsize))
+    free(dir).map(|free| free.bytes)
 }
 
 #[cfg(target_os = "linux")]

@@ -20,6 +20,7 @@ use crate::config::RootConfig;
 use crate::error::{Error, Result};
 use crate::reap::{Filters, FreeInodes, FreeTarget, Policy, ReapReport, Reaper};
 use crate::root::{Root, UserDirs};
+use crate::scan::Scanner;
 
 /// How roots are reaped.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +42,18 @@ impl ReapOptions {
     /// The defaults: a real reap, nobody vouched for, no trust, no stop.
     pub fn new() -> ReapOptions {
         ReapOptions::default()
+    }
+
+    /// Gives `scanner` the processes vouched for and the trust in the pid
+    /// namespace (only ever a yes: a no leaves
+    /// `SANDKEEPER_TRUST_PID_NAMESPACE` to decide, as for any scanner).
+    pub(crate) fn configure(&self, scanner: &mut Scanner) {
+        for &pid in &self.ignore_pids {
+            scanner.ignore_pid(pid);
+        }
+        if self.trust_pid_namespace {
+            scanner.trust_pid_namespace(true);
+        }
     }
 }
 
@@ -184,14 +197,7 @@ pub fn reap_root(
         }
     };
     let mut reaper = Reaper::new(policy);
-    for &pid in &opts.ignore_pids {
-        reaper.scanner().ignore_pid(pid);
-    }
-    if opts.trust_pid_namespace {
-        // Only ever a yes: a no leaves `SANDKEEPER_TRUST_PID_NAMESPACE`
-        // to decide, as for any scanner.
-        reaper.scanner().trust_pid_namespace(true);
-    }
+    opts.configure(reaper.scanner());
     let mut roots = Vec::new();
     if root.user_dirs {
         roots = opened.user_dirs(UserDirs::All);

@@ -5,6 +5,7 @@ use std::io;
 
 use crate::config::RootConfig;
 use crate::root::Root;
+use crate::scan::filesystem::{used_percent, Amounts};
 
 /// A filesystem's size and free bytes (`statvfs`; free as `df`'s Avail),
 /// and its inodes and free inodes (as `df -i`; 0 and 0 on filesystems
@@ -24,26 +25,21 @@ pub struct Level {
 impl Level {
     /// Used space in percent, reserved blocks counted as used (as `df`).
     pub fn used_percent(&self) -> f64 {
-        if self.total == 0 {
-            return 0.0;
-        }
-        100.0 * self.total.saturating_sub(self.free) as f64 / self.total as f64
+        used_percent(self.total, self.free)
     }
 
     /// Used inodes in percent (0 when the filesystem reports none).
     pub fn used_inodes_percent(&self) -> f64 {
-        if self.total_inodes == 0 {
-            return 0.0;
-        }
-        100.0 * self.total_inodes.saturating_sub(self.free_inodes) as f64 / self.total_inodes as f64
+        used_percent(self.total_inodes, self.free_inodes)
     }
 
     fn of(st: &rustix::fs::StatVfs) -> Level {
+        let amounts = Amounts::of(st);
         Level {
-            total: st.f_blocks.saturating_mul(st.f_frsize),
-            free: st.f_bavail.saturating_mul(st.f_frsize),
-            total_inodes: st.f_files,
-            free_inodes: st.f_favail,
+            total: amounts.total_bytes,
+            free: amounts.free_bytes,
+            total_inodes: amounts.total_inodes,
+            free_inodes: amounts.free_inodes,
         }
     }
 }

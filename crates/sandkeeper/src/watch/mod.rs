@@ -489,12 +489,7 @@ impl Watcher {
         }
         drop(outcome);
         let mut scanner = Scanner::new();
-        for &pid in &self.opts.reap.ignore_pids {
-            scanner.ignore_pid(pid);
-        }
-        if self.opts.reap.trust_pid_namespace {
-            scanner.trust_pid_namespace(true);
-        }
+        self.opts.reap.configure(&mut scanner);
         for opened in rescan {
             match scanner.scan_roots(std::slice::from_ref(&opened)) {
                 Ok(fresh) => {
