@@ -66,23 +66,7 @@ fn inner_stuck_pressure_reap() {
     fs::create_dir(&other).unwrap();
     fs::write(other.join("data"), vec![7u8; 1 << 20]).unwrap();
     age_tree(&other, Duration::from_secs(86_400));
-    let config = base.path().join("watch.toml");
-    fs::write(
-        &config,
-        format!(
-            "[[root]]\npath = \"{}\"\ngrace = \"0s\"\nuser_dirs = false\n\
-             high_watermark = \"20%\"\nlow_watermark = \"10%\"\n\
-             [[root.rule]]\nmatch = \"held-*\"\n",
-            root.display()
-        ),
-    )
-    .unwrap();
-    let out = bin()
-        .args(["watch", "--once", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    let (out, log) = watch_once_under_pressure(base.path(), root, "held-*");
     assert_eq!(out.status.code(), Some(0), "{log}");
     let line = log
         .lines()
@@ -135,23 +119,7 @@ fn inner_failed_removals() {
             .expect("chattr (e2fsprogs)");
         assert!(st.success(), "chattr +i on tmpfs");
     }
-    let config = base.path().join("watch.toml");
-    fs::write(
-        &config,
-        format!(
-            "[[root]]\npath = \"{}\"\ngrace = \"0s\"\nuser_dirs = false\n\
-             high_watermark = \"20%\"\nlow_watermark = \"10%\"\n\
-             [[root.rule]]\nmatch = \"stuck-*\"\n",
-            root.display()
-        ),
-    )
-    .unwrap();
-    let out = bin()
-        .args(["watch", "--once", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
+    let (out, log) = watch_once_under_pressure(base.path(), root, "stuck-*");
     assert_eq!(out.status.code(), Some(1), "{log}");
     let one_by_one = log
         .lines()
@@ -172,4 +140,32 @@ fn inner_failed_removals() {
     );
     assert!(line.contains("stuck-00"), "{line}");
     assert!(line.contains("Operation not permitted"), "{line}");
+}
+
+/// Runs `watch --once` with a config (written in `dir`) that keeps `root`
+/// at 20 % / 10 % watermarks (so any use is pressure) and lets `glob` go;
+/// the output and its log (stderr).
+fn watch_once_under_pressure(
+    dir: &std::path::Path,
+    root: &std::path::Path,
+    glob: &str,
+) -> (std::process::Output, String) {
+    let config = dir.join("watch.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{}\"\ngrace = \"0s\"\nuser_dirs = false\n\
+             high_watermark = \"20%\"\nlow_watermark = \"10%\"\n\
+             [[root.rule]]\nmatch = \"{glob}\"\n",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let out = bin()
+        .args(["watch", "--once", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, log)
 }
