@@ -591,6 +591,49 @@ fn inner_uninspectable() {
     assert!(holds(&index, sb.path()).contains(&(root_holder.pid(), HoldKind::Cwd)));
 }
 
+/// Kernel threads hold no user files: a normal user, who may not read
+/// their `cwd` or `root`, must not count them as uninspectable (issue 15:
+/// 58 kernel threads made every entry `unknown` for uid 65534). They are
+/// told by `PF_KTHREAD` in `/proc/PID/stat`, which no process can forge,
+/// never by name. Runs in the host's pid namespace, where the kernel
+/// threads are listed.
+#[test]
+fn kernel_threads_are_never_uninspectable() {
+    if !sandkeeper_testkit::privilege::require_root("kernel_threads_are_never_uninspectable") {
+        return;
+    }
+    let is_kthread = |pid: &str| {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let flags: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse().ok()?;
+        Some(flags & 0x0020_0000 != 0)
+    };
+    let kthreads = fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|p| is_kthread(p) == Some(true))
+        .count();
+    if kthreads == 0 {
+        eprintln!("skipping: this procfs lists no kernel thread");
+        return;
+    }
+    let exit = Helper::start_via(&SETPRIV_NOBODY, "collect", &[]).wait();
+    assert!(exit.success, "collector as nobody failed: {:?}", exit.stdout);
+    let counted: Vec<&String> = exit
+        .stdout
+        .iter()
+        .filter(|l| {
+            l.split_once("UNINSPECTABLE ")
+                .and_then(|(_, rest)| rest.split(' ').next())
+                .is_some_and(|pid| is_kthread(pid) == Some(true))
+        })
+        .collect();
+    assert!(
+        counted.is_empty(),
+        "{} of {kthreads} kernel threads counted as uninspectable: {counted:?}",
+        counted.len()
+    );
+}
+
 /// Mount points, bind sources, overlay layers and loop backing files
 /// inside an entry are kernel users of it, by path and by inode.
 #[test]

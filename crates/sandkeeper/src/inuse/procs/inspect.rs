@@ -367,9 +367,21 @@ impl<'p> Scanner<'p> {
         found: &mut Found,
     ) {
         if flags & PF_KTHREAD != 0 {
-            // A kernel thread has no descriptors, executable or mappings.
-            self.link(p, dir, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
-            self.link(p, dir, c"root", HoldKind::Root, InspectStep::Root, found);
+            // A kernel thread has no descriptors, executable or mappings,
+            // and holds no user file: its working and root directory are
+            // the kernel's own (kthreadd's). They are recorded where they
+            // can be read (root), but one that may not be read (a normal
+            // user) is no reason to fail: `PF_KTHREAD` is set by the kernel
+            // only, no process can claim it, so this never hides a user
+            // process.
+            let mut kernel = Proc {
+                pid: p.pid,
+                comm: Arc::clone(&p.comm),
+                failure: None,
+                gone: false,
+            };
+            self.link(&mut kernel, dir, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
+            self.link(&mut kernel, dir, c"root", HoldKind::Root, InspectStep::Root, found);
             return;
         }
         // A zombie has released its files. But if only the main thread has
