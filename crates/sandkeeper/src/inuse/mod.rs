@@ -212,6 +212,7 @@ mod options;
 #[cfg(target_os = "linux")]
 mod procs;
 mod sockets;
+mod unopened;
 mod visibility;
 
 pub use blind::{BlindSpot, BlindSpotKind, InspectStep, Uninspectable};
@@ -219,6 +220,7 @@ pub(crate) use found::Found;
 pub use holds::{HoldKind, Holder, KernelUse, KernelUseKind, MountNamespace, OverlayLayer};
 pub use index::InUse;
 pub use options::{trust_pid_namespace_from_env, InUseOptions, TRUST_PID_NAMESPACE_ENV};
+pub use unopened::{open_elsewhere, CannotTell, OpenElsewhere};
 
 use std::fmt;
 

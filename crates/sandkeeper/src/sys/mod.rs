@@ -13,6 +13,6 @@ pub(crate) mod sigmask;
 mod unix;
 
 #[cfg(target_os = "linux")]
-pub(crate) use unix::{kcmp_files, ns_owner, unshare_mounts};
+pub(crate) use unix::{kcmp_files, ns_owner, unshare_mounts, write_lease_granted};
 #[cfg(unix)]
 pub(crate) use unix::{register_exit_hook, with_sigttou_ignored};

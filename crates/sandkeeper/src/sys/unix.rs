@@ -122,3 +122,47 @@ pub(crate) fn ns_owner(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<std::
     // else owns.
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(r) })
 }
+
+/// `fcntl(fd, F_SETLEASE, F_WRLCK)`, released at once with `F_UNLCK`—
+/// whether the kernel grants a write lease on the regular file `fd`, which
+/// it does only when no other open file description of the file exists
+/// (for reading, writing or executing; in any process, mapping or socket
+/// queue). `Ok(false)` when it refuses with `EAGAIN`: the file is open
+/// elsewhere.
+///
+/// Neither std nor rustix wraps `F_SETLEASE` or `F_SETSIG`. While the lease
+/// is held (two system calls), another process opening the file waits for
+/// its release and the kernel signals the lease holder: `F_SETSIG` makes
+/// that signal `SIGURG`, whose default action is to ignore it, instead of
+/// `SIGIO`, which would end this process.
+///
+/// # References
+///
+/// - [fcntl(2)](https://man7.org/linux/man-pages/man2/fcntl.2.html), "Leases"
+#[cfg(target_os = "linux")]
+pub(crate) fn write_lease_granted(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    /// `F_SETSIG` from `<asm-generic/fcntl.h>` (the libc crate does not
+    /// export it); 10 on every architecture Rust targets (parisc, which
+    /// uses 13, is not one).
+    const F_SETSIG: libc::c_int = 10;
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl with F_SETSIG and an integer argument touches no
+    // memory; `fd` is a valid descriptor borrowed for the call.
+    if unsafe { libc::fcntl(fd, F_SETSIG, libc::SIGURG) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above, F_SETLEASE takes an integer argument.
+    if unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) } != 0 {
+        let e = std::io::Error::last_os_error();
+        // EAGAIN: another open file description of the file exists.
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) => Ok(false),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: as above. Releasing a lease we hold cannot fail but for a
+    // bad descriptor; closing the descriptor would release it anyway.
+    unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+    Ok(true)
+}

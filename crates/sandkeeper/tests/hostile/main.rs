@@ -14,6 +14,7 @@ mod lock_free_scan;
 mod loops;
 mod messages;
 mod mounts;
+mod nonroot;
 mod output;
 mod reap_race;
 mod records;
