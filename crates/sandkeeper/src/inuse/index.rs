@@ -33,6 +33,7 @@ pub struct InUse {
     assumed: Vec<Uninspectable>,
     blind_spots: Vec<BlindSpot>,
     assumed_blind_spots: Vec<BlindSpot>,
+    assumes_unseen_free: bool,
     processes: usize,
 }
 
@@ -72,7 +73,11 @@ impl InUse {
                 .into_iter()
                 .partition(|b| trust && b.is_pid_namespace());
             found.blind_spots = blind;
-            let mut index = InUse::from_found(found, &opts.ignore_pids);
+            let assume_unseen = match opts.assume_unseen_free {
+                Some(yes) => yes,
+                None => super::options::assume_unseen_free_from_env()?,
+            };
+            let mut index = InUse::from_found(found, &opts.ignore_pids, assume_unseen);
             index.assumed_blind_spots = assumed;
             Ok(index)
         }
@@ -183,6 +188,14 @@ impl InUse {
         &self.assumed
     }
 
+    /// Whether every process that could not be inspected was assumed to
+    /// hold nothing ([`InUseOptions::assume_unseen_free`],
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`): then [`InUse::assumed`] lists
+    /// them all, and the output should say so.
+    pub fn assumes_unseen_free(&self) -> bool {
+        self.assumes_unseen_free
+    }
+
     /// What hides the holders of every process; see [`BlindSpotKind`](super::BlindSpotKind).
     pub fn blind_spots(&self) -> &[BlindSpot] {
         &self.blind_spots
@@ -208,7 +221,7 @@ impl InUse {
     }
 
     /// Builds the index from the raw findings.
-    fn from_found(found: Found, ignore_pids: &BTreeSet<u32>) -> InUse {
+    fn from_found(found: Found, ignore_pids: &BTreeSet<u32>, assume_unseen: bool) -> InUse {
         let Found {
             mut holds,
             mut kernel,
@@ -260,7 +273,7 @@ impl InUse {
         failed.sort_by_key(|u| u.pid);
         let (assumed, uninspectable) = failed
             .into_iter()
-            .partition(|u: &Uninspectable| ignore_pids.contains(&u.pid));
+            .partition(|u: &Uninspectable| assume_unseen || ignore_pids.contains(&u.pid));
 
         InUse {
             holders,
@@ -274,6 +287,7 @@ impl InUse {
             assumed,
             blind_spots,
             assumed_blind_spots: Vec::new(),
+            assumes_unseen_free: assume_unseen,
             processes,
         }
     }
@@ -436,7 +450,7 @@ mod tests {
             });
             found.sockets.push(p.as_bytes().to_vec());
         }
-        InUse::from_found(found, &BTreeSet::new())
+        InUse::from_found(found, &BTreeSet::new(), false)
     }
 
     #[test]
@@ -507,7 +521,7 @@ mod tests {
             ],
             ..Found::default()
         };
-        let index = InUse::from_found(found, &BTreeSet::new());
+        let index = InUse::from_found(found, &BTreeSet::new(), false);
         let hows = |dev, ino| -> Vec<(u32, HoldKind)> {
             index
                 .holders(dev, ino)
@@ -534,7 +548,7 @@ mod tests {
         let mut found = Found::default();
         found.uninspectable(1, Some("init"), InspectStep::FdTable, 13);
         found.uninspectable(42, None, InspectStep::Fd(3), 1);
-        let index = InUse::from_found(found, &BTreeSet::from([1, 99]));
+        let index = InUse::from_found(found, &BTreeSet::from([1, 99]), false);
         assert!(!index.is_complete());
         assert_eq!(
             index.assumed().iter().map(|u| u.pid).collect::<Vec<_>>(),
@@ -559,8 +573,18 @@ mod tests {
 
         let mut found = Found::default();
         found.uninspectable(1, Some("init"), InspectStep::FdTable, 13);
-        let index = InUse::from_found(found, &BTreeSet::from([1]));
+        let index = InUse::from_found(found, &BTreeSet::from([1]), false);
         assert!(index.is_complete());
+        assert!(!index.assumes_unseen_free());
+
+        // Assuming the unseen free vouches for every one of them, and says so.
+        let mut found = Found::default();
+        found.uninspectable(1, Some("init"), InspectStep::FdTable, 13);
+        found.uninspectable(42, None, InspectStep::Fd(3), 1);
+        let index = InUse::from_found(found, &BTreeSet::new(), true);
+        assert!(index.is_complete() && index.assumes_unseen_free());
+        let assumed: Vec<u32> = index.assumed().iter().map(|u| u.pid).collect();
+        assert_eq!(assumed, [1, 42]);
     }
 
     #[test]
@@ -590,7 +614,7 @@ mod tests {
             namespace: MountNamespace::Own,
             device: None,
         });
-        let index = InUse::from_found(found, &BTreeSet::new());
+        let index = InUse::from_found(found, &BTreeSet::new(), false);
         assert_eq!(index.kernel_users_of(5, 0x2345).count(), 1, "exact");
         assert_eq!(
             index.kernel_users_of(5, 0x7_0000_2345).count(),

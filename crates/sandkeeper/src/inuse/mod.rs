@@ -219,7 +219,10 @@ pub use blind::{BlindSpot, BlindSpotKind, InspectStep, Uninspectable};
 pub(crate) use found::Found;
 pub use holds::{HoldKind, Holder, KernelUse, KernelUseKind, MountNamespace, OverlayLayer};
 pub use index::InUse;
-pub use options::{trust_pid_namespace_from_env, InUseOptions, TRUST_PID_NAMESPACE_ENV};
+pub use options::{
+    assume_unseen_free_from_env, trust_pid_namespace_from_env, InUseOptions, ASSUME_UNSEEN_FREE_ENV,
+    TRUST_PID_NAMESPACE_ENV,
+};
 pub use unopened::{open_elsewhere, CannotTell, OpenElsewhere};
 
 use std::fmt;

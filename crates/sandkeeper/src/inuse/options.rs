@@ -22,6 +22,7 @@ pub struct InUseOptions {
     pub(super) proc_root: PathBuf,
     pub(super) threads: usize,
     pub(super) trust_pid_namespace: Option<bool>,
+    pub(super) assume_unseen_free: Option<bool>,
 }
 
 /// The environment variable that trusts the pid namespace when
@@ -50,6 +51,33 @@ pub fn trust_pid_namespace_from_env() -> Result<bool> {
     }
 }
 
+/// The environment variable that assumes every process that cannot be
+/// inspected holds nothing, when [`InUseOptions::assume_unseen_free`] was
+/// not called: `1` assumes it; unset does not; any other value is an
+/// error.
+pub const ASSUME_UNSEEN_FREE_ENV: &str = "SANDKEEPER_ASSUME_UNSEEN_FREE";
+
+/// The value of [`ASSUME_UNSEEN_FREE_ENV`]: `Ok(false)` when unset.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`](crate::ErrorKind::InvalidInput) for any
+/// value but `1`, naming the variable and the valid values.
+pub fn assume_unseen_free_from_env() -> Result<bool> {
+    match std::env::var_os(ASSUME_UNSEEN_FREE_ENV) {
+        None => Ok(false),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) => Err(crate::error::Error::new(
+            crate::ErrorKind::InvalidInput,
+            format!(
+                "{ASSUME_UNSEEN_FREE_ENV}={:?} is not valid: set it to 1 to assume that \
+                 the processes this user cannot inspect use nothing under the roots, or unset it",
+                v.to_string_lossy()
+            ),
+        )),
+    }
+}
+
 impl Default for InUseOptions {
     fn default() -> Self {
         InUseOptions::new()
@@ -66,6 +94,7 @@ impl InUseOptions {
             proc_root: PathBuf::from("/proc"),
             threads: 1,
             trust_pid_namespace: None,
+            assume_unseen_free: None,
         }
     }
 
@@ -94,6 +123,25 @@ impl InUseOptions {
     /// process is still reported. A pid that does not exist is ignored.
     pub fn ignore_pid(&mut self, pid: u32) -> &mut Self {
         self.ignore_pids.insert(pid);
+        self
+    }
+
+    /// Vouches for *every* process that cannot be inspected, as
+    /// [`InUseOptions::ignore_pid`] does for one: each is assumed to hold
+    /// nothing and listed in [`InUse::assumed`], and
+    /// [`InUse::assumes_unseen_free`] says so. Default: `false`, unless
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE=1` ([`ASSUME_UNSEEN_FREE_ENV`]) is
+    /// set; calling this overrides the variable.
+    ///
+    /// This is the one switch for what a normal user cannot prove: other
+    /// users' and root's processes cannot be read, and a descriptor they
+    /// opened before a `chmod`, or received over a unix socket, needs no
+    /// access to the path. Kernel threads are never uninspectable, and
+    /// blind spots (`hidepid`, a child pid namespace) are not affected.
+    /// What is seen is still reported, and a regular file the caller owns
+    /// can be asked directly ([`open_elsewhere`](super::open_elsewhere)).
+    pub fn assume_unseen_free(&mut self, yes: bool) -> &mut Self {
+        self.assume_unseen_free = Some(yes);
         self
     }
 
