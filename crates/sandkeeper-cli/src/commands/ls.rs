@@ -22,11 +22,12 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     } else {
         render::ls::table(&report)
     };
-    if printer.data(&text).is_err() {
-        return Ok(exit_codes::SUCCESS);
-    }
+    // Why entries are `unknown` first: that is where the reader looks.
     for warning in render::scan::warnings(&report) {
         printer.warning(&warning);
+    }
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
     }
     Ok(exit_codes::SUCCESS)
 }

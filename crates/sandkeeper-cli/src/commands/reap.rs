@@ -37,11 +37,12 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     } else {
         render::reap::summary(&report, printer.verbose())
     };
-    if printer.data(&text).is_err() {
-        return Ok(exit_codes::SUCCESS);
-    }
+    // Why entries are `unknown` first: that is where the reader looks.
     for warning in render::scan::warnings(&report.scan) {
         printer.warning(&warning);
+    }
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
     }
     Ok(if report.has_errors() {
         exit_codes::PARTIAL

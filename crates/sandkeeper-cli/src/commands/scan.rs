@@ -42,11 +42,12 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     } else {
         render::scan::table(&report, args.entries, printer.verbose())
     };
-    if printer.data(&text).is_err() {
-        return Ok(exit_codes::SUCCESS);
-    }
+    // Why entries are `unknown` first: that is where the reader looks.
     for warning in render::scan::warnings(&report) {
         printer.warning(&warning);
+    }
+    if printer.data(&text).is_err() {
+        return Ok(exit_codes::SUCCESS);
     }
     Ok(exit_codes::SUCCESS)
 }

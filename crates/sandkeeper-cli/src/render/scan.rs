@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use sandkeeper::inuse::Uninspectable;
 use sandkeeper::scan::{Report, RootReport};
 
 use super::claims;
@@ -158,36 +159,21 @@ fn truncate(text: &str, width: usize) -> String {
 }
 
 /// Warnings for stderr: uninspectable processes, blind spots, assumptions,
-/// entries that could not be read.
+/// entries that could not be read. Commands print them *before* the table:
+/// the reason every entry is `unknown` is what the reader needs first.
 pub fn warnings(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
-    if !report.uninspectable.is_empty() {
-        // Name a few; a normal user cannot inspect anyone else's processes,
-        // and a list of hundreds helps nobody.
-        const SHOWN: usize = 8;
-        let n = report.uninspectable.len();
-        let pids: Vec<String> = report
-            .uninspectable
-            .iter()
-            .take(SHOWN)
-            .map(|u| u.pid.to_string())
-            .collect();
+    let euid = rustix::process::geteuid().as_raw();
+    out.extend(unseen_advice(&report.uninspectable, euid));
+    let assumed_all = sandkeeper::inuse::assume_unseen_free_from_env().unwrap_or(false);
+    if assumed_all && !report.assumed.is_empty() {
         out.push(format!(
-            "{n} process(es) could not be inspected, so entries they might use are `unknown`; run as root, or vouch for those you know use nothing with --ignore-pid (e.g. --ignore-pid {}):",
-            pids.join(" --ignore-pid ")
+            "assumed to use nothing ({}=1): {} process(es) that could not be inspected; entries they use may be removed",
+            sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
+            report.assumed.len()
         ));
-        out.extend(
-            report
-                .uninspectable
-                .iter()
-                .take(SHOWN)
-                .map(|u| format!("  {u}")),
-        );
-        if n > SHOWN {
-            out.push(format!("  … and {} more", n - SHOWN));
-        }
     }
-    for a in &report.assumed {
+    for a in report.assumed.iter().filter(|_| !assumed_all) {
         out.push(format!("assumed to use nothing (--ignore-pid): {a}"));
     }
     for b in &report.assumed_blind_spots {
@@ -203,6 +189,53 @@ pub fn warnings(report: &Report) -> Vec<String> {
     );
     for root in &report.roots {
         out.extend(root.warnings.iter().cloned());
+    }
+    out
+}
+
+/// How many to name one by one; beyond that, the count and one command.
+const SHOWN: usize = 8;
+
+/// What to say about processes that could not be inspected, by who could
+/// not inspect them (`euid`): the truth first, then every pid needed or
+/// their number and one switch.
+fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
+    let n = unseen.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let first = &unseen[0];
+    let why = if euid == 0 {
+        // Root may read every process's /proc entries unless something
+        // above root forbids it.
+        format!(
+            "{n} process(es) hidden even from root: a sandbox or security module prevents reading /proc/{}/… ({first})",
+            first.pid
+        )
+    } else {
+        format!(
+            "{n} process(es) of other users (or root) cannot be inspected by uid {euid} ({first}); a descriptor they opened before a chmod, or received over a unix socket, needs no access to your files"
+        )
+    };
+    let vouch = if n <= SHOWN {
+        let flags: Vec<String> = unseen.iter().map(|u| format!("--ignore-pid {}", u.pid)).collect();
+        format!(
+            "if you know they use nothing under these roots, vouch for them: {}",
+            flags.join(" ")
+        )
+    } else {
+        format!(
+            "if you know none of them uses anything under these roots, vouch for all {n} at once: run again with {}=1 in the environment",
+            sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
+        )
+    };
+    let see = if euid == 0 { "" } else { "; to see them, run as root" };
+    let mut out = vec![format!(
+        "{why}: entries they might use are `unknown`, not reclaimable{see}; {vouch}"
+    )];
+    out.extend(unseen.iter().take(SHOWN).skip(1).map(|u| format!("  {u}")));
+    if n > SHOWN {
+        out.push(format!("  … and {} more", n - SHOWN));
     }
     out
 }

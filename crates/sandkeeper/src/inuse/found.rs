@@ -13,6 +13,9 @@ pub(crate) struct Found {
     pub(crate) uninspectable: Vec<Uninspectable>,
     pub(crate) blind_spots: Vec<BlindSpot>,
     pub(crate) processes: usize,
+    /// Kernel threads (`PF_KTHREAD`): they live in the initial namespaces
+    /// and hold no user file, so not being able to read them hides nothing.
+    pub(crate) kernel_threads: Vec<u32>,
 }
 
 impl Found {
@@ -40,6 +43,7 @@ impl Found {
         self.uninspectable.extend(other.uninspectable);
         self.blind_spots.extend(other.blind_spots);
         self.processes += other.processes;
+        self.kernel_threads.extend(other.kernel_threads);
     }
 
     pub(crate) fn blind_spot(&mut self, kind: BlindSpotKind, errno: Option<i32>) {

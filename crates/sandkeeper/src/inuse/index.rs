@@ -229,6 +229,7 @@ impl InUse {
             uninspectable: failed,
             blind_spots,
             processes,
+            kernel_threads: _,
         } = found;
 
         // Group holds by inode, then pid. The sort is stable, so each

@@ -343,10 +343,13 @@ impl Survey {
         }
         // A process whose namespaces cannot be read is one whose
         // descriptors cannot be read either (the same ptrace check): it is
-        // reported (or vouched for) as uninspectable already.
-        let first_failure = failures
-            .into_iter()
-            .find(|(pid, _)| !found.uninspectable.iter().any(|u| u.pid == *pid));
+        // reported (or vouched for) as uninspectable already. A kernel
+        // thread (which a normal user may not read either) lives in the
+        // initial namespaces and binds no socket.
+        let first_failure = failures.into_iter().find(|(pid, _)| {
+            !found.uninspectable.iter().any(|u| u.pid == *pid)
+                && !found.kernel_threads.contains(pid)
+        });
         if let Some((pid, e)) = first_failure {
             found.blind_spot(
                 BlindSpotKind::SocketsOf { pid: Some(pid) },

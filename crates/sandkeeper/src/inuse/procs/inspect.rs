@@ -374,6 +374,7 @@ impl<'p> Scanner<'p> {
             // user) is no reason to fail: `PF_KTHREAD` is set by the kernel
             // only, no process can claim it, so this never hides a user
             // process.
+            found.kernel_threads.push(p.pid);
             let mut kernel = Proc {
                 pid: p.pid,
                 comm: Arc::clone(&p.comm),
