@@ -14,6 +14,7 @@ mod hang;
 mod kernelusers;
 mod messages;
 mod metrics_privacy;
+mod nonroot;
 mod output;
 mod records;
 mod roots;

@@ -1,0 +1,143 @@
+//! Issue 15: what `sandkeeper` says when it cannot see every process.
+//!
+//! - Root on a machine where a sandbox or security module hides pid 1 was
+//!   told, after a table of `UNKNOWN`, to "run as root". It now says what is
+//!   true, before the table, with the `--ignore-pid 1` it needs.
+//! - A normal user (uid 65534) among root's processes got the first 8 of
+//!   the 77 `--ignore-pid`s needed. Now every entry of theirs is kept
+//!   (`unknown`: nothing held is reaped), and the output says why, before
+//!   the table, with the number of processes and one switch
+//!   (`SANDKEEPER_ASSUME_UNSEEN_FREE=1`), which — named in the output —
+//!   lets them reap what is theirs.
+
+use std::fs;
+use std::os::unix::fs::{chown, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use sandkeeper::Sandbox;
+use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
+use sandkeeper_testkit::privilege::{require_root, NOBODY};
+use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::tree::age_tree;
+
+/// `sh -c script` with `$0` the binary, stderr into stdout (so the order in
+/// which a terminal shows them can be checked), `env` set.
+fn sh(script: &str, args: &[&Path], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args(args)
+        .env_remove(TRUST_PID_NAMESPACE_ENV)
+        .env_remove("SANDKEEPER_ASSUME_UNSEEN_FREE")
+        .env_remove("SANDKEEPER_KEEP")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run sh")
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Where `needle` first appears in `hay`, or a panic showing both.
+fn at(hay: &str, needle: &str) -> usize {
+    hay.find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in:\n{hay}"))
+}
+
+/// Root, with pid 1 hidden by whatever confines this machine: the warning
+/// says so (not "run as root"), comes before the table, and names the
+/// flag. Skips where root can read pid 1 (nothing is hidden there).
+#[test]
+fn root_is_told_what_hides_pid_1_before_the_table() {
+    if !require_root("root_is_told_what_hides_pid_1_before_the_table") {
+        return;
+    }
+    if fs::read_dir("/proc/1/fd").is_ok() {
+        eprintln!("skipping: root can inspect pid 1 here, nothing is hidden");
+        return;
+    }
+    let sb = Sandbox::builder().tag("cli-nonroot").create().unwrap();
+    fs::create_dir(sb.path().join("app-1")).unwrap();
+    let out = sh(r#"exec "$0" scan "$1" 2>&1"#, &[sb.path()], &[]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let why = at(&all, "hidden even from root: a sandbox or security module");
+    assert!(why < at(&all, "FAMILY"), "the reason comes first:\n{all}");
+    assert!(all.contains("--ignore-pid 1"), "{all}");
+    assert!(!all.contains("run as root"), "root is root already:\n{all}");
+}
+
+/// A normal user in a pid namespace of its own with 12 of root's
+/// processes, one of which lives in one of the user's entries: a reap
+/// removes nothing and says why, before its summary, with the count and
+/// one switch; with that switch, named in the output, the user's entry is
+/// `idle` (reclaimable).
+#[test]
+fn a_normal_user_is_told_how_many_and_one_switch() {
+    if !require_root("a_normal_user_is_told_how_many_and_one_switch") {
+        return;
+    }
+    let sb = Sandbox::builder()
+        .tag("cli-nonroot")
+        .root(reachable_by_others())
+        .create()
+        .unwrap();
+    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mine = sb.path().join("mine");
+    for dir in [&mine, &mine.join("free-1"), &mine.join("held-1")] {
+        fs::create_dir(dir).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+        chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    age_tree(&mine.join("free-1"), std::time::Duration::from_secs(3 * 86400));
+    age_tree(&mine.join("held-1"), std::time::Duration::from_secs(3 * 86400));
+    // Pid 1 is this shell (root); ten root sleepers; one root process lives
+    // in held-1. The reaper runs as nobody, trusting the namespace (it is
+    // the test's own).
+    let script = r#"
+        bin=$0; root=$1
+        for i in 1 2 3 4 5 6 7 8 9 10; do sleep 600 & done
+        (cd "$root/held-1" && exec sleep 600) &
+        nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
+        nobody "$bin" reap --match '*' --older-than 1d "$root" 2>&1
+        echo "EXIT $?"
+        SANDKEEPER_ASSUME_UNSEEN_FREE=1 nobody "$bin" scan --entries "$root" 2>&1
+        echo "EXIT $?"
+    "#;
+    let out = sh(
+        &format!(
+            "exec unshare --pid --fork --mount-proc --kill-child sh -c '{}' \"$0\" \"$1\"",
+            script.replace('\'', r"'\''")
+        ),
+        &[&mine],
+        &[(TRUST_PID_NAMESPACE_ENV, "1")],
+    );
+    let all = text(&out);
+    let (reap, scan) = all.split_once("EXIT 0\n").unwrap_or_else(|| panic!("{all}"));
+    // Nothing held is reaped; nothing unprovable either.
+    assert!(mine.join("free-1").exists() && mine.join("held-1").exists());
+    let why = at(reap, "12 process(es) of other users (or root) cannot be inspected by uid 65534");
+    assert!(reap.contains("opened before a chmod"), "{reap}");
+    assert!(
+        reap.contains("vouch for all 12 at once: run again with SANDKEEPER_ASSUME_UNSEEN_FREE=1"),
+        "{reap}"
+    );
+    assert!(why < at(reap, "removed"), "the reason comes first:\n{reap}");
+    // With the switch, named in the output, the user's free entry is
+    // reclaimable.
+    assert!(scan.contains("EXIT 0"), "{scan}");
+    let assumed = at(
+        scan,
+        "assumed to use nothing (SANDKEEPER_ASSUME_UNSEEN_FREE=1): 12 process(es)",
+    );
+    assert!(assumed < at(scan, "FAMILY"), "{scan}");
+    assert!(
+        scan.lines().any(|l| l.starts_with("idle") && l.ends_with("free-1")),
+        "{scan}"
+    );
+}
