@@ -807,3 +807,52 @@ fn which(program: &str) -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| panic!("{program} not found on PATH"))
 }
+
+/// The cost of asking the kernel whether a file is open elsewhere
+/// (`open_elsewhere`: `openat2` `O_PATH`, `fstat`, reopen, `fstat`, two
+/// `fcntl`s, two closes) against one `fstatat` per file, over FILES files
+/// (default 5000), median of 5 runs. A measurement, not a test: run by
+/// `bench/lease/run.sh`, it asserts nothing.
+#[test]
+#[ignore = "a measurement: bench/lease/run.sh"]
+fn lease_probe_cost() {
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Instant;
+    let files: usize = std::env::var("FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
+    let sb = sandbox!().unwrap();
+    let names: Vec<String> = (0..files).map(|i| format!("f{i}")).collect();
+    let mut keys = Vec::new();
+    for name in &names {
+        make_file(&sb.path().join(name), 100);
+        let m = fs::metadata(sb.path().join(name)).unwrap();
+        keys.push((m.dev(), m.ino()));
+    }
+    let dir = fs::File::open(sb.path()).unwrap();
+    let locks = sandkeeper::lease::Locks::read().unwrap();
+    let median = |f: &dyn Fn()| {
+        let mut runs: Vec<f64> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e9 / files as f64
+            })
+            .collect();
+        runs.sort_by(f64::total_cmp);
+        runs[2]
+    };
+    let lease = median(&|| {
+        for (name, key) in names.iter().zip(&keys) {
+            let answer = sandkeeper::inuse::open_elsewhere(&dir, name.as_ref(), *key, &locks);
+            assert_eq!(answer, sandkeeper::inuse::OpenElsewhere::No);
+        }
+    });
+    let stat = median(&|| {
+        for name in &names {
+            rustix::fs::statat(&dir, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).unwrap();
+        }
+    });
+    println!(
+        "{files} files: open_elsewhere {lease:.0} ns/file, fstatat {stat:.0} ns/file, ratio {:.1}x",
+        lease / stat
+    );
+}

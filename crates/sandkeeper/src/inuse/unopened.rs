@@ -23,7 +23,7 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{FileType, Mode, OFlags, CWD};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::Errno;
 
 use crate::lease::Locks;
@@ -83,7 +83,9 @@ impl fmt::Display for CannotTell {
     }
 }
 
-/// Whether the regular file `name` in `dir` — the inode `expected`
+/// Whether the regular file `name` below `dir` (one name, or a relative
+/// path resolved beneath `dir` through no symlink and no mount) — the
+/// inode `expected`
 /// (`(device, inode)` as `stat` gives them) — is open anywhere but here,
 /// by the kernel's own answer: a write lease (`fcntl(F_SETLEASE,
 /// F_WRLCK)`), granted only when no other open file description of it
@@ -156,8 +158,21 @@ fn look(
     locks: &Locks,
 ) -> Result<OpenElsewhere, Errno> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
     let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let path = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    // Below `dir`, through no link and no mount: a path with several
+    // components (`entry/sub/file`) cannot lead anywhere else.
+    let resolve = ResolveFlags::BENEATH
+        | ResolveFlags::NO_SYMLINKS
+        | ResolveFlags::NO_MAGICLINKS
+        | ResolveFlags::NO_XDEV;
+    let path = match rustix::fs::openat2(dir, name, flags, Mode::empty(), resolve) {
+        // Before Linux 5.6: one name needs no resolution.
+        Err(Errno::NOSYS) if !name.as_bytes().contains(&b'/') => {
+            rustix::fs::openat(dir, name, flags, Mode::empty())?
+        }
+        other => other?,
+    };
     let euid = rustix::process::geteuid();
     if let Some(answer) = judge(path.as_fd(), expected, euid.as_raw())? {
         return Ok(answer);

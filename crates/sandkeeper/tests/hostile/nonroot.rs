@@ -86,6 +86,15 @@ fn probe_child() {
         let answer = open_elsewhere(&dir, "data".as_ref(), identity(&data), &locks);
         println!("RESULT {} {answer:?}", name.to_string_lossy());
     }
+    // The same answer through a path below the base: no walk needs to keep
+    // every directory open. A symlink on the way is never followed.
+    let base_dir = fs::File::open(&base).unwrap();
+    let data = Path::new(&base).join("chmod-after-open/data");
+    let through = open_elsewhere(&base_dir, "chmod-after-open/data".as_ref(), identity(&data), &locks);
+    println!("THROUGH {through:?}");
+    let data = Path::new(&base).join("free/data");
+    let link = open_elsewhere(&base_dir, "link/data".as_ref(), identity(&data), &locks);
+    println!("LINK {link:?}");
 }
 
 /// Every way another process can hold a file of the user's without path
@@ -198,6 +207,10 @@ fn inner_lease() {
     chown(&fifo, Some(NOBODY), Some(NOBODY)).unwrap();
     chown(fifo.join("data"), Some(NOBODY), Some(NOBODY)).unwrap();
 
+    // A symlink of the user's to their free entry: not followed.
+    std::os::unix::fs::symlink("free", base.join("link")).unwrap();
+    std::os::unix::fs::lchown(base.join("link"), Some(NOBODY), Some(NOBODY)).unwrap();
+
     let mut cmd = test_command(&SETPRIV_NOBODY, "nonroot::probe_child");
     cmd.env("SK_BASE", &base);
     let exit = Helper::spawn(cmd).wait();
@@ -207,6 +220,9 @@ fn inner_lease() {
         .iter()
         .filter_map(|l| {
             let (name, answer) = l.split_once("RESULT ")?.1.split_once(' ')?;
+            if name == "link" {
+                return None; // not an entry with data: the symlink itself
+            }
             Some((name.to_owned(), answer.to_owned()))
         })
         .collect();
@@ -222,12 +238,19 @@ fn inner_lease() {
         ("not-mine", cannot(CannotTell::NotOwner { uid: 0 })),
         ("o-path", no.clone()),
         ("scm-in-flight", yes.clone()),
-        ("scm-passed", yes),
+        ("scm-passed", yes.clone()),
     ]
     .into_iter()
     .map(|(a, b)| (a.to_owned(), b))
     .collect();
     assert_eq!(answers, want, "{exit:?}");
+    let line = |key: &str| exit.stdout.iter().find_map(|l| l.strip_prefix(key)).map(str::to_owned);
+    assert_eq!(line("THROUGH ").as_deref(), Some(yes.as_str()), "{exit:?}");
+    assert_eq!(
+        line("LINK ").unwrap(),
+        format!("{:?}", OpenElsewhere::CannotTell(CannotTell::Failed { errno: libc::ELOOP })),
+        "{exit:?}"
+    );
     // The lease holder was never broken (its SIGIO would have ended it).
     assert!(
         leased.0.try_wait().unwrap().is_none(),
