@@ -604,7 +604,13 @@ fn kernel_threads_are_never_uninspectable() {
     }
     let is_kthread = |pid: &str| {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let flags: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse().ok()?;
+        let flags: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(6)?
+            .parse()
+            .ok()?;
         Some(flags & 0x0020_0000 != 0)
     };
     let kthreads = fs::read_dir("/proc")
@@ -617,7 +623,11 @@ fn kernel_threads_are_never_uninspectable() {
         return;
     }
     let exit = Helper::start_via(&SETPRIV_NOBODY, "collect", &[]).wait();
-    assert!(exit.success, "collector as nobody failed: {:?}", exit.stdout);
+    assert!(
+        exit.success,
+        "collector as nobody failed: {:?}",
+        exit.stdout
+    );
     let counted: Vec<&String> = exit
         .stdout
         .iter()
@@ -818,7 +828,10 @@ fn which(program: &str) -> PathBuf {
 fn lease_probe_cost() {
     use std::os::unix::fs::MetadataExt;
     use std::time::Instant;
-    let files: usize = std::env::var("FILES").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
+    let files: usize = std::env::var("FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
     let sb = sandbox!().unwrap();
     let names: Vec<String> = (0..files).map(|i| format!("f{i}")).collect();
     let mut keys = Vec::new();

@@ -218,7 +218,10 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         )
     };
     let vouch = if n <= SHOWN {
-        let flags: Vec<String> = unseen.iter().map(|u| format!("--ignore-pid {}", u.pid)).collect();
+        let flags: Vec<String> = unseen
+            .iter()
+            .map(|u| format!("--ignore-pid {}", u.pid))
+            .collect();
         format!(
             "if you know they use nothing under these roots, vouch for them: {}",
             flags.join(" ")
@@ -229,7 +232,11 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
             sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
         )
     };
-    let see = if euid == 0 { "" } else { "; to see them, run as root" };
+    let see = if euid == 0 {
+        ""
+    } else {
+        "; to see them, run as root"
+    };
     let mut out = vec![format!(
         "{why}: entries they might use are `unknown`, not reclaimable{see}; {vouch}"
     )];

@@ -94,8 +94,14 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
         chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
     }
-    age_tree(&mine.join("free-1"), std::time::Duration::from_secs(3 * 86400));
-    age_tree(&mine.join("held-1"), std::time::Duration::from_secs(3 * 86400));
+    age_tree(
+        &mine.join("free-1"),
+        std::time::Duration::from_secs(3 * 86400),
+    );
+    age_tree(
+        &mine.join("held-1"),
+        std::time::Duration::from_secs(3 * 86400),
+    );
     // Pid 1 is this shell (root); ten root sleepers; one root process lives
     // in held-1. The reaper runs as nobody, trusting the namespace (it is
     // the test's own).
@@ -118,10 +124,15 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
         &[(TRUST_PID_NAMESPACE_ENV, "1")],
     );
     let all = text(&out);
-    let (reap, scan) = all.split_once("EXIT 0\n").unwrap_or_else(|| panic!("{all}"));
+    let (reap, scan) = all
+        .split_once("EXIT 0\n")
+        .unwrap_or_else(|| panic!("{all}"));
     // Nothing held is reaped; nothing unprovable either.
     assert!(mine.join("free-1").exists() && mine.join("held-1").exists());
-    let why = at(reap, "12 process(es) of other users (or root) cannot be inspected by uid 65534");
+    let why = at(
+        reap,
+        "12 process(es) of other users (or root) cannot be inspected by uid 65534",
+    );
     assert!(reap.contains("opened before a chmod"), "{reap}");
     assert!(
         reap.contains("vouch for all 12 at once: run again with SANDKEEPER_ASSUME_UNSEEN_FREE=1"),
@@ -137,7 +148,8 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
     );
     assert!(assumed < at(scan, "FAMILY"), "{scan}");
     assert!(
-        scan.lines().any(|l| l.starts_with("idle") && l.ends_with("free-1")),
+        scan.lines()
+            .any(|l| l.starts_with("idle") && l.ends_with("free-1")),
         "{scan}"
     );
 }

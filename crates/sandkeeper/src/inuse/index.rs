@@ -196,6 +196,15 @@ impl InUse {
         self.assumes_unseen_free
     }
 
+    /// Whether some process's holdings were not read — it could not be
+    /// inspected, or it was vouched for — so that a regular file the
+    /// caller owns is worth asking the kernel about
+    /// ([`open_elsewhere`](super::open_elsewhere)): a refused lease then
+    /// shows it open in a process nobody could read.
+    pub fn has_unread_processes(&self) -> bool {
+        !self.uninspectable.is_empty() || !self.assumed.is_empty()
+    }
+
     /// What hides the holders of every process; see [`BlindSpotKind`](super::BlindSpotKind).
     pub fn blind_spots(&self) -> &[BlindSpot] {
         &self.blind_spots

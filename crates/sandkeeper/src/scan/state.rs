@@ -97,6 +97,22 @@ pub enum StateReason {
         /// What is not visible.
         kind: BlindSpotKind,
     },
+    /// Regular files inside are open in a process that could not be
+    /// inspected: the kernel refused a write lease on them
+    /// ([`open_elsewhere`](crate::inuse::open_elsewhere)).
+    OpenElsewhere {
+        /// How many files.
+        files: usize,
+    },
+    /// Processes that could not be inspected were assumed to hold nothing
+    /// ([`InUseOptions::assume_unseen_free`](crate::inuse::InUseOptions::assume_unseen_free)),
+    /// but regular files inside could not be asked whether they are open
+    /// (another user's, unreadable by their owner, a filesystem without
+    /// leases): the assumption covers only what no one can prove.
+    UnaskedFiles {
+        /// How many files.
+        files: usize,
+    },
     /// Part of the entry could not be read, so something inside may be in
     /// use unseen.
     UnreadableInside {
@@ -155,6 +171,14 @@ impl fmt::Display for StateReason {
                         "a mount's source is on a filesystem that does not answer",
                 }
             ),
+            StateReason::OpenElsewhere { files } => write!(
+                f,
+                "{files} file(s) inside are open in a process that could not be inspected (the kernel refused a write lease)"
+            ),
+            StateReason::UnaskedFiles { files } => write!(
+                f,
+                "{files} file(s) inside could not be asked whether they are open (not yours, unreadable, or no leases there), so it may be in use unseen"
+            ),
             StateReason::UnreadableInside { errors } => write!(
                 f,
                 "{errors} place(s) inside could not be read, so it may be in use unseen"
@@ -184,6 +208,13 @@ pub(crate) struct Facts {
     pub(crate) blind_spot: Option<BlindSpotKind>,
     /// Places inside that could not be read.
     pub(crate) unreadable: usize,
+    /// Regular files inside that the kernel says are open elsewhere (a
+    /// write lease refused); asked only when some process could not be
+    /// inspected.
+    pub(crate) open_elsewhere: usize,
+    /// Regular files inside that could not be asked (not the caller's,
+    /// unreadable), when some process could not be inspected.
+    pub(crate) unasked: usize,
 }
 
 /// Decides the state. Precedence: a held lock, then anything seen in use,
@@ -203,6 +234,14 @@ pub(crate) fn classify(facts: &Facts) -> (EntryState, StateReason) {
     if facts.held {
         return (EntryState::InUse, StateReason::Held);
     }
+    if facts.open_elsewhere > 0 {
+        return (
+            EntryState::InUse,
+            StateReason::OpenElsewhere {
+                files: facts.open_elsewhere,
+            },
+        );
+    }
     if let Some(kind) = facts.blind_spot {
         return (EntryState::Unknown, StateReason::BlindSpot { kind });
     }
@@ -211,6 +250,14 @@ pub(crate) fn classify(facts: &Facts) -> (EntryState, StateReason) {
             EntryState::Unknown,
             StateReason::UninspectableProcesses {
                 count: facts.uninspectable,
+            },
+        );
+    }
+    if facts.unasked > 0 {
+        return (
+            EntryState::Unknown,
+            StateReason::UnaskedFiles {
+                files: facts.unasked,
             },
         );
     }
@@ -314,6 +361,34 @@ mod tests {
                 "unopenable, record undecided",
                 Facts {
                     unopenable: Some(None),
+                    ..base.clone()
+                },
+                EntryState::Unknown,
+            ),
+            (
+                "a file open elsewhere is in use, even with processes hidden",
+                Facts {
+                    open_elsewhere: 1,
+                    uninspectable: 3,
+                    has_lease: true,
+                    ..base.clone()
+                },
+                EntryState::InUse,
+            ),
+            (
+                "a file open elsewhere under a blind spot is still in use",
+                Facts {
+                    open_elsewhere: 2,
+                    blind_spot: Some(BlindSpotKind::PidNamespace),
+                    ..base.clone()
+                },
+                EntryState::InUse,
+            ),
+            (
+                "assumed processes, but a file that could not be asked",
+                Facts {
+                    unasked: 1,
+                    has_lease: true,
                     ..base.clone()
                 },
                 EntryState::Unknown,

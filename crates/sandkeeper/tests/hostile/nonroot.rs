@@ -48,7 +48,9 @@ fn python(uid: Option<u32>, program: &str, args: &[&Path]) -> Spawned {
     };
     spawn_ready(
         cmd.arg("-c")
-            .arg(format!("import fcntl, mmap, os, signal, socket, sys, time\n{program}"))
+            .arg(format!(
+                "import fcntl, mmap, os, signal, socket, sys, time\n{program}"
+            ))
             .args(args)
             .stdin(Stdio::null()),
     )
@@ -90,7 +92,12 @@ fn probe_child() {
     // every directory open. A symlink on the way is never followed.
     let base_dir = fs::File::open(&base).unwrap();
     let data = Path::new(&base).join("chmod-after-open/data");
-    let through = open_elsewhere(&base_dir, "chmod-after-open/data".as_ref(), identity(&data), &locks);
+    let through = open_elsewhere(
+        &base_dir,
+        "chmod-after-open/data".as_ref(),
+        identity(&data),
+        &locks,
+    );
     println!("THROUGH {through:?}");
     let data = Path::new(&base).join("free/data");
     let link = open_elsewhere(&base_dir, "link/data".as_ref(), identity(&data), &locks);
@@ -202,7 +209,10 @@ fn inner_lease() {
     // A FIFO in the user's entry: never opened, cannot be leased.
     let fifo = base.join("fifo");
     fs::create_dir(&fifo).unwrap();
-    let made = Command::new("mkfifo").arg(fifo.join("data")).status().unwrap();
+    let made = Command::new("mkfifo")
+        .arg(fifo.join("data"))
+        .status()
+        .unwrap();
     assert!(made.success(), "mkfifo");
     chown(&fifo, Some(NOBODY), Some(NOBODY)).unwrap();
     chown(fifo.join("data"), Some(NOBODY), Some(NOBODY)).unwrap();
@@ -244,11 +254,19 @@ fn inner_lease() {
     .map(|(a, b)| (a.to_owned(), b))
     .collect();
     assert_eq!(answers, want, "{exit:?}");
-    let line = |key: &str| exit.stdout.iter().find_map(|l| l.strip_prefix(key)).map(str::to_owned);
+    let line = |key: &str| {
+        exit.stdout
+            .iter()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::to_owned)
+    };
     assert_eq!(line("THROUGH ").as_deref(), Some(yes.as_str()), "{exit:?}");
     assert_eq!(
         line("LINK ").unwrap(),
-        format!("{:?}", OpenElsewhere::CannotTell(CannotTell::Failed { errno: libc::ELOOP })),
+        format!(
+            "{:?}",
+            OpenElsewhere::CannotTell(CannotTell::Failed { errno: libc::ELOOP })
+        ),
         "{exit:?}"
     );
     // The lease holder was never broken (its SIGIO would have ended it).

@@ -381,8 +381,22 @@ impl<'p> Scanner<'p> {
                 failure: None,
                 gone: false,
             };
-            self.link(&mut kernel, dir, c"cwd", HoldKind::Cwd, InspectStep::Cwd, found);
-            self.link(&mut kernel, dir, c"root", HoldKind::Root, InspectStep::Root, found);
+            self.link(
+                &mut kernel,
+                dir,
+                c"cwd",
+                HoldKind::Cwd,
+                InspectStep::Cwd,
+                found,
+            );
+            self.link(
+                &mut kernel,
+                dir,
+                c"root",
+                HoldKind::Root,
+                InspectStep::Root,
+                found,
+            );
             return;
         }
         // A zombie has released its files. But if only the main thread has
