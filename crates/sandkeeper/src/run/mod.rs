@@ -51,6 +51,7 @@
 //! process that starts no other children meanwhile.
 
 mod fate;
+mod job;
 mod leftovers;
 
 use std::ffi::{OsStr, OsString};
@@ -60,13 +61,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use rustix::process::Signal;
+use rustix::process::{Pid, Signal};
 
 pub use fate::{Cleanup, Fate, Replacement};
 pub use leftovers::{LeftoverFamily, Leftovers};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::supervise::{self, Exit, Signaller, Stopped, Supervised, Terminal};
+use crate::supervise::{self, Exit, Signaller, Stopped, Supervised};
+use job::Job;
 use crate::{KeepPolicy, Sandbox};
 
 /// The variables set to the run's directory: the temp-directory lookups of
@@ -192,10 +194,30 @@ impl Run {
         self
     }
 
-    /// Whether the command gets the terminal: when standard input is a
-    /// terminal whose foreground process group is the caller's, the
-    /// command's group becomes the foreground one while it runs (so it can
-    /// read the terminal, and Ctrl-C reaches it directly). Default: true.
+    /// Whether the command gets the terminal and the run behaves as a
+    /// shell's job: when standard input is a terminal whose foreground
+    /// process group is the caller's, the command's group becomes the
+    /// foreground one while it runs (so it can read the terminal, and
+    /// Ctrl-C reaches it directly). Default: true.
+    ///
+    /// Job control comes with it, as a shell does it for its own jobs:
+    /// when the command's group stops (Ctrl-Z: SIGTSTP; SIGTTIN, SIGTTOU,
+    /// SIGSTOP), [`Running::wait`] takes the terminal back and stops the
+    /// *caller's* process group with the same signal, so the shell that
+    /// started the caller sees its job stopped and prints its prompt.
+    /// When the caller is continued (`fg`, `bg`), it gives the terminal to
+    /// the command again if its own group is the foreground one (`fg`),
+    /// and continues the command's group. A command in the background
+    /// that then reads the terminal stops the caller too ("Stopped (tty
+    /// input)"), unless the caller was brought to the foreground
+    /// meanwhile: then the command gets the terminal. Without such a
+    /// terminal (a pipe, a file, a caller in the background) or with
+    /// `false`, the command's stops are not watched: a stopped command is
+    /// waited for until something continues it.
+    ///
+    /// Stopping the caller stops every thread of its process; wait from
+    /// the thread that should be stopped last (any thread works: the wait
+    /// returns to its loop only once the process was continued).
     pub fn hand_terminal(&mut self, yes: bool) -> &mut Run {
         self.opts.hand_terminal = yes;
         self
@@ -348,8 +370,8 @@ impl Prepared {
         }
         // On failure, dropping `self` ends the directory.
         let child = supervise::spawn(&mut command)?;
-        let terminal = if self.run.opts.hand_terminal {
-            child.hand_terminal()
+        let job = if self.run.opts.hand_terminal {
+            Pid::from_raw(child.pid() as i32).and_then(Job::hand)
         } else {
             None
         };
@@ -357,7 +379,7 @@ impl Prepared {
         Ok(Running {
             live: Some(Live {
                 child,
-                terminal,
+                job,
                 staged,
             }),
             run: self.run.clone(),
@@ -389,7 +411,7 @@ pub struct Running {
 #[derive(Debug)]
 struct Live {
     child: Supervised,
-    terminal: Option<Terminal>,
+    job: Option<Job>,
     staged: Staged,
 }
 
@@ -415,8 +437,9 @@ impl Running {
         self.live().child.signaller()
     }
 
-    /// Waits for the command, takes the terminal back, stops every
-    /// descendant still running (SIGTERM, [`Run::kill_grace`], SIGKILL;
+    /// Waits for the command (acting on its stops as a shell's job when it
+    /// has the terminal, see [`Run::hand_terminal`]), takes the terminal
+    /// back, stops every descendant still running (SIGTERM, [`Run::kill_grace`], SIGKILL;
     /// each reaped), measures what is left in the directory, and removes
     /// or keeps it.
     ///
@@ -443,14 +466,19 @@ impl Running {
     pub fn wait(mut self) -> Result<RunOutcome> {
         let Live {
             mut child,
-            terminal,
+            job,
             staged,
         } = self.live.take().expect("live until waited for");
         let opts = &self.run.opts;
-        let exit = child.wait();
-        if let Some(terminal) = terminal {
-            terminal.restore();
-        }
+        let exit = match job {
+            Some(mut job) => {
+                // Stops are acted on until it exits; then it is reaped.
+                let exit = job.wait_exited().and_then(|()| child.wait());
+                job.take_back();
+                exit
+            }
+            None => child.wait(),
+        };
         let stopped = child.stop_descendants(opts.kill_grace);
         let exit = exit?;
 
@@ -505,14 +533,14 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Some(Live {
             mut child,
-            terminal,
+            job,
             staged,
         }) = self.live.take()
         {
             child.signaller().signal(Signal::KILL);
             let _ = child.wait();
-            if let Some(terminal) = terminal {
-                terminal.restore();
+            if let Some(mut job) = job {
+                job.take_back();
             }
             let _ = child.stop_descendants(self.run.opts.kill_grace);
             release(&staged.sandbox, self.run.opts.isolate.is_some());
