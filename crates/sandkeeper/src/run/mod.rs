@@ -32,6 +32,12 @@
 //! [`Signaller`] of the [`Running`] command until [`Running::wait`]
 //! returns; [`Signaller::forward`] turns a second SIGINT into SIGKILL.
 //!
+//! In a terminal, a run is a shell's job ([`Run::hand_terminal`]): the
+//! command's group holds the terminal while it runs; when it stops
+//! (Ctrl-Z), [`Running::wait`] takes the terminal back and stops the
+//! caller's process group, and when the caller is continued (`fg`, `bg`)
+//! it continues the command, in the foreground again if the caller is.
+//!
 //! # Safety & security
 //!
 //! - The command may do anything to its directory. What it left is listed
@@ -68,8 +74,8 @@ pub use leftovers::{LeftoverFamily, Leftovers};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::supervise::{self, Exit, Signaller, Stopped, Supervised};
-use job::Job;
 use crate::{KeepPolicy, Sandbox};
+use job::Job;
 
 /// The variables set to the run's directory: the temp-directory lookups of
 /// every common language read one of them.
@@ -377,11 +383,7 @@ impl Prepared {
         };
         let staged = self.staged.take().expect("staged until spawned");
         Ok(Running {
-            live: Some(Live {
-                child,
-                job,
-                staged,
-            }),
+            live: Some(Live { child, job, staged }),
             run: self.run.clone(),
             _thread: PhantomData,
         })
