@@ -4,14 +4,18 @@
 //! The command runs in a process group of its own, which holds the
 //! terminal while it runs in the foreground, so Ctrl-Z stops the
 //! *command's* group, not the caller's, and the caller's shell cannot see
-//! it. A shell in the middle does what a shell does for its own jobs
-//! (`bash`'s `jobs.c`, `zsh`'s `jobs.c`): it waits for stops too
-//! (`WSTOPPED`), and when the command stops it takes the terminal back and
-//! stops its own process group with the same signal, so the shell above
-//! sees its job stopped and gets its prompt back. When continued (`fg`,
-//! `bg`, or any SIGCONT), it gives the terminal to the command again if
-//! the caller's group is the foreground one now (`fg`), and continues the
-//! command's group.
+//! it. So the caller does what a shell does for its own jobs (`bash`'s
+//! and `zsh`'s `jobs.c`): it waits for stops too (`WSTOPPED`), and when
+//! the command stops it takes the terminal back and stops its own process
+//! group with the same signal, so the shell above sees its job stopped
+//! and prints its prompt. When continued (`fg`, `bg`, any SIGCONT), it
+//! gives the terminal to the command again if the caller's group is the
+//! foreground one now (`fg`), and continues the command's group.
+//!
+//! `fg` of a job that runs in the background sends it no signal (neither
+//! bash nor zsh does), so nothing tells the caller; the command learns it
+//! when it next reads the terminal: it stops with SIGTTIN, and the caller,
+//! in the foreground now, hands it the terminal instead of stopping.
 
 use std::io::IsTerminal;
 

@@ -221,9 +221,12 @@ impl Run {
     /// `false`, the command's stops are not watched: a stopped command is
     /// waited for until something continues it.
     ///
-    /// Stopping the caller stops every thread of its process; wait from
-    /// the thread that should be stopped last (any thread works: the wait
-    /// returns to its loop only once the process was continued).
+    /// Stopping the caller stops its whole process, every thread, and the
+    /// other processes of its group (a pipeline is one job), as Ctrl-Z
+    /// stops a shell's job. Whichever thread waits, the wait goes on only
+    /// once the process was continued. A caller whose group is orphaned
+    /// (its shell is gone) cannot be stopped by SIGTSTP, SIGTTIN or
+    /// SIGTTOU: its command is then continued at once.
     pub fn hand_terminal(&mut self, yes: bool) -> &mut Run {
         self.opts.hand_terminal = yes;
         self
