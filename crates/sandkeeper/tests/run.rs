@@ -372,3 +372,43 @@ fn bad_options_are_refused_before_anything_is_made() {
     }
     assert_eq!(names(root.path()), Vec::<String>::new());
 }
+
+/// Issue 15: job control is for a run that holds a terminal. Without one
+/// (no terminal on standard input, a caller in the background, or
+/// `hand_terminal(false)`, set here so that the test holds in a terminal
+/// too), a command that stops is waited for until something continues it,
+/// and the caller is never stopped.
+#[test]
+fn without_a_terminal_a_stopped_command_is_waited_for() {
+    let _one = one_at_a_time();
+    let root = sandbox!().unwrap();
+    let running = sh(r#"kill -STOP $$; echo on > "$TMPDIR/continued""#)
+        .root(root.path())
+        .hand_terminal(false)
+        .prepare()
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let pid = running.pid();
+    let continuer = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('T'))
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the command never stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(pid, Signal::CONT).unwrap();
+    });
+    let outcome = running.wait().unwrap();
+    continuer.join().unwrap();
+    assert_eq!(outcome.exit, Exit::Code(0));
+    assert_eq!(outcome.leftovers.entries, 1, "it went on after SIGCONT");
+}

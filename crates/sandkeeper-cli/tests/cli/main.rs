@@ -3,6 +3,7 @@
 
 mod completions;
 mod config;
+mod job_control;
 mod reap;
 mod run;
 mod scan;

@@ -32,6 +32,12 @@
 //! [`Signaller`] of the [`Running`] command until [`Running::wait`]
 //! returns; [`Signaller::forward`] turns a second SIGINT into SIGKILL.
 //!
+//! In a terminal, a run is a shell's job ([`Run::hand_terminal`]): the
+//! command's group holds the terminal while it runs; when it stops
+//! (Ctrl-Z), [`Running::wait`] takes the terminal back and stops the
+//! caller's process group, and when the caller is continued (`fg`, `bg`)
+//! it continues the command, in the foreground again if the caller is.
+//!
 //! # Safety & security
 //!
 //! - The command may do anything to its directory. What it left is listed
@@ -51,6 +57,7 @@
 //! process that starts no other children meanwhile.
 
 mod fate;
+mod job;
 mod leftovers;
 
 use std::ffi::{OsStr, OsString};
@@ -60,14 +67,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use rustix::process::Signal;
+use rustix::process::{Pid, Signal};
 
 pub use fate::{Cleanup, Fate, Replacement};
 pub use leftovers::{LeftoverFamily, Leftovers};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::supervise::{self, Exit, Signaller, Stopped, Supervised, Terminal};
+use crate::supervise::{self, Exit, Signaller, Stopped, Supervised};
 use crate::{KeepPolicy, Sandbox};
+use job::Job;
 
 /// The variables set to the run's directory: the temp-directory lookups of
 /// every common language read one of them.
@@ -192,10 +200,33 @@ impl Run {
         self
     }
 
-    /// Whether the command gets the terminal: when standard input is a
-    /// terminal whose foreground process group is the caller's, the
-    /// command's group becomes the foreground one while it runs (so it can
-    /// read the terminal, and Ctrl-C reaches it directly). Default: true.
+    /// Whether the command gets the terminal and the run behaves as a
+    /// shell's job: when standard input is a terminal whose foreground
+    /// process group is the caller's, the command's group becomes the
+    /// foreground one while it runs (so it can read the terminal, and
+    /// Ctrl-C reaches it directly). Default: true.
+    ///
+    /// Job control comes with it, as a shell does it for its own jobs:
+    /// when the command's group stops (Ctrl-Z: SIGTSTP; SIGTTIN, SIGTTOU,
+    /// SIGSTOP), [`Running::wait`] takes the terminal back and stops the
+    /// *caller's* process group with the same signal, so the shell that
+    /// started the caller sees its job stopped and prints its prompt.
+    /// When the caller is continued (`fg`, `bg`), it gives the terminal to
+    /// the command again if its own group is the foreground one (`fg`),
+    /// and continues the command's group. A command in the background
+    /// that then reads the terminal stops the caller too ("Stopped (tty
+    /// input)"), unless the caller was brought to the foreground
+    /// meanwhile: then the command gets the terminal. Without such a
+    /// terminal (a pipe, a file, a caller in the background) or with
+    /// `false`, the command's stops are not watched: a stopped command is
+    /// waited for until something continues it.
+    ///
+    /// Stopping the caller stops its whole process, every thread, and the
+    /// other processes of its group (a pipeline is one job), as Ctrl-Z
+    /// stops a shell's job. Whichever thread waits, the wait goes on only
+    /// once the process was continued. A caller whose group is orphaned
+    /// (its shell is gone) cannot be stopped by SIGTSTP, SIGTTIN or
+    /// SIGTTOU: its command is then continued at once.
     pub fn hand_terminal(&mut self, yes: bool) -> &mut Run {
         self.opts.hand_terminal = yes;
         self
@@ -348,18 +379,14 @@ impl Prepared {
         }
         // On failure, dropping `self` ends the directory.
         let child = supervise::spawn(&mut command)?;
-        let terminal = if self.run.opts.hand_terminal {
-            child.hand_terminal()
+        let job = if self.run.opts.hand_terminal {
+            Pid::from_raw(child.pid() as i32).and_then(Job::hand)
         } else {
             None
         };
         let staged = self.staged.take().expect("staged until spawned");
         Ok(Running {
-            live: Some(Live {
-                child,
-                terminal,
-                staged,
-            }),
+            live: Some(Live { child, job, staged }),
             run: self.run.clone(),
             _thread: PhantomData,
         })
@@ -389,7 +416,7 @@ pub struct Running {
 #[derive(Debug)]
 struct Live {
     child: Supervised,
-    terminal: Option<Terminal>,
+    job: Option<Job>,
     staged: Staged,
 }
 
@@ -415,8 +442,9 @@ impl Running {
         self.live().child.signaller()
     }
 
-    /// Waits for the command, takes the terminal back, stops every
-    /// descendant still running (SIGTERM, [`Run::kill_grace`], SIGKILL;
+    /// Waits for the command (acting on its stops as a shell's job when it
+    /// has the terminal, see [`Run::hand_terminal`]), takes the terminal
+    /// back, stops every descendant still running (SIGTERM, [`Run::kill_grace`], SIGKILL;
     /// each reaped), measures what is left in the directory, and removes
     /// or keeps it.
     ///
@@ -443,14 +471,19 @@ impl Running {
     pub fn wait(mut self) -> Result<RunOutcome> {
         let Live {
             mut child,
-            terminal,
+            job,
             staged,
         } = self.live.take().expect("live until waited for");
         let opts = &self.run.opts;
-        let exit = child.wait();
-        if let Some(terminal) = terminal {
-            terminal.restore();
-        }
+        let exit = match job {
+            Some(mut job) => {
+                // Stops are acted on until it exits; then it is reaped.
+                let exit = job.wait_exited().and_then(|()| child.wait());
+                job.take_back();
+                exit
+            }
+            None => child.wait(),
+        };
         let stopped = child.stop_descendants(opts.kill_grace);
         let exit = exit?;
 
@@ -505,14 +538,14 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Some(Live {
             mut child,
-            terminal,
+            job,
             staged,
         }) = self.live.take()
         {
             child.signaller().signal(Signal::KILL);
             let _ = child.wait();
-            if let Some(terminal) = terminal {
-                terminal.restore();
+            if let Some(mut job) = job {
+                job.take_back();
             }
             let _ = child.stop_descendants(self.run.opts.kill_grace);
             release(&staged.sandbox, self.run.opts.isolate.is_some());
