@@ -89,13 +89,20 @@ pub fn create(site: CallSite, tag: Option<&str>, outside_worktree: bool) -> Resu
 /// The running test's name: libtest (under `cargo test` and `cargo
 /// nextest run` alike) runs each test on a thread named after its path
 /// (`tests::it_works`); where a test runs on the main thread, nextest's
-/// `NEXTEST_TEST_NAME` says it. `None` on other threads.
+/// `NEXTEST_TEST_NAME` (one test per process) says it. `None` on threads
+/// without a name, such as those a test spawns, under either runner.
 fn current_test() -> Option<String> {
-    match std::thread::current().name() {
-        Some("main") | None => std::env::var("NEXTEST_TEST_NAME")
-            .ok()
-            .filter(|n| !n.is_empty()),
+    test_name(std::thread::current().name(), || {
+        std::env::var("NEXTEST_TEST_NAME").ok()
+    })
+}
+
+/// [`current_test`] from the thread's name and nextest's variable.
+fn test_name(thread: Option<&str>, nextest: impl FnOnce() -> Option<String>) -> Option<String> {
+    match thread {
+        Some("main") => nextest().filter(|n| !n.is_empty()),
         Some(name) => Some(name.to_owned()),
+        None => None,
     }
 }
 
@@ -184,6 +191,25 @@ mod tests {
             assert_eq!(tag, want, "{file} {test:?}");
             assert!(super::super::builder::validate_tag(&tag).is_ok(), "{tag}");
         }
+    }
+
+    #[test]
+    fn test_names() {
+        let nextest = || Some("tests::from_env".to_owned());
+        let unset = || None;
+        let cases = [
+            (Some("tests::it_works"), nextest(), Some("tests::it_works")),
+            (Some("tests::it_works"), None, Some("tests::it_works")),
+            (Some("main"), nextest(), Some("tests::from_env")),
+            (Some("main"), None, None),
+            (Some("main"), Some(String::new()), None),
+            (None, nextest(), None),
+        ];
+        for (thread, env, want) in cases {
+            let got = test_name(thread, || env.clone());
+            assert_eq!(got.as_deref(), want, "{thread:?} {env:?}");
+        }
+        assert_eq!(test_name(Some("main"), unset), None);
     }
 
     /// Issue 15: unit-test sandboxes are named after their test, not
