@@ -53,7 +53,10 @@
 //! - **Predictable names.** Keyed and process-lifetime sandboxes live in a
 //!   per-user directory `sandkeeper-<uid>` (mode 0700), opened without
 //!   following symlinks and checked to belong to the user, so another user
-//!   of a shared `/tmp` cannot pre-create or redirect them.
+//!   of a shared `/tmp` cannot pre-create or redirect them. That holds in
+//!   the default root and in any root given to [`Builder::root`] that
+//!   others may write; only in a private root of the caller's do keyed
+//!   names go directly inside.
 //! - **Removal and TOCTOU.** The path is fixed at creation; before removing,
 //!   the name is checked to still be the inode that was created, and the
 //!   removal itself is fd-relative and never follows symlinks or crosses
