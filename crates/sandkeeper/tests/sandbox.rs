@@ -679,7 +679,13 @@ fn sandbox_takes_any_string_as_its_tag() {
         sandbox!(owned).unwrap(),
         sandbox!(format!("formatted-{}", 1)).unwrap(),
     ];
-    let wants = ["cwd-a-", "cwd-b-", "borrowed-tag-", "owned-tag-", "formatted-1-"];
+    let wants = [
+        "cwd-a-",
+        "cwd-b-",
+        "borrowed-tag-",
+        "owned-tag-",
+        "formatted-1-",
+    ];
     for (sandbox, want) in boxes.iter().zip(wants) {
         let name = sandbox.path().file_name().unwrap().to_str().unwrap();
         assert!(name.starts_with(want), "{name} for {want}");
@@ -796,7 +802,7 @@ fn a_shared_root_keeps_the_per_user_root() {
     let err = keyed().create().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::UnsafeRoot, "{err}");
     assert_eq!(names(elsewhere.path()), Vec::<OsString>::new());
-    fs::remove_file(&user_root).unwrap();
+    rustix::fs::unlink(&user_root).unwrap(); // the planted symlink
 
     // A private root (0700, ours): directly inside, as before.
     let private = sandbox!().unwrap();

@@ -425,7 +425,10 @@ impl Inner {
             return Ok(());
         };
         teardown::run_stack(actions, self.kill_grace);
-        if self.keep.keeps(panicking || self.failed.load(Ordering::Relaxed)) {
+        if self
+            .keep
+            .keeps(panicking || self.failed.load(Ordering::Relaxed))
+        {
             self.keep_for_debugging(lease);
             return Ok(());
         }

@@ -179,7 +179,12 @@ mod tests {
             ("tests/cli/main.rs", 3, None, "cli-3"),
             ("src/lib.rs", 1, None, "src-1"),
             ("weird name.rs", 9, None, "weird_name-9"),
-            ("src/lib.rs", 12, Some("tests::it_works"), "tests-it_works-12"),
+            (
+                "src/lib.rs",
+                12,
+                Some("tests::it_works"),
+                "tests-it_works-12",
+            ),
             ("src/lib.rs", 3, Some("it_works"), "it_works-3"),
             ("src/lib.rs", 4, Some("tests::ünï code"), "tests-_n__code-4"),
             ("src/lib.rs", 5, Some(long.as_str()), long_want.as_str()),
@@ -219,12 +224,10 @@ mod tests {
         let sandbox = crate::sandbox!().unwrap();
         let line = line!() - 1;
         let name = sandbox.path().file_name().unwrap().to_str().unwrap();
-        let want = format!("sandbox-test_macro-tests-a_unit_test_sandbox_is_named_after_its_test-{line}-");
+        let want =
+            format!("sandbox-test_macro-tests-a_unit_test_sandbox_is_named_after_its_test-{line}-");
         assert!(name.starts_with(&want), "{name}");
-        assert_eq!(
-            sandbox.record().site,
-            Some(format!("{}:{line}", file!()))
-        );
+        assert_eq!(sandbox.record().site, Some(format!("{}:{line}", file!())));
         // Off the test's thread (a thread it spawned): the file and line.
         fn make() -> (Result<Sandbox>, u32) {
             (crate::sandbox!(), line!())
