@@ -15,7 +15,7 @@
 //!   what its dead predecessor left; a *process-lifetime* one
 //!   ([`Builder::process_lifetime`]) works in a `static`;
 //! - [`sandbox!`] gives each test its own keyed sandbox, named after the
-//!   test;
+//!   unit test or the integration test's file;
 //! - [`remove`] deletes a tree without ever leaving it;
 //! - [`run`] gives a command its own scratch directory as `TMPDIR`, stops
 //!   what it leaves running and removes what it leaves behind.
@@ -102,12 +102,13 @@ pub mod __private {
     pub use crate::sandbox::test_macro::{create, CallSite};
 }
 
-/// A keyed [`Sandbox`] for a test, named after the test and the call site.
+/// A keyed [`Sandbox`] for a test, named after the test or the call site.
 ///
-/// - `sandbox!()` derives the tag from the running test and the line
-///   (`tests-it_works-42`: the test's path with `::` as `-`, at most 80
-///   bytes of its end; libtest and nextest run each test on a thread named
-///   after it); off a test's thread, from the file and line (`lease-42`).
+/// - `sandbox!()` in a unit test derives the tag from the running test and
+///   the line (`tests-it_works-42`: the test's path with `::` as `-`, at
+///   most 64 bytes of its end; libtest and nextest run each test on a
+///   thread named after it). In an integration test, on a thread the test
+///   spawned, or outside tests, from the file and line (`lease-42`).
 /// - `sandbox!(tag)` uses the given tag: any string expression (`&str`,
 ///   `String`, `&format!(…)`, a helper's `&str` parameter).
 /// - `sandbox!(outside_worktree)` and `sandbox!(outside_worktree, tag)`:

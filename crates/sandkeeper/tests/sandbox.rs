@@ -723,12 +723,7 @@ fn track_caller_helpers_record_their_callers_site() {
     assert_eq!(b.record().site, site(line_b));
     assert_ne!(a.path(), b.path(), "two callers, two sandboxes");
     let name = a.path().file_name().unwrap().to_str().unwrap();
-    assert!(
-        name.starts_with(&format!(
-            "track_caller_helpers_record_their_callers_site-{line_a}-"
-        )),
-        "{name}"
-    );
+    assert!(name.starts_with(&format!("sandbox-{line_a}-")), "{name}");
 
     let (c, line_c) = (via_macro_tagged("helper-tag"), line!());
     assert_eq!(c.record().site, site(line_c));
@@ -749,18 +744,14 @@ fn track_caller_helpers_record_their_callers_site() {
     assert_eq!(g.record().site.as_deref(), Some("job 42"));
 }
 
-/// Issue 15: a test's `sandbox!()` is named after the test (libtest runs
-/// it on a thread named after it), in `target/tmp`.
+/// An integration test's `sandbox!()` is in its crate's `target/tmp`,
+/// named after its file and line (unit tests' are named after the test:
+/// see `a_unit_test_sandbox_is_named_after_its_test`).
 #[test]
-fn an_integration_test_sandbox_is_named_after_its_test() {
+fn an_integration_test_sandbox_is_named_after_its_file() {
     let (sandbox, line) = (sandbox!().unwrap(), line!());
     let name = sandbox.path().file_name().unwrap().to_str().unwrap();
-    assert!(
-        name.starts_with(&format!(
-            "an_integration_test_sandbox_is_named_after_its_test-{line}-"
-        )),
-        "{name}"
-    );
+    assert!(name.starts_with(&format!("sandbox-{line}-")), "{name}");
     assert_eq!(
         sandbox.path().parent(),
         Some(Path::new(env!("CARGO_TARGET_TMPDIR")))

@@ -50,8 +50,9 @@ impl CallSite {
 static CLAIMS: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
 
 /// The longest test name kept in a derived tag (its end: the test's own
-/// name is the last part of its path).
-const MAX_TEST_NAME: usize = 80;
+/// name is the last part of its path): short enough to leave room for
+/// what the test puts inside (a unix socket's path has 107 bytes).
+const MAX_TEST_NAME: usize = 64;
 
 /// Creates the sandbox for a `sandbox!()` call: `tag` if one was given,
 /// and whether it must be outside any git work tree.
@@ -65,7 +66,12 @@ pub fn create(site: CallSite, tag: Option<&str>, outside_worktree: bool) -> Resu
         // A derived tag is unique to the site (and the test); the file
         // joins the checkout so that `a/mod.rs:10` and `b/mod.rs:10` differ.
         None => {
-            let test = site.in_test.then(current_test).flatten();
+            // Unit tests only: an integration test's sandboxes are in its
+            // crate's own `target/tmp` and its file names the test binary,
+            // and paths there are long already (a unix socket's path may
+            // not pass 107 bytes).
+            let unit_test = site.in_test && site.target_tmpdir.is_none();
+            let test = unit_test.then(current_test).flatten();
             (
                 derived_tag(site.file, site.line, test.as_deref()),
                 format!("{manifest}/{}", site.file),
@@ -106,15 +112,31 @@ fn test_name(thread: Option<&str>, nextest: impl FnOnce() -> Option<String>) -> 
     }
 }
 
-/// `<test>-<line>` when the test is known (its path with `::` as `-`, at
-/// most 80 bytes of its end); else `<file stem>-<line>`, where for
+/// `<test>-<line>` when the test is known (its path with `::` as `-`: as
+/// many whole segments from its end as fit in 64 bytes); else `<file stem>-<line>`, where for
 /// `mod.rs`, `main.rs` and `lib.rs` the directory name stands in for the
 /// stem. Only `[A-Za-z0-9_-]`: other characters become `_`.
 fn derived_tag(file: &str, line: u32, test: Option<&str>) -> String {
     if let Some(test) = test {
-        let clean = sanitize(&test.replace("::", "-"));
-        let start = clean.len().saturating_sub(MAX_TEST_NAME);
-        let tail = clean[start..].trim_start_matches(['-', '_']);
+        // Whole segments of the path from its end, as many as fit; the
+        // end of the last one if it alone is too long.
+        let mut kept: Vec<String> = Vec::new();
+        let mut len = 0;
+        for segment in test.rsplit("::").filter(|s| !s.is_empty()) {
+            let segment = sanitize(segment);
+            let with_dash = segment.len() + usize::from(!kept.is_empty());
+            if len + with_dash > MAX_TEST_NAME {
+                if kept.is_empty() {
+                    kept.push(segment[segment.len() - MAX_TEST_NAME..].to_owned());
+                }
+                break;
+            }
+            len += with_dash;
+            kept.push(segment);
+        }
+        kept.reverse();
+        let tail = kept.join("-");
+        let tail = tail.trim_start_matches(['-', '_']);
         if !tail.is_empty() {
             return format!("{tail}-{line}");
         }
@@ -172,7 +194,8 @@ mod tests {
     #[test]
     fn derived_tags() {
         let long = format!("a::{}::it_works", "m".repeat(100));
-        let long_want = format!("{}-it_works-5", "m".repeat(80 - "-it_works".len()));
+        let long_name = format!("tests::{}", "n".repeat(100));
+        let long_name_want = format!("{}-7", "n".repeat(64));
         let cases = [
             ("crates/sandkeeper/tests/lease.rs", 42, None, "lease-42"),
             ("src/sandbox/mod.rs", 7, None, "sandbox-7"),
@@ -187,7 +210,14 @@ mod tests {
             ),
             ("src/lib.rs", 3, Some("it_works"), "it_works-3"),
             ("src/lib.rs", 4, Some("tests::ünï code"), "tests-_n__code-4"),
-            ("src/lib.rs", 5, Some(long.as_str()), long_want.as_str()),
+            ("src/lib.rs", 5, Some(long.as_str()), "it_works-5"),
+            (
+                "src/lib.rs",
+                7,
+                Some(long_name.as_str()),
+                long_name_want.as_str(),
+            ),
+            ("src/lib.rs", 8, Some("a::b::c"), "a-b-c-8"),
             // Nothing usable left: the file stands in.
             ("src/lib.rs", 6, Some("::"), "src-6"),
         ];
@@ -224,8 +254,9 @@ mod tests {
         let sandbox = crate::sandbox!().unwrap();
         let line = line!() - 1;
         let name = sandbox.path().file_name().unwrap().to_str().unwrap();
-        let want =
-            format!("sandbox-test_macro-tests-a_unit_test_sandbox_is_named_after_its_test-{line}-");
+        // Its path, `sandbox::test_macro::tests::…`, is cut to the whole
+        // segments that fit in 64 bytes.
+        let want = format!("test_macro-tests-a_unit_test_sandbox_is_named_after_its_test-{line}-");
         assert!(name.starts_with(&want), "{name}");
         assert_eq!(sandbox.record().site, Some(format!("{}:{line}", file!())));
         // Off the test's thread (a thread it spawned): the file and line.
