@@ -14,7 +14,8 @@
 //! - a *keyed* sandbox ([`Builder::keyed`]) has a fixed name and reclaims
 //!   what its dead predecessor left; a *process-lifetime* one
 //!   ([`Builder::process_lifetime`]) works in a `static`;
-//! - [`sandbox!`] gives each test its own keyed sandbox;
+//! - [`sandbox!`] gives each test its own keyed sandbox, named after the
+//!   unit test or the integration test's file;
 //! - [`remove`] deletes a tree without ever leaving it;
 //! - [`run`] gives a command its own scratch directory as `TMPDIR`, stops
 //!   what it leaves running and removes what it leaves behind.
@@ -52,7 +53,10 @@
 //! - **Predictable names.** Keyed and process-lifetime sandboxes live in a
 //!   per-user directory `sandkeeper-<uid>` (mode 0700), opened without
 //!   following symlinks and checked to belong to the user, so another user
-//!   of a shared `/tmp` cannot pre-create or redirect them.
+//!   of a shared `/tmp` cannot pre-create or redirect them. That holds in
+//!   the default root and in any root given to [`Builder::root`] that
+//!   others may write; only in a private root of the caller's do keyed
+//!   names go directly inside.
 //! - **Removal and TOCTOU.** The path is fixed at creation; before removing,
 //!   the name is checked to still be the inode that was created, and the
 //!   removal itself is fd-relative and never follows symlinks or crosses
@@ -98,43 +102,81 @@ pub mod __private {
     pub use crate::sandbox::test_macro::{create, CallSite};
 }
 
-/// A keyed [`Sandbox`] for a test, named after the call site.
+/// A keyed [`Sandbox`] for a test, named after the test or the call site.
 ///
-/// - `sandbox!()` derives the tag from the file and line (`lease-42`);
-///   `sandbox!("fixture")` uses the given tag.
-/// - In an integration test (where cargo sets `CARGO_TARGET_TMPDIR`) the
-///   sandbox goes into `target/tmp`; elsewhere into the per-user root in the
-///   system temp directory, with the checkout's hash in its name.
+/// - `sandbox!()` in a unit test derives the tag from the running test and
+///   the line (`tests-it_works-42`: the test's path with `::` as `-`, at
+///   most 64 bytes of its end; libtest and nextest run each test on a
+///   thread named after it). In an integration test, on a thread the test
+///   spawned, or outside tests, from the file and line (`lease-42`).
+/// - `sandbox!(tag)` uses the given tag: any string expression (`&str`,
+///   `String`, `&format!(…)`, a helper's `&str` parameter).
+/// - `sandbox!(outside_worktree)` and `sandbox!(outside_worktree, tag)`:
+///   in the default root (`SANDKEEPER_ROOT`, else the system temp
+///   directory), inside the per-user root, and refused with an error when
+///   that is inside a git work tree (see [`Builder::outside_worktree`]) —
+///   for tests that run `git init` or `cargo new`, or look for a `.git`
+///   upwards.
+/// - Otherwise, in an integration test (where cargo sets
+///   `CARGO_TARGET_TMPDIR`) the sandbox goes into `target/tmp`; elsewhere
+///   into the per-user root in the system temp directory, with the
+///   checkout's hash in its name.
 /// - It is keyed: a run reclaims what a killed earlier run left, and tests
 ///   running at once from one site take numbered slots.
+/// - Its lease records the call site (`file:line`). In a function marked
+///   `#[track_caller]` that is the function's caller, so a helper such as
+///   `fn temp_cwd(tag: &str)` keeps its callers apart.
 /// - Dropped during a panic, it is kept when `SANDKEEPER_KEEP=on-failure`,
-///   and its path printed.
+///   and its path printed; a `-> Result` test is kept on `Err` too when it
+///   ends in [`Sandbox::check`] or runs in [`Sandbox::scope`].
 ///
-/// Evaluates to a `Result<Sandbox>`; two *different* call sites claiming the
-/// same keyed name (the same explicit tag) in one process is an
-/// [`ErrorKind::NameConflict`] naming both.
+/// Evaluates to a `Result<Sandbox>`. Bind the sandbox to a name (`let _sb
+/// = sandbox!()?;`): `let _ = sandbox!()?;` removes it at once. Two
+/// *different* call sites claiming the same keyed name (the same explicit
+/// tag) in one process is an [`ErrorKind::NameConflict`] naming both.
 ///
 /// ```
-/// let sandbox = sandkeeper::sandbox!()?;
+/// use sandkeeper::{sandbox, Sandbox};
+///
+/// let sandbox = sandbox!()?;
 /// std::fs::write(sandbox.path().join("input.txt"), "hello")?;
+///
+/// #[track_caller]
+/// fn temp_cwd(tag: &str) -> Sandbox {
+///     sandbox!(&format!("cwd-{tag}")).unwrap()
+/// }
+/// let dir = temp_cwd("build"); let line = line!();
+/// assert_eq!(dir.record().site, Some(format!("{}:{line}", file!())));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[macro_export]
 macro_rules! sandbox {
     () => {
-        $crate::__private::create($crate::sandbox!(@site ::core::option::Option::None))
+        $crate::__private::create($crate::sandbox!(@site), ::core::option::Option::None, false)
     };
-    ($tag:expr) => {
-        $crate::__private::create($crate::sandbox!(@site ::core::option::Option::Some($tag)))
+    (outside_worktree $(,)?) => {
+        $crate::__private::create($crate::sandbox!(@site), ::core::option::Option::None, true)
     };
-    (@site $tag:expr) => {
-        $crate::__private::CallSite {
-            file: ::core::file!(),
-            line: ::core::line!(),
-            manifest_dir: ::core::option_env!("CARGO_MANIFEST_DIR"),
-            target_tmpdir: ::core::option_env!("CARGO_TARGET_TMPDIR"),
-            tag: $tag,
-        }
+    (outside_worktree, $tag:expr $(,)?) => {
+        $crate::__private::create(
+            $crate::sandbox!(@site),
+            ::core::option::Option::Some(::core::convert::AsRef::<str>::as_ref(&$tag)),
+            true,
+        )
+    };
+    (@site) => {
+        $crate::__private::CallSite::here(
+            ::core::option_env!("CARGO_MANIFEST_DIR"),
+            ::core::option_env!("CARGO_TARGET_TMPDIR"),
+            ::core::cfg!(test),
+        )
+    };
+    ($tag:expr $(,)?) => {
+        $crate::__private::create(
+            $crate::sandbox!(@site),
+            ::core::option::Option::Some(::core::convert::AsRef::<str>::as_ref(&$tag)),
+            false,
+        )
     };
 }
 

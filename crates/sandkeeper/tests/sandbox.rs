@@ -659,3 +659,310 @@ fn inner_a_sandbox_whose_removal_fails_on_drop_stays_managed() {
     );
     assert!(!path.exists());
 }
+
+/// Issue 15: the natural port of a `temp_cwd(tag: &str)` helper compiles.
+/// `sandbox!(&format!(…))` and `sandbox!(tag)` with a borrowed `tag` used
+/// to fail with E0716 / E0597 (the macro wanted a `&'static str`).
+#[test]
+fn sandbox_takes_any_string_as_its_tag() {
+    fn temp_cwd(tag: &str) -> Sandbox {
+        sandbox!(&format!("cwd-{tag}")).unwrap()
+    }
+    fn borrowed(tag: &str) -> Sandbox {
+        sandbox!(tag).unwrap()
+    }
+    let owned = String::from("owned-tag");
+    let boxes = [
+        temp_cwd("a"),
+        temp_cwd("b"),
+        borrowed("borrowed-tag"),
+        sandbox!(owned).unwrap(),
+        sandbox!(format!("formatted-{}", 1)).unwrap(),
+    ];
+    let wants = [
+        "cwd-a-",
+        "cwd-b-",
+        "borrowed-tag-",
+        "owned-tag-",
+        "formatted-1-",
+    ];
+    for (sandbox, want) in boxes.iter().zip(wants) {
+        let name = sandbox.path().file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with(want), "{name} for {want}");
+        assert_eq!(sandbox.record().tag, want.trim_end_matches('-'));
+    }
+    assert_eq!(owned, "owned-tag", "not moved");
+}
+
+/// Issue 15: helpers keep provenance. A `#[track_caller]` helper records
+/// its caller's `file:line` (through `sandbox!()` and through the
+/// builder); a plain helper records its own.
+#[test]
+fn track_caller_helpers_record_their_callers_site() {
+    #[track_caller]
+    fn via_macro() -> Sandbox {
+        sandbox!().unwrap()
+    }
+    #[track_caller]
+    fn via_macro_tagged(tag: &str) -> Sandbox {
+        sandbox!(tag).unwrap()
+    }
+    #[track_caller]
+    fn via_builder(root: &Path) -> Sandbox {
+        Sandbox::builder().root(root).create().unwrap()
+    }
+    fn plain() -> (Sandbox, u32) {
+        (sandbox!().unwrap(), line!())
+    }
+    let site = |line: u32| Some(format!("{}:{line}", file!()));
+    let root = sandbox!().unwrap();
+
+    let (a, line_a) = (via_macro(), line!());
+    let (b, line_b) = (via_macro(), line!());
+    assert_eq!(a.record().site, site(line_a));
+    assert_eq!(b.record().site, site(line_b));
+    assert_ne!(a.path(), b.path(), "two callers, two sandboxes");
+    let name = a.path().file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with(&format!("sandbox-{line_a}-")), "{name}");
+
+    let (c, line_c) = (via_macro_tagged("helper-tag"), line!());
+    assert_eq!(c.record().site, site(line_c));
+
+    let (d, line_d) = (via_builder(root.path()), line!());
+    assert_eq!(d.record().site, site(line_d));
+
+    let (e, line_e) = plain();
+    assert_eq!(e.record().site, site(line_e), "the helper's own line");
+
+    let (f, line_f) = (Builder::new().root(root.path()).create().unwrap(), line!());
+    assert_eq!(f.record().site, site(line_f));
+    let g = Builder::new()
+        .root(root.path())
+        .site("job 42")
+        .create()
+        .unwrap();
+    assert_eq!(g.record().site.as_deref(), Some("job 42"));
+}
+
+/// An integration test's `sandbox!()` is in its crate's `target/tmp`,
+/// named after its file and line (unit tests' are named after the test:
+/// see `a_unit_test_sandbox_is_named_after_its_test`).
+#[test]
+fn an_integration_test_sandbox_is_named_after_its_file() {
+    let (sandbox, line) = (sandbox!().unwrap(), line!());
+    let name = sandbox.path().file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with(&format!("sandbox-{line}-")), "{name}");
+    assert_eq!(
+        sandbox.path().parent(),
+        Some(Path::new(env!("CARGO_TARGET_TMPDIR")))
+    );
+}
+
+/// Issue 15: `.root(temp_dir())` keeps the per-user root. A keyed sandbox
+/// in a root others may write (1777, like /tmp) goes into
+/// `sandkeeper-<uid>` inside it, vetted as in the default root; in a
+/// private root it goes directly inside.
+#[test]
+fn a_shared_root_keeps_the_per_user_root() {
+    let shared = Builder::new().permissions(0o1777).create().unwrap();
+    let user_root = shared
+        .path()
+        .join(format!("sandkeeper-{}", rustix::process::getuid().as_raw()));
+    let keyed = || {
+        let mut b = Builder::new();
+        b.root(shared.path())
+            .tag("k")
+            .keyed(true)
+            .checkout("/checkouts/h");
+        b
+    };
+    let sandbox = keyed().create().unwrap();
+    assert_eq!(sandbox.path().parent(), Some(user_root.as_path()));
+    let meta = fs::symlink_metadata(&user_root).unwrap();
+    assert!(meta.is_dir() && meta.mode() & 0o777 == 0o700);
+    drop(sandbox);
+    assert_eq!(
+        names(shared.path()),
+        Vec::<OsString>::new(),
+        "no empty per-user root left"
+    );
+
+    // The protection holds there too: a planted symlink is refused.
+    let elsewhere = sandbox!().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), &user_root).unwrap();
+    let err = keyed().create().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnsafeRoot, "{err}");
+    assert_eq!(names(elsewhere.path()), Vec::<OsString>::new());
+    rustix::fs::unlink(&user_root).unwrap(); // the planted symlink
+
+    // A private root (0700, ours): directly inside, as before.
+    let private = sandbox!().unwrap();
+    let direct = Builder::new()
+        .root(private.path())
+        .tag("k")
+        .keyed(true)
+        .create()
+        .unwrap();
+    assert_eq!(direct.path().parent(), Some(private.path()));
+}
+
+/// Tells [`outside_worktree_helper`] to run.
+const OUTSIDE_ENV: &str = "SK_OUTSIDE_WORKTREE";
+
+#[test]
+#[ignore = "helper: sandbox!(outside_worktree) under the SANDKEEPER_ROOT it is given"]
+fn outside_worktree_helper() {
+    if std::env::var_os(OUTSIDE_ENV).is_none() {
+        return;
+    }
+    match sandbox!(outside_worktree, "outside") {
+        Ok(sandbox) => println!("READY {}", sandbox.path().display()),
+        Err(e) => println!("ERR {:?} {e} (hint: {})", e.kind(), e.hint().unwrap_or("")),
+    }
+}
+
+/// Issue 15: `sandbox!(outside_worktree)` is in the per-user root of the
+/// default root (not `target/tmp`, which is inside the work tree), and is
+/// refused, naming the work tree, when that root is inside one.
+#[test]
+fn outside_worktree_sandboxes_are_outside_any_work_tree() {
+    // target/tmp is inside this checkout: the system temp directory.
+    let base = Builder::new().outside_worktree(true).create().unwrap();
+    let repo = base.path().join("repo");
+    fs::create_dir_all(repo.join(".git")).unwrap();
+    fs::create_dir_all(repo.join("sub")).unwrap();
+    let plain = base.path().join("plain");
+    fs::create_dir(&plain).unwrap();
+
+    let run = |root: &Path| {
+        let mut cmd = test_command(&[], "outside_worktree_helper");
+        cmd.env(OUTSIDE_ENV, "1").env("SANDKEEPER_ROOT", root);
+        Helper::spawn(cmd)
+    };
+    let helper = run(&repo.join("sub"));
+    let err = helper.expect("ERR");
+    assert!(err.starts_with("UnusableRoot"), "{err}");
+    assert!(
+        err.contains(&format!("work tree {}", repo.display())) && err.contains("SANDKEEPER_ROOT"),
+        "{err}"
+    );
+
+    let helper = run(&plain);
+    let path = helper.ready_path();
+    assert_eq!(
+        path.parent(),
+        Some(&*plain.join(format!("sandkeeper-{}", rustix::process::getuid().as_raw())))
+    );
+    assert!(helper.wait().success);
+    assert_eq!(names(&plain), Vec::<OsString>::new(), "removed, root too");
+
+    // In this process, with the default root: not in target/tmp.
+    let outside = sandbox!(outside_worktree).unwrap();
+    assert!(!outside
+        .path()
+        .starts_with(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")));
+    assert!(!outside.path().starts_with(env!("CARGO_TARGET_TMPDIR")));
+}
+
+/// Tells [`result_test_helper`] how to end: `ok`, `err` (through
+/// `Sandbox::scope`) or `check-err` (through `Sandbox::check`).
+const OUTCOME_ENV: &str = "SK_OUTCOME";
+
+#[test]
+#[ignore = "helper: a -> Result test that fails or passes as SK_OUTCOME says"]
+fn result_test_helper() -> Result<(), Box<dyn std::error::Error>> {
+    let Ok(outcome) = std::env::var(OUTCOME_ENV) else {
+        return Ok(());
+    };
+    let body = |sb: &Sandbox| -> Result<(), Box<dyn std::error::Error>> {
+        fs::write(sb.path().join("evidence"), b"x")?;
+        println!("READY {}", sb.path().display());
+        match outcome.as_str() {
+            "ok" => Ok(()),
+            _ => Err("the test failed".into()),
+        }
+    };
+    let sandbox = sandbox!()?;
+    match outcome.as_str() {
+        "check-err" => {
+            let result = body(&sandbox);
+            sandbox.check(result)
+        }
+        _ => sandbox.scope(body),
+    }
+}
+
+/// Issue 15: `SANDKEEPER_KEEP=on-failure` keeps the sandbox of a failing
+/// `-> Result` test that ends in `Sandbox::check` or runs in
+/// `Sandbox::scope`; a passing one, or one without the variable, leaves
+/// nothing.
+#[test]
+fn keep_on_failure_keeps_a_test_that_returns_err() {
+    let cases: &[(&str, Option<&str>, bool, bool)] = &[
+        // outcome, SANDKEEPER_KEEP, test passes, kept
+        ("err", Some("on-failure"), false, true),
+        ("check-err", Some("on-failure"), false, true),
+        ("ok", Some("on-failure"), true, false),
+        ("err", None, false, false),
+        ("err", Some("never"), false, false),
+    ];
+    for &(outcome, keep, passes, kept) in cases {
+        let mut cmd = test_command(&[], "result_test_helper");
+        cmd.env(OUTCOME_ENV, outcome).env_remove("SANDKEEPER_KEEP");
+        if let Some(keep) = keep {
+            cmd.env("SANDKEEPER_KEEP", keep);
+        }
+        let helper = Helper::spawn(cmd);
+        let path = helper.ready_path();
+        let exit = helper.wait();
+        let case = format!("{outcome} {keep:?}");
+        assert_eq!(exit.success, passes, "{case}: {}", exit.stderr);
+        assert_eq!(path.join("evidence").exists(), kept, "{case}");
+        if kept {
+            assert!(
+                exit.stderr
+                    .contains(&format!("kept sandbox {}", path.display())),
+                "{case}: {}",
+                exit.stderr
+            );
+            let Probe::Free(claim) = lease::probe(&path).unwrap() else {
+                panic!("{case}: lease still held")
+            };
+            let until = claim.record().record().unwrap().keep_until_ms;
+            assert!(until.is_some(), "{case}: keep_until_ms set");
+            drop(claim);
+            remove_by_path(&path);
+        } else {
+            assert!(!path.exists(), "{case}");
+        }
+    }
+}
+
+/// Issue 15: a sandbox marked failed is kept under `on-failure` by
+/// `close()` as by a drop; unmarked, it is removed.
+#[test]
+fn a_sandbox_marked_failed_is_kept_on_failure() {
+    let root = sandbox!().unwrap();
+    let make = || {
+        Builder::new()
+            .root(root.path())
+            .keep_policy(sandkeeper::KeepPolicy::OnFailure)
+            .keep_env(false)
+            .create()
+            .unwrap()
+    };
+    let passed = make();
+    let passed_path = passed.path().to_owned();
+    assert_eq!(passed.check(Ok::<_, ()>(1)), Ok(1));
+    assert!(!passed.is_marked_failed());
+    passed.close().unwrap();
+    assert!(!passed_path.exists());
+
+    let failed = make();
+    let failed_path = failed.path().to_owned();
+    assert_eq!(failed.check(Err::<(), _>("no")), Err("no"));
+    assert!(failed.is_marked_failed());
+    failed.close().unwrap();
+    assert!(failed_path.is_dir(), "kept");
+    remove_by_path(&failed_path);
+}

@@ -3,7 +3,9 @@
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::panic::Location;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use rustix::fs::{Mode, OFlags};
 
 use super::keep::KeepPolicy;
 use super::keyed::{self, WhenHeld};
-use super::{lifetime, test_macro, Inner, Sandbox, State};
+use super::{lifetime, test_macro, worktree, Inner, Sandbox, State};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, Created, Lease, LeaseRecord};
 
@@ -52,9 +54,15 @@ struct Options {
     keep_for: Duration,
     kill_grace: Duration,
     site: Option<String>,
+    /// Where the builder was made: the default site.
+    caller: &'static Location<'static>,
+    /// Set by `sandbox!()`: two sites claiming one keyed name is an error.
+    claim_site: bool,
+    outside_worktree: bool,
 }
 
 impl Default for Builder {
+    #[track_caller]
     fn default() -> Self {
         Builder::new()
     }
@@ -62,6 +70,11 @@ impl Default for Builder {
 
 impl Builder {
     /// A builder with the defaults described on each setter.
+    ///
+    /// It remembers where it was called as the sandbox's [`site`](Builder::site);
+    /// being `#[track_caller]`, a helper marked `#[track_caller]` that calls
+    /// it passes its own caller's location on.
+    #[track_caller]
     pub fn new() -> Builder {
         Builder {
             opts: Options {
@@ -77,6 +90,9 @@ impl Builder {
                 keep_for: Duration::from_secs(24 * 3600),
                 kill_grace: Duration::from_secs(5),
                 site: None,
+                caller: Location::caller(),
+                claim_site: false,
+                outside_worktree: false,
             },
         }
     }
@@ -93,10 +109,28 @@ impl Builder {
     }
 
     /// The directory to create the sandbox in. Default: `$SANDKEEPER_ROOT`
-    /// if set, else the system temp directory (`$TMPDIR` or `/tmp`); keyed
-    /// and process-lifetime sandboxes then go into a per-user directory
-    /// `sandkeeper-<uid>` inside it (mode 0700). A relative root is made
-    /// absolute against the current directory at creation.
+    /// if set, else the system temp directory (`$TMPDIR` or `/tmp`). A
+    /// relative root is made absolute against the current directory at
+    /// creation.
+    ///
+    /// Keyed and process-lifetime sandboxes go into a per-user directory
+    /// `sandkeeper-<uid>` inside it (mode 0700, checked to be yours and not
+    /// a symlink) when the root is the default one, *and* when the root you
+    /// give is shared — writable by group or others, or not owned by you,
+    /// as `/tmp` is — so `.root(std::env::temp_dir())` keeps that
+    /// protection. In a private root of yours (mode 0700 or 0755, say) they
+    /// go directly inside it. Unique sandboxes always go directly inside:
+    /// their names are random.
+    ///
+    /// ```
+    /// # let base = sandkeeper::Sandbox::builder().permissions(0o1777).create()?;
+    /// # let shared = base.path();
+    /// // `shared` is mode 1777, like /tmp.
+    /// let keyed = sandkeeper::Sandbox::builder().root(shared).tag("k").keyed(true).create()?;
+    /// let uid = rustix::process::getuid().as_raw();
+    /// assert_eq!(keyed.path().parent(), Some(&*shared.join(format!("sandkeeper-{uid}"))));
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
     pub fn root(&mut self, root: impl Into<PathBuf>) -> &mut Builder {
         self.opts.root = Some(root.into());
         self
@@ -184,10 +218,65 @@ impl Builder {
         self
     }
 
-    /// The source location recorded in the lease (set by `sandbox!()`).
-    #[doc(hidden)]
+    /// The source location recorded in the lease's `site` field, which
+    /// `sandkeeper explain` shows: who made this directory, from where.
+    ///
+    /// Default: `file:line` of the call to [`Builder::new`] (or
+    /// [`Sandbox::builder`], [`Sandbox::new`]). Those are
+    /// `#[track_caller]`, so a helper marked `#[track_caller]` records its
+    /// caller's location instead of its own; set it here when the helper
+    /// knows better (a test name, a job id). Any text; it is only shown.
+    ///
+    /// ```
+    /// use sandkeeper::Sandbox;
+    ///
+    /// #[track_caller]
+    /// fn scratch(tag: &str) -> Sandbox {
+    ///     Sandbox::builder().tag(tag).create().unwrap()
+    /// }
+    ///
+    /// let sandbox = scratch("helper"); let line = line!();
+    /// assert_eq!(sandbox.record().site, Some(format!("{}:{line}", file!())));
+    ///
+    /// let sandbox = Sandbox::builder().site("job 42").create()?;
+    /// assert_eq!(sandbox.record().site.as_deref(), Some("job 42"));
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
     pub fn site(&mut self, site: impl Into<String>) -> &mut Builder {
         self.opts.site = Some(site.into());
+        self
+    }
+
+    /// Refuse a root inside a git work tree (default off): for tests that
+    /// need a directory with no repository above it (`git init`, `cargo
+    /// new`, tools that look for a `.git` upwards).
+    ///
+    /// With it, [`create`](Builder::create) fails with
+    /// [`ErrorKind::UnusableRoot`] naming the work tree when the root (the
+    /// default one, or the one given to [`root`](Builder::root)) or any
+    /// directory above it holds a `.git` (a directory, or the file of a
+    /// linked work tree or submodule). It changes nothing else: with the
+    /// default root, keyed sandboxes still go into the per-user root
+    /// `sandkeeper-<uid>`. `sandbox!(outside_worktree)` is this for tests.
+    ///
+    /// ```
+    /// # let base = sandkeeper::Sandbox::new()?;
+    /// # let repo = base.path();
+    /// std::fs::create_dir(repo.join(".git"))?;
+    /// let err = sandkeeper::Sandbox::builder().root(repo).outside_worktree(true).create().unwrap_err();
+    /// assert_eq!(err.kind(), sandkeeper::ErrorKind::UnusableRoot);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn outside_worktree(&mut self, yes: bool) -> &mut Builder {
+        self.opts.outside_worktree = yes;
+        self
+    }
+
+    /// For `sandbox!()`: the site, and that two sites claiming one keyed
+    /// name in this process is an error.
+    pub(super) fn macro_site(&mut self, site: String) -> &mut Builder {
+        self.opts.site = Some(site);
+        self.opts.claim_site = true;
         self
     }
 
@@ -197,7 +286,8 @@ impl Builder {
     ///
     /// - [`ErrorKind::InvalidInput`]: a bad tag or `SANDKEEPER_KEEP` value;
     /// - [`ErrorKind::UnusableRoot`]: the root does not exist, is not a
-    ///   directory, or is not writable;
+    ///   directory, or is not writable; or it is inside a git work tree and
+    ///   [`outside_worktree`](Builder::outside_worktree) is on;
     /// - [`ErrorKind::UnsafeRoot`]: the per-user root is a symlink or
     ///   belongs to another user;
     /// - [`ErrorKind::Held`] / [`ErrorKind::TimedOut`]: a keyed name is held
@@ -217,32 +307,20 @@ impl Builder {
             Some(root) => root.clone(),
             None => default_root(),
         })?;
-        let keyed = o.keyed || o.process_lifetime;
-        let mut record = LeaseRecord::for_current_process(tag);
-        if let Some(site) = &o.site {
-            record = record.with_site(site.clone());
+        if o.outside_worktree {
+            worktree::check_outside(&base)?;
         }
-        // A concurrent finish may remove an empty per-user root between our
-        // opening it and creating in it; start over a few times.
-        let mut attempts = 0;
-        let (root_path, lease, in_user_root) = loop {
-            let attempt = if keyed {
-                self.create_keyed(&base, tag, record.clone())
-            } else {
-                create_unique(&base, tag, &record, o.mode).map(|(p, l)| (p, l, false))
-            };
-            match attempt {
-                Err(e)
-                    if attempts < 8
-                        && e.io_error()
-                            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-                        && keyed
-                        && o.root.is_none() =>
-                {
-                    attempts += 1;
-                }
-                other => break other?,
-            }
+        let keyed = o.keyed || o.process_lifetime;
+        let site = match &o.site {
+            Some(site) => site.clone(),
+            None => format!("{}:{}", o.caller.file(), o.caller.line()),
+        };
+        let record = LeaseRecord::for_current_process(tag).with_site(site.clone());
+        let (root_path, lease, in_user_root) = if keyed {
+            self.create_keyed(&base, tag, record, &site)?
+        } else {
+            let (path, lease) = create_unique(&base, tag, &record, o.mode)?;
+            (path, lease, false)
         };
         let (dev, ino) = lease.identity();
         let inner = Arc::new(Inner {
@@ -252,6 +330,7 @@ impl Builder {
             identity: (dev, ino),
             in_user_root,
             keep,
+            failed: AtomicBool::new(false),
             keep_for: o.keep_for,
             kill_grace: o.kill_grace,
             state: Mutex::new(State {
@@ -271,6 +350,7 @@ impl Builder {
         base: &Path,
         tag: &str,
         record: LeaseRecord,
+        site: &str,
     ) -> Result<(PathBuf, Lease, bool)> {
         let o = &self.opts;
         let checkout = match &o.checkout {
@@ -281,26 +361,53 @@ impl Builder {
         };
         let record = record.with_checkout(checkout.to_string_lossy());
         let name = format!("{tag}-{}", keyed::checkout_hash(&checkout));
-        let (root_path, root_fd, in_user_root) = match &o.root {
-            Some(_) => (base.to_owned(), open_root(base)?, false),
-            None => {
-                let (path, fd) = keyed::open_user_root(base)?;
-                (path, fd, true)
+        let claim = |root_path: &Path, root_fd: &OwnedFd| {
+            if o.claim_site {
+                test_macro::claim_site(&root_path.join(&name), site)?;
             }
+            keyed::claim(
+                root_fd.as_fd(),
+                root_path,
+                &name,
+                &record,
+                o.mode,
+                o.when_held,
+            )
         };
-        if let Some(site) = &o.site {
-            test_macro::claim_site(&root_path.join(&name), site)?;
+        if o.root.is_some() {
+            let root_fd = open_root(base)?;
+            if !is_shared(&root_fd, base)? {
+                let lease = claim(base, &root_fd)?;
+                return Ok((base.to_owned(), lease, false));
+            }
         }
-        let lease = keyed::claim(
-            root_fd.as_fd(),
-            &root_path,
-            &name,
-            &record,
-            o.mode,
-            o.when_held,
-        )?;
-        Ok((root_path, lease, in_user_root))
+        // A concurrent finish may remove an empty per-user root between our
+        // opening it and creating in it; start over a few times.
+        let mut attempts = 0;
+        loop {
+            let attempt = keyed::open_user_root(base)
+                .and_then(|(path, fd)| claim(&path, &fd).map(|lease| (path, lease)));
+            match attempt {
+                Err(e)
+                    if attempts < 8
+                        && e.io_error()
+                            .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    attempts += 1;
+                }
+                other => return other.map(|(path, lease)| (path, lease, true)),
+            }
+        }
     }
+}
+
+/// Whether others may write in `root` (writable by group or others, or
+/// not owned by us, as `/tmp` is): then keyed names go into the per-user
+/// root inside it, where nobody else can take or watch them.
+fn is_shared(root: &OwnedFd, path: &Path) -> Result<bool> {
+    let st = rustix::fs::fstat(root)
+        .map_err(|e| Error::io("cannot inspect sandbox root", e.into()).at(path))?;
+    Ok(st.st_mode & 0o022 != 0 || st.st_uid != rustix::process::geteuid().as_raw())
 }
 
 /// Creates `<tag>-<random>` in `root`, retrying on the (unlikely) clash.

@@ -26,7 +26,10 @@ pub enum KeepPolicy {
     /// Always remove (the default).
     #[default]
     Never,
-    /// Keep when dropped while the thread panics: a failing test.
+    /// Keep when dropped while the thread panics, or when
+    /// [marked failed](crate::Sandbox::mark_failed) (a test that returned
+    /// `Err` through [`Sandbox::check`](crate::Sandbox::check) or
+    /// [`Sandbox::scope`](crate::Sandbox::scope)): a failing test.
     OnFailure,
     /// Always keep.
     Always,
@@ -47,12 +50,12 @@ impl KeepPolicy {
         }
     }
 
-    /// Whether a sandbox dropped now, with `panicking` telling whether the
-    /// thread unwinds, is kept.
-    pub(crate) fn keeps(self, panicking: bool) -> bool {
+    /// Whether a sandbox finished now is kept, `failed` telling whether the
+    /// thread unwinds or the sandbox was marked failed.
+    pub(crate) fn keeps(self, failed: bool) -> bool {
         match self {
             KeepPolicy::Never => false,
-            KeepPolicy::OnFailure => panicking,
+            KeepPolicy::OnFailure => failed,
             KeepPolicy::Always => true,
         }
     }

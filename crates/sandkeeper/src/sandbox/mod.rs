@@ -7,11 +7,13 @@ mod lifetime;
 mod teardown;
 #[doc(hidden)]
 pub mod test_macro;
+mod worktree;
 
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -53,6 +55,29 @@ use teardown::Action;
 /// assert!(!path.exists());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// Bind it to a name for as long as the directory is needed: `let _sb =
+/// sandbox!()?;` keeps it to the end of the scope, while `let _ =
+/// sandbox!()?;` drops it — and removes the directory — at once (`_` is
+/// not a name). An unused `Sandbox` value is a warning (`#[must_use]`):
+///
+/// ```compile_fail
+/// #[deny(unused_must_use)]
+/// fn fixture() {
+///     sandkeeper::Sandbox::new().unwrap(); // error: removed at once
+/// }
+/// ```
+///
+/// ```
+/// #[deny(unused_must_use)]
+/// fn fixture() -> Result<(), sandkeeper::Error> {
+///     let _sb = sandkeeper::Sandbox::new()?; // lives to the end of the scope
+///     Ok(())
+/// }
+/// # fixture().unwrap();
+/// ```
+#[must_use = "a Sandbox removes its directory when dropped: bind it to a name \
+              (`let _sb = ...`, not `let _ = ...`) for as long as it is needed"]
 pub struct Sandbox {
     inner: Arc<Inner>,
 }
@@ -67,6 +92,8 @@ struct Inner {
     /// The parent is the per-user root: remove it too once it is empty.
     in_user_root: bool,
     keep: KeepPolicy,
+    /// Marked failed ([`Sandbox::mark_failed`]): kept as on a panic.
+    failed: AtomicBool,
     keep_for: Duration,
     kill_grace: Duration,
     state: Mutex<State>,
@@ -91,11 +118,14 @@ impl Sandbox {
     /// # Errors
     ///
     /// As [`Builder::create`].
+    #[track_caller]
     pub fn new() -> Result<Sandbox> {
         Builder::new().create()
     }
 
-    /// A [`Builder`] for a sandbox with non-default options.
+    /// A [`Builder`] for a sandbox with non-default options; its
+    /// [`site`](Builder::site) is the caller's location.
+    #[track_caller]
     pub fn builder() -> Builder {
         Builder::new()
     }
@@ -213,8 +243,9 @@ impl Sandbox {
     /// Runs the teardown actions and removes the directory, returning what
     /// went wrong instead of ignoring it as `Drop` does.
     ///
-    /// With `SANDKEEPER_KEEP=always` the directory is kept (see
-    /// [`KeepPolicy`]).
+    /// With `SANDKEEPER_KEEP=always` the directory is kept, and with
+    /// `on-failure` when the sandbox was [marked failed](Self::mark_failed)
+    /// (see [`KeepPolicy`]).
     ///
     /// # Errors
     ///
@@ -243,6 +274,79 @@ impl Sandbox {
                 rustix::fs::unlinkat(lease.dir(), lease::LEASE_FILE, rustix::fs::AtFlags::empty());
         }
         inner.path.clone()
+    }
+}
+
+/// Failures that are not panics: a test that returns `Err`.
+impl Sandbox {
+    /// Marks the work done in this sandbox as failed, so that
+    /// `SANDKEEPER_KEEP=on-failure` (or [`KeepPolicy::OnFailure`]) keeps it
+    /// when it is finished — dropped, [`close`](Self::close)d, or at exit —
+    /// as it does for a sandbox dropped during a panic. Under `never` and
+    /// `always` it changes nothing.
+    ///
+    /// A test that returns `Err` does not panic, so nothing else tells the
+    /// sandbox it failed; [`check`](Self::check) and [`scope`](Self::scope)
+    /// call this for an `Err`.
+    pub fn mark_failed(&self) {
+        self.inner.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`mark_failed`](Self::mark_failed) was called.
+    pub fn is_marked_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Relaxed)
+    }
+
+    /// Returns `result` unchanged, [marking the sandbox
+    /// failed](Self::mark_failed) when it is an `Err`: the last expression
+    /// of a `-> Result` test, so that `SANDKEEPER_KEEP=on-failure` keeps
+    /// its sandbox when it fails.
+    ///
+    /// ```
+    /// use sandkeeper::sandbox;
+    ///
+    /// fn body(dir: &std::path::Path) -> std::io::Result<()> {
+    ///     std::fs::write(dir.join("input.txt"), "hello")?;
+    ///     std::fs::read_to_string(dir.join("missing")).map(drop) // fails
+    /// }
+    ///
+    /// let sb = sandbox!()?;
+    /// let result = sb.check(body(sb.path()));
+    /// assert!(result.is_err() && sb.is_marked_failed());
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    pub fn check<T, E>(&self, result: std::result::Result<T, E>) -> std::result::Result<T, E> {
+        if result.is_err() {
+            self.mark_failed();
+        }
+        result
+    }
+
+    /// Runs `test` with the sandbox, then finishes the sandbox (as a drop
+    /// does) and returns what `test` returned. When `test` returns `Err`
+    /// the sandbox is [marked failed](Self::mark_failed) first, so
+    /// `SANDKEEPER_KEEP=on-failure` keeps it; a panic in `test` keeps it
+    /// as any panic does. The body of a `-> Result` test, `?` and all:
+    ///
+    /// ```
+    /// use sandkeeper::sandbox;
+    ///
+    /// // #[test]
+    /// fn writes_its_input() -> Result<(), Box<dyn std::error::Error>> {
+    ///     sandbox!()?.scope(|sb| {
+    ///         std::fs::write(sb.path().join("input.txt"), "hello")?;
+    ///         assert_eq!(std::fs::read_to_string(sb.path().join("input.txt"))?, "hello");
+    ///         Ok(())
+    ///     })
+    /// }
+    /// # writes_its_input().unwrap();
+    /// ```
+    pub fn scope<T, E>(
+        self,
+        test: impl FnOnce(&Sandbox) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let result = test(&self);
+        self.check(result)
     }
 }
 
@@ -321,7 +425,10 @@ impl Inner {
             return Ok(());
         };
         teardown::run_stack(actions, self.kill_grace);
-        if self.keep.keeps(panicking) {
+        if self
+            .keep
+            .keeps(panicking || self.failed.load(Ordering::Relaxed))
+        {
             self.keep_for_debugging(lease);
             return Ok(());
         }
