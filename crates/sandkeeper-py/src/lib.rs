@@ -179,6 +179,19 @@ impl PySandbox {
         Ok(())
     }
 
+    /// A new descriptor (inheritable, close-on-exec cleared) sharing the
+    /// lease lock, for a child to hold the sandbox live (`pass_fds`); the
+    /// caller closes it once the child is started.
+    fn dup_lease_fd(&self, py: Python<'_>) -> PyResult<i32> {
+        use std::os::fd::IntoRawFd;
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(sandbox) = guard.as_ref() else {
+            return Err(PyRuntimeError::new_err("the sandbox is already finished"));
+        };
+        let fd = sandbox.try_clone_dir().map_err(|e| py_err(py, &e))?;
+        Ok(fd.into_raw_fd())
+    }
+
     /// Runs the teardown and removes the directory; raises what went wrong.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         match self.take() {

@@ -293,10 +293,27 @@ class Sandbox:
         self.defer(stop)
         return popen
 
-    def spawn(self, args: Any, **popen_kwargs: Any) -> "subprocess.Popen[Any]":
+    def spawn(
+        self, args: Any, *, share_lease: bool = True, **popen_kwargs: Any
+    ) -> "subprocess.Popen[Any]":
         """Starts ``subprocess.Popen(args, **popen_kwargs)`` and
-        :meth:`adopt`\\ s it: it is dead before the directory is removed."""
-        return self.adopt(subprocess.Popen(args, **popen_kwargs))
+        :meth:`adopt`\\ s it: it is stopped and waited for before the
+        directory is removed.
+
+        With ``share_lease`` (the default) the child inherits a descriptor
+        holding the sandbox's lease, so the directory stays ``live`` while
+        the child runs even if this process is killed first; reapers take
+        it once the child is gone too."""
+        fd = None
+        if share_lease:
+            fd = self._native.dup_lease_fd()
+            popen_kwargs["pass_fds"] = tuple(popen_kwargs.get("pass_fds", ())) + (fd,)
+        try:
+            popen = subprocess.Popen(args, **popen_kwargs)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return self.adopt(popen)
 
     def close(self) -> None:
         """Runs the teardown (children stopped, deferred callables) and
