@@ -64,7 +64,9 @@ fn seconds(py: Python<'_>, what: &str, secs: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(secs).map_err(|_| {
         invalid(
             py,
-            &format!("{what} = {secs} s is not a duration; use zero or more, such as 90s, 15m, 2h or 7d"),
+            &format!(
+                "{what} = {secs} s is not a duration; use zero or more, such as 90s, 15m, 2h or 7d"
+            ),
         )
     })
 }
@@ -130,9 +132,7 @@ impl PySandbox {
         if let Some(checkout) = checkout {
             builder.checkout(checkout);
         }
-        let sandbox = py
-            .detach(|| builder.create())
-            .map_err(|e| py_err(py, &e))?;
+        let sandbox = py.detach(|| builder.create()).map_err(|e| py_err(py, &e))?;
         Ok(PySandbox {
             path: sandbox.path().as_os_str().to_owned(),
             inner: Mutex::new(Some(sandbox)),
