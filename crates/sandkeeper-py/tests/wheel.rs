@@ -90,7 +90,11 @@ fn python_package_builds_installs_and_passes_its_tests() {
 
     run(
         "python3 -m venv",
-        Command::new("python3").arg("-m").arg("venv").arg(&venv),
+        Command::new("python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&venv)
+            .env("TMPDIR", &tmp),
     );
     run(
         "pip install maturin pytest",
@@ -158,7 +162,11 @@ fn python_package_builds_installs_and_passes_its_tests() {
     let clean = dir.join("clean");
     run(
         "python3 -m venv (clean)",
-        Command::new("python3").arg("-m").arg("venv").arg(&clean),
+        Command::new("python3")
+            .arg("-m")
+            .arg("venv")
+            .arg(&clean)
+            .env("TMPDIR", &tmp),
     );
     run(
         "pip install the wheel (clean)",

@@ -150,6 +150,15 @@ def test_other_bad_values(root):
     assert os.listdir(root) == []
 
 
+def test_every_rust_error_kind_has_its_exception():
+    from sandkeeper import _errors, _native
+
+    for kind in _native.error_kinds():
+        cls = _errors._BY_KIND[kind]
+        assert issubclass(cls, sandkeeper.SandkeeperError) and cls.kind == kind
+        assert getattr(sandkeeper, cls.__name__) is cls
+
+
 # --- The CLI in the same wheel ------------------------------------------------
 
 
