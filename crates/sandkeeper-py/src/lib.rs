@@ -7,8 +7,6 @@
 //! implementation. Errors cross as `sandkeeper._errors` exceptions built
 //! from the library's [`sandkeeper::Error`] (its kind, message, path, pid
 //! and hint). Calls that touch the file system release the GIL.
-// pyo3's macros expand to `unsafe` FFI glue; this crate writes none itself.
-#![allow(unsafe_code)]
 
 use std::ffi::OsString;
 use std::path::PathBuf;
