@@ -196,3 +196,10 @@ def test_scan_fields_match_the_schema(root):
         reap = sandkeeper.reap(root, dry_run=True)
         assert reap.schema == "sandkeeper.reap/v1" and reap.dry_run
         assert reap.skipped[0].path == sb.path
+
+
+def test_the_module_docstring_example_runs():
+    import doctest
+
+    result = doctest.testmod(sandkeeper)
+    assert result.attempted > 0 and result.failed == 0
