@@ -1,0 +1,718 @@
+"""Scratch directories that cannot leak unnoticed — sandkeeper for Python.
+
+The same Rust engine as the ``sandkeeper`` command (which this package also
+installs): leased sandboxes that are removed when closed, collected or at
+interpreter exit, a scanner that tells live, in-use, orphaned and idle
+leftovers apart, and a reaper that never takes what is live or in use.
+
+>>> import sandkeeper
+>>> with sandkeeper.Sandbox(tag="doc") as sb:
+...     _ = (sb.path / "data").write_text("scratch")
+...     kept = sb.path
+>>> kept.exists()
+False
+
+See ``docs/python.md`` for the launcher pattern and the pytest plugin.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+from . import _native
+from ._errors import (
+    Held,
+    InvalidInput,
+    InvalidLease,
+    IoError,
+    NameConflict,
+    Removal,
+    SandkeeperError,
+    Stopped,
+    TimedOut,
+    Unsupported,
+    UnsafeRoot,
+    UnusableRoot,
+)
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Sandbox",
+    "scan",
+    "reap",
+    "ScanReport",
+    "ScanRoot",
+    "Filesystem",
+    "Totals",
+    "Group",
+    "Entry",
+    "Process",
+    "ReapReport",
+    "Removed",
+    "Skipped",
+    "ReapFailure",
+    "ReapRoot",
+    "SandkeeperError",
+    "IoError",
+    "InvalidInput",
+    "UnusableRoot",
+    "UnsafeRoot",
+    "Held",
+    "NameConflict",
+    "InvalidLease",
+    "TimedOut",
+    "Removal",
+    "Unsupported",
+    "Stopped",
+    "__version__",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Duration = Union[datetime.timedelta, str, int, float]
+
+_KEEP_POLICIES = ("never", "on-failure", "always")
+
+
+def _seconds(value: Duration, what: str) -> float:
+    """A duration argument in seconds: a ``timedelta``, a CLI string
+    (``"90s"``, ``"2h"``, ``"7d"``) or a number of seconds."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be a timedelta, a string like '90s' or a number of seconds, not {value!r}")
+    if isinstance(value, datetime.timedelta):
+        secs = value.total_seconds()
+    elif isinstance(value, str):
+        try:
+            return _native.parse_duration(value)
+        except InvalidInput as e:
+            raise InvalidInput(f"{what}: {e.message}") from None
+    elif isinstance(value, (int, float)):
+        secs = float(value)
+    else:
+        raise TypeError(f"{what} must be a timedelta, a string like '90s' or a number of seconds, not {value!r}")
+    if not secs >= 0:  # also NaN
+        raise InvalidInput(
+            f"{what}={value!r} is a negative duration; use zero or more, such as 90s, 15m, 2h or 7d"
+        )
+    return secs
+
+
+def _path_arg(value: PathLike, what: str) -> str:
+    try:
+        return os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a path (str or os.PathLike), not {value!r}") from None
+
+
+# --- Sandboxes ---------------------------------------------------------------
+
+# Open sandboxes, closed at interpreter exit if still open: the fallback for
+# ones nobody closed (process-lifetime ones are held strongly until then).
+_open: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+_lifetime: "set[Sandbox]" = set()
+_open_lock = threading.Lock()
+
+
+def _close_all_at_exit() -> None:
+    with _open_lock:
+        pending = list(_open) + [s for s in _lifetime if s not in _open]
+        _lifetime.clear()
+    for sandbox in pending:
+        try:
+            sandbox.close()
+        except Exception as e:  # noqa: BLE001 - at exit, say it and go on
+            print(f"sandkeeper: {e}", file=sys.stderr)
+
+
+atexit.register(_close_all_at_exit)
+
+
+class Sandbox:
+    """A leased scratch directory, removed when closed.
+
+    Use it as a context manager (removed at the end of the ``with``, after
+    its teardown: children stopped, deferred callables run) or as an object
+    (removed by :meth:`close`, else when garbage-collected, else at
+    interpreter exit). While it is open, every reaper that speaks the lease
+    protocol (``sandkeeper reap``, :func:`reap`, ``systemd-tmpfiles``) sees
+    it as ``live``; if the process dies without closing it, the kernel
+    releases the lease and it is ``orphaned``: any reaper, or the next keyed
+    sandbox of the same tag, takes it.
+
+    :param tag: the name's prefix (1–200 bytes of a file name, no ``/``).
+    :param root: where to create it (default: ``SANDKEEPER_ROOT``, else the
+        system temp directory; keyed ones go into its per-user
+        ``sandkeeper-<uid>`` directory).
+    :param keyed: a fixed name (tag + a hash of ``checkout``) that reclaims
+        what a dead predecessor left; concurrent holders take numbered slots.
+    :param process_lifetime: keyed, and held until interpreter exit.
+    :param keep: ``"never"``, ``"on-failure"`` (kept when the ``with``
+        block raises) or ``"always"``; default ``SANDKEEPER_KEEP``, else never.
+    :param keep_for: how long a sandbox kept on failure stays managed
+        before reapers may take it (default 24 h).
+    :param kill_grace: between SIGTERM and SIGKILL for adopted children.
+    :param checkout: what a keyed name is derived from (default: the
+        interpreter's path).
+    :param mode: the directory's permissions (default ``0o700``).
+    :raises InvalidInput: a bad tag, keep policy or duration (naming it).
+    :raises UnusableRoot: a root that does not exist or is not writable.
+    """
+
+    def __init__(
+        self,
+        tag: str = "sandbox",
+        root: Optional[PathLike] = None,
+        *,
+        keyed: bool = False,
+        process_lifetime: bool = False,
+        keep: Optional[str] = None,
+        keep_for: Duration = datetime.timedelta(hours=24),
+        kill_grace: Duration = datetime.timedelta(seconds=5),
+        checkout: Optional[PathLike] = None,
+        mode: int = 0o700,
+    ) -> None:
+        if not isinstance(tag, str):
+            raise TypeError(f"tag must be a str, not {tag!r}")
+        if keep is not None and keep not in _KEEP_POLICIES:
+            raise InvalidInput(
+                f"keep={keep!r} is not a keep policy; use 'never', 'on-failure' or 'always'"
+            )
+        self._keep_for = _seconds(keep_for, "keep_for")
+        self._kill_grace = _seconds(kill_grace, "kill_grace")
+        self._errors: List[BaseException] = []
+        self._native = _native._Sandbox(
+            tag,
+            None if root is None else _path_arg(root, "root"),
+            bool(keyed),
+            bool(process_lifetime),
+            keep,
+            self._keep_for,
+            None if checkout is None else _path_arg(checkout, "checkout"),
+            int(mode),
+        )
+        self._path = pathlib.Path(self._native.path)
+        with _open_lock:
+            _open.add(self)
+            if process_lifetime:
+                _lifetime.add(self)
+
+    @property
+    def path(self) -> pathlib.Path:
+        """The absolute path, fixed at creation."""
+        return self._path
+
+    @property
+    def keep_policy(self) -> str:
+        """The keep policy in force (``never``, ``on-failure``, ``always``)."""
+        return self._native.keep_policy
+
+    @property
+    def closed(self) -> bool:
+        """Whether the sandbox was closed or kept."""
+        return self._native.finished
+
+    def __fspath__(self) -> str:
+        return str(self._path)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<sandkeeper.Sandbox {str(self._path)!r} {state}>"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None and self.keep_policy == "on-failure" and not self.closed:
+            path = self.persist()
+            print(
+                f"sandkeeper: kept sandbox {path} (keep=on-failure; reapers may remove it "
+                f"after {datetime.timedelta(seconds=self._keep_for)})",
+                file=sys.stderr,
+            )
+            return False
+        if exc_type is not None:
+            # Do not hide the exception that is propagating: say the
+            # removal's failure and let it go on.
+            try:
+                self.close()
+            except Exception as e:  # noqa: BLE001
+                print(f"sandkeeper: {e}", file=sys.stderr)
+            return False
+        self.close()
+        return False
+
+    def defer(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """Registers ``fn()`` to run before the directory is removed (last
+        registered first). What it raises is raised again by :meth:`close`
+        (after the removal); returns ``fn``, so it works as a decorator."""
+        if not callable(fn):
+            raise TypeError(f"defer() needs a callable, not {fn!r}")
+        errors = self._errors
+
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - re-raised by close()
+                errors.append(e)
+
+        self._native.defer(run)
+        return fn
+
+    def adopt(self, popen: "subprocess.Popen[Any]") -> "subprocess.Popen[Any]":
+        """Registers a started child for teardown: before the directory
+        goes it gets SIGTERM, up to ``kill_grace`` to exit, then SIGKILL,
+        and is waited for. Returns ``popen``."""
+        if not isinstance(popen, subprocess.Popen):
+            raise TypeError(f"adopt() needs a subprocess.Popen, not {popen!r}")
+        grace = self._kill_grace
+
+        def stop() -> None:
+            if popen.poll() is not None:
+                return
+            try:
+                popen.terminate()
+                popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+            except ProcessLookupError:
+                popen.wait()
+
+        self.defer(stop)
+        return popen
+
+    def spawn(
+        self, args: Any, *, share_lease: bool = True, **popen_kwargs: Any
+    ) -> "subprocess.Popen[Any]":
+        """Starts ``subprocess.Popen(args, **popen_kwargs)`` and
+        :meth:`adopt`\\ s it: it is stopped and waited for before the
+        directory is removed.
+
+        With ``share_lease`` (the default) the child inherits a descriptor
+        holding the sandbox's lease, so the directory stays ``live`` while
+        the child runs even if this process is killed first; reapers take
+        it once the child is gone too."""
+        fd = None
+        if share_lease:
+            fd = self._native.dup_lease_fd()
+            popen_kwargs["pass_fds"] = tuple(popen_kwargs.get("pass_fds", ())) + (fd,)
+        try:
+            popen = subprocess.Popen(args, **popen_kwargs)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return self.adopt(popen)
+
+    def close(self) -> None:
+        """Runs the teardown (children stopped, deferred callables) and
+        removes the directory. Closing twice does nothing.
+
+        :raises Removal: when something could not be removed (a mount
+            inside, an immutable file); what is left keeps its lease record
+            so a reaper takes it once nothing blocks it.
+        :raises BaseException: the first exception a deferred callable raised.
+        """
+        try:
+            self._native.close()
+        finally:
+            self._forget()
+        self._raise_deferred()
+
+    def keep(self) -> pathlib.Path:
+        """Runs the teardown, then keeps the directory *unmanaged* (its lease
+        record is deleted: no reaper takes it without a ``--match`` rule).
+        Returns its path."""
+        path = pathlib.Path(self._native.keep())
+        self._forget()
+        self._raise_deferred()
+        return path
+
+    def persist(self, keep_for: Optional[Duration] = None) -> pathlib.Path:
+        """Runs the teardown, then keeps the directory *managed* for
+        ``keep_for`` (default: the sandbox's ``keep_for``): reapers leave it
+        alone until then, and take it after. Returns its path."""
+        secs = self._keep_for if keep_for is None else _seconds(keep_for, "keep_for")
+        try:
+            path = pathlib.Path(self._native.persist_for(secs))
+        finally:
+            self._forget()
+        self._raise_deferred()
+        return path
+
+    def _forget(self) -> None:
+        with _open_lock:
+            _open.discard(self)
+            _lifetime.discard(self)
+
+    def _raise_deferred(self) -> None:
+        if self._errors:
+            first = self._errors[0]
+            self._errors.clear()
+            raise first
+
+
+# --- Typed results -------------------------------------------------------------
+
+
+def _exact_path(d: Dict[str, Any], key: str = "path") -> Optional[pathlib.Path]:
+    exact = d.get(f"{key}_base64")
+    if exact is not None:
+        return pathlib.Path(os.fsdecode(base64.b64decode(exact)))
+    value = d.get(key)
+    return None if value is None else pathlib.Path(value)
+
+
+def _build(cls, d: Dict[str, Any], **converted: Any):
+    """``cls`` from a JSON object: declared fields from ``d`` (or
+    ``converted``), whatever the schema added later in ``extra``."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in d.items() if k in names}
+    kwargs.update(converted)
+    kwargs["extra"] = {k: v for k, v in d.items() if k not in names}
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Filesystem:
+    """A root's filesystem: ``type`` (``tmpfs``, ``ext4``, …), sizes in bytes."""
+
+    type: str = ""
+    total_bytes: int = 0
+    free_bytes: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over a root's top-level entries."""
+
+    entries: int = 0
+    disk_bytes: int = 0
+    apparent_bytes: int = 0
+    files: int = 0
+    dirs: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A name family (``pattern``: what varies is ``*``)."""
+
+    pattern: str = ""
+    count: int = 0
+    disk_bytes: int = 0
+    apparent_bytes: int = 0
+    files: int = 0
+    dirs: int = 0
+    oldest_ms: Optional[int] = None
+    newest_ms: Optional[int] = None
+    states: Dict[str, int] = field(default_factory=dict)
+    reclaimable_bytes: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One top-level entry: ``state`` is ``live``, ``in_use``,
+    ``orphaned``, ``idle`` or ``unknown``; ``path`` is the root joined with
+    the exact name."""
+
+    name: str = ""
+    pattern: str = ""
+    state: str = "unknown"
+    reason: str = ""
+    disk_bytes: int = 0
+    apparent_bytes: int = 0
+    files: int = 0
+    dirs: int = 0
+    newest_mtime_ms: Optional[int] = None
+    uid: Optional[int] = None
+    holders: List[Dict[str, Any]] = field(default_factory=list)
+    lease: Optional[Dict[str, Any]] = None
+    path: Optional[pathlib.Path] = None
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ScanRoot:
+    """One scanned root."""
+
+    path: pathlib.Path
+    filesystem: Filesystem = field(default_factory=Filesystem)
+    totals: Totals = field(default_factory=Totals)
+    groups: List[Group] = field(default_factory=list)
+    entries: List[Entry] = field(default_factory=list)
+    warnings: List[Any] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def entry(self, name: str) -> Optional[Entry]:
+        """The entry called ``name``, if listed (``scan(entries=True)``)."""
+        return next((e for e in self.entries if e.name == name), None)
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process the in-use check could not inspect (or was told to assume)."""
+
+    pid: int = 0
+    comm: str = ""
+    reason: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """The ``sandkeeper.scan/v1`` document as objects (docs/scan-json.md)."""
+
+    schema: str
+    started_ms: int
+    roots: List[ScanRoot]
+    uninspectable: List[Process] = field(default_factory=list)
+    assumed: List[Process] = field(default_factory=list)
+    blind_spots: List[str] = field(default_factory=list)
+    assumed_blind_spots: List[str] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def entries(self) -> List[Entry]:
+        """Every listed entry of every root."""
+        return [e for r in self.roots for e in r.entries]
+
+    def find(self, path: PathLike) -> Optional[Entry]:
+        """The entry at ``path``, if listed."""
+        target = pathlib.Path(os.fspath(path))
+        return next((e for e in self.entries() if e.path == target), None)
+
+
+def _scan_root(d: Dict[str, Any]) -> ScanRoot:
+    root = _exact_path(d)
+    entries = []
+    for e in d.get("entries", []):
+        name = e.get("name", "")
+        exact = e.get("name_base64")
+        exact_name = os.fsdecode(base64.b64decode(exact)) if exact is not None else name
+        entries.append(_build(Entry, e, path=root / exact_name))
+    return _build(
+        ScanRoot,
+        d,
+        path=root,
+        filesystem=_build(Filesystem, d.get("filesystem", {})),
+        totals=_build(Totals, d.get("totals", {})),
+        groups=[_build(Group, g) for g in d.get("groups", [])],
+        entries=entries,
+    )
+
+
+def _scan_report(d: Dict[str, Any]) -> ScanReport:
+    return _build(
+        ScanReport,
+        d,
+        roots=[_scan_root(r) for r in d.get("roots", [])],
+        uninspectable=[_build(Process, p) for p in d.get("uninspectable", [])],
+        assumed=[_build(Process, p) for p in d.get("assumed", [])],
+    )
+
+
+@dataclass(frozen=True)
+class Removed:
+    """An entry a reap removed (or, on a dry run, would remove)."""
+
+    path: pathlib.Path
+    pattern: str = ""
+    state: str = ""
+    reason: str = ""
+    disk_bytes: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An entry a reap left in place; ``reason_code`` says why (``live``,
+    ``in_use``, ``unknown``, ``grace``, ``kept``, ``not_selected``, …)."""
+
+    path: pathlib.Path
+    state: str = ""
+    reason: str = ""
+    reason_code: str = ""
+    disk_bytes: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ReapFailure:
+    """An entry that should have gone but could not be removed completely."""
+
+    path: pathlib.Path
+    error: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ReapRoot:
+    """Per root: bytes freed, quarantine items a killed reaper had left."""
+
+    path: pathlib.Path
+    freed_bytes: int = 0
+    quarantine_finished: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    """The ``sandkeeper.reap/v1`` document as objects (docs/reap-json.md)."""
+
+    schema: str
+    dry_run: bool
+    removed: List[Removed] = field(default_factory=list)
+    skipped: List[Skipped] = field(default_factory=list)
+    errors: List[ReapFailure] = field(default_factory=list)
+    freed_bytes: int = 0
+    roots: List[ReapRoot] = field(default_factory=list)
+    assumed_blind_spots: List[str] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def skipped_at(self, path: PathLike) -> Optional[Skipped]:
+        """Why the entry at ``path`` was left, if it was."""
+        target = pathlib.Path(os.fspath(path))
+        return next((s for s in self.skipped if s.path == target), None)
+
+    def removed_paths(self) -> List[pathlib.Path]:
+        """The paths removed (or that a dry run would remove)."""
+        return [r.path for r in self.removed]
+
+
+def _reap_report(d: Dict[str, Any]) -> ReapReport:
+    def items(cls, key):
+        return [_build(cls, x, path=_exact_path(x)) for x in d.get(key, [])]
+
+    return _build(
+        ReapReport,
+        d,
+        removed=items(Removed, "removed"),
+        skipped=items(Skipped, "skipped"),
+        errors=items(ReapFailure, "errors"),
+        roots=items(ReapRoot, "roots"),
+    )
+
+
+# --- scan and reap -------------------------------------------------------------
+
+
+def _roots_arg(roots: Union[None, PathLike, Iterable[PathLike]]) -> List[str]:
+    if roots is None:
+        return []
+    if isinstance(roots, (str, bytes, os.PathLike)):
+        return [_path_arg(roots, "roots")]
+    return [_path_arg(r, "roots") for r in roots]
+
+
+def _pids_arg(pids: Iterable[int]) -> List[int]:
+    out = []
+    for pid in pids:
+        if isinstance(pid, bool) or not isinstance(pid, int):
+            raise TypeError(f"ignore_pids must hold ints, not {pid!r}")
+        if not 0 < pid < 2**31:
+            raise InvalidInput(f"ignore_pids: {pid} is not a process id; use a number from 1 up")
+        out.append(pid)
+    return out
+
+
+def scan(
+    roots: Union[None, PathLike, Iterable[PathLike]] = None,
+    *,
+    entries: bool = False,
+    ignore_pids: Iterable[int] = (),
+    trust_pid_namespace: Optional[bool] = None,
+) -> ScanReport:
+    """Audits ``roots`` (default: the system temp directory and the
+    per-user sandbox directories in it), as ``sandkeeper scan --json``.
+
+    Read-only: takes no lock, removes nothing. Releases the GIL.
+
+    :param entries: list every top-level entry (``ScanRoot.entries``).
+    :param ignore_pids: processes that cannot be inspected but are vouched for.
+    :param trust_pid_namespace: trust that every process that can reach the
+        roots is in this pid namespace (default: ``SANDKEEPER_TRUST_PID_NAMESPACE``).
+    :raises UnusableRoot: a root that does not exist (naming it).
+    """
+    doc = _native.scan_json(
+        _roots_arg(roots), bool(entries), _pids_arg(ignore_pids), trust_pid_namespace
+    )
+    return _scan_report(json.loads(doc))
+
+
+def reap(
+    roots: Union[None, PathLike, Iterable[PathLike]] = None,
+    *,
+    match: Union[str, Sequence[str]] = (),
+    older_than: Optional[Duration] = None,
+    keep_last: Optional[int] = None,
+    target_free: Union[None, str, int] = None,
+    target_free_inodes: Union[None, str, int] = None,
+    owner: Union[None, str, int] = None,
+    grace: Duration = "60s",
+    max_keep: Duration = "7d",
+    dry_run: bool = False,
+    ignore_pids: Iterable[int] = (),
+    trust_pid_namespace: Optional[bool] = None,
+) -> ReapReport:
+    """Removes what is safe to remove from ``roots``, as ``sandkeeper reap
+    --json``: orphaned sandboxes always, unmanaged entries only when a
+    ``match`` glob selects them; never anything ``live``, ``in_use`` or
+    ``unknown``. Releases the GIL.
+
+    :param match: globs admitting unmanaged entries (``"app-*"``).
+    :param older_than: only entries older than this (timedelta or ``"2h"``).
+    :param keep_last: keep the N newest of each family.
+    :param target_free: stop once this much is free (``"25%"``, ``"2GiB"``, bytes).
+    :param target_free_inodes: stop once this many inodes are free.
+    :param owner: only entries of this user (name or uid).
+    :param grace: never remove anything younger than this (default 60 s).
+    :param max_keep: honour a kept sandbox's "keep until" for at most this.
+    :param dry_run: remove nothing; ``removed`` lists what would go.
+    :raises InvalidInput: a bad glob, duration, percentage or count (naming it).
+    :raises UnusableRoot: a root that does not exist or is a symlink.
+    """
+    globs = [match] if isinstance(match, str) else list(match)
+    for g in globs:
+        if not isinstance(g, str):
+            raise TypeError(f"match must hold glob strings, not {g!r}")
+    if keep_last is not None:
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int):
+            raise TypeError(f"keep_last must be an int, not {keep_last!r}")
+        if keep_last < 0:
+            raise InvalidInput(f"keep_last={keep_last} is negative; use a count of zero or more")
+
+    def text(value, what):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise TypeError(f"{what} must be a str or an int, not {value!r}")
+        return str(value)
+
+    doc = _native.reap_json(
+        _roots_arg(roots),
+        globs,
+        None if older_than is None else _seconds(older_than, "older_than"),
+        keep_last,
+        text(target_free, "target_free"),
+        text(target_free_inodes, "target_free_inodes"),
+        text(owner, "owner"),
+        _seconds(grace, "grace"),
+        _seconds(max_keep, "max_keep"),
+        bool(dry_run),
+        _pids_arg(ignore_pids),
+        trust_pid_namespace,
+    )
+    return _reap_report(json.loads(doc))

@@ -1,0 +1,50 @@
+"""The Rust extension behind sandkeeper (private: use the package's API)."""
+
+from typing import Callable, List, Optional
+
+__version__: str
+
+class _Sandbox:
+    def __init__(
+        self,
+        tag: str,
+        root: Optional[str],
+        keyed: bool,
+        process_lifetime: bool,
+        keep: Optional[str],
+        keep_for: float,
+        checkout: Optional[str],
+        mode: int,
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def keep_policy(self) -> str: ...
+    @property
+    def finished(self) -> bool: ...
+    def defer(self, action: Callable[[], object]) -> None: ...
+    def dup_lease_fd(self) -> int: ...
+    def close(self) -> None: ...
+    def keep(self) -> str: ...
+    def persist_for(self, secs: float) -> str: ...
+
+def scan_json(
+    roots: List[str], entries: bool, ignore_pids: List[int], trust_pid_namespace: Optional[bool]
+) -> str: ...
+def reap_json(
+    roots: List[str],
+    globs: List[str],
+    older_than: Optional[float],
+    keep_last: Optional[int],
+    target_free: Optional[str],
+    target_free_inodes: Optional[str],
+    owner: Optional[str],
+    grace: float,
+    max_keep: float,
+    dry_run: bool,
+    ignore_pids: List[int],
+    trust_pid_namespace: Optional[bool],
+) -> str: ...
+def parse_duration(text: str) -> float: ...
+def cli_main(argv: List[str]) -> int: ...
+def error_kinds() -> List[str]: ...

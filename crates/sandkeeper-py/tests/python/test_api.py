@@ -1,0 +1,205 @@
+"""The Sandbox object, bad input, and the CLI from the venv."""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import sandkeeper
+from conftest import python
+
+
+def test_path_is_a_pathlib_path_and_the_dir_goes_on_close(root):
+    sb = sandkeeper.Sandbox(tag="app", root=root)
+    assert isinstance(sb.path, pathlib.Path) and sb.path.is_dir()
+    assert sb.path.parent == root and sb.path.name.startswith("app-")
+    assert os.fspath(sb) == str(sb.path)
+    sb.close()
+    sb.close()  # twice: nothing
+    assert sb.closed and not sb.path.exists()
+
+
+def test_defer_runs_last_first_and_close_raises_what_it_raised(root):
+    sb = sandkeeper.Sandbox(root=root)
+    seen = []
+    sb.defer(lambda: seen.append("first"))
+
+    @sb.defer
+    def boom():
+        seen.append("second")
+        raise KeyError("from a deferred callable")
+
+    with pytest.raises(KeyError, match="from a deferred"):
+        sb.close()
+    assert seen == ["second", "first"]
+    assert not sb.path.exists()
+
+
+def test_keep_and_persist(root):
+    sb = sandkeeper.Sandbox(root=root)
+    kept = sb.keep()
+    assert kept.is_dir() and not (kept / ".sandkeeper-lease").exists()
+    kept.rmdir()
+    sb = sandkeeper.Sandbox(root=root)
+    kept = sb.persist(datetime.timedelta(hours=1))
+    assert kept.is_dir()
+    report = sandkeeper.reap(root, grace=0, dry_run=True)
+    assert report.removed == []
+    shutil.rmtree(kept)
+
+
+def test_on_failure_keeps_when_the_block_raises(root, capfd):
+    with pytest.raises(RuntimeError):
+        with sandkeeper.Sandbox(root=root, keep="on-failure") as sb:
+            raise RuntimeError("x")
+    assert sb.path.is_dir()
+    assert f"kept sandbox {sb.path}" in capfd.readouterr().err
+    with sandkeeper.Sandbox(root=root, keep="on-failure") as ok:
+        pass
+    assert not ok.path.exists()
+    shutil.rmtree(sb.path)
+
+
+def test_garbage_collection_removes_it(root):
+    sb = sandkeeper.Sandbox(root=root)
+    path = sb.path
+    del sb
+    gc.collect()
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("lifetime", [False, True])
+def test_interpreter_exit_removes_it(root, lifetime):
+    child = python(
+        """
+        import subprocess, sys
+        import sandkeeper
+        sb = sandkeeper.Sandbox(root=sys.argv[1], process_lifetime=sys.argv[2] == "1")
+        vm = sb.spawn(["sleep", "600"])
+        print(sb.path, vm.pid, flush=True)
+        sys.exit(0)   # never closed: the atexit fallback
+        """,
+        str(root),
+        "1" if lifetime else "0",
+    )
+    out, _ = child.communicate()
+    assert child.returncode == 0
+    path, pid = out.split()
+    assert not os.path.exists(path)
+    assert not os.path.exists(f"/proc/{pid}"), "the child was stopped and waited for"
+    assert os.listdir(root) == []
+
+
+# --- Bad input: an exception naming the value, never a crash -----------------
+
+
+def test_bad_tag_names_it(root):
+    with pytest.raises(sandkeeper.InvalidInput, match=r'"a/b"') as info:
+        sandkeeper.Sandbox(tag="a/b", root=root)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, sandkeeper.SandkeeperError)
+    assert info.value.kind == "InvalidInput"
+
+
+def test_missing_root_names_it(tmp_path):
+    missing = tmp_path / "no-such-root"
+    with pytest.raises(sandkeeper.UnusableRoot, match="no-such-root") as info:
+        sandkeeper.Sandbox(root=missing)
+    assert isinstance(info.value, ValueError)
+    assert info.value.hint
+    with pytest.raises(sandkeeper.SandkeeperError, match="no-such-root"):
+        sandkeeper.scan(missing)
+    with pytest.raises(sandkeeper.SandkeeperError, match="no-such-root"):
+        sandkeeper.reap(missing)
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [("-1s", "-1s"), (datetime.timedelta(seconds=-5), "timedelta"), (-3, "-3"), ("soon", "soon")],
+)
+def test_bad_durations_name_the_value(root, value, shown):
+    with pytest.raises(ValueError, match=shown):
+        sandkeeper.reap(root, older_than=value)
+    with pytest.raises(ValueError, match=shown):
+        sandkeeper.Sandbox(root=root, keep_for=value)
+
+
+def test_other_bad_values(root):
+    with pytest.raises(ValueError, match="sometimes"):
+        sandkeeper.Sandbox(root=root, keep="sometimes")
+    with pytest.raises(ValueError, match=r"\["):
+        sandkeeper.reap(root, match="[")
+    with pytest.raises(ValueError, match="150"):
+        sandkeeper.reap(root, target_free="150%")
+    with pytest.raises(ValueError, match="-1"):
+        sandkeeper.reap(root, keep_last=-1)
+    with pytest.raises(ValueError, match="0"):
+        sandkeeper.scan(root, ignore_pids=[0])
+    with pytest.raises(TypeError):
+        sandkeeper.Sandbox(tag=5, root=root)
+    with pytest.raises(TypeError):
+        sandkeeper.reap(root, older_than=object())
+    assert os.listdir(root) == []
+
+
+def test_every_rust_error_kind_has_its_exception():
+    from sandkeeper import _errors, _native
+
+    for kind in _native.error_kinds():
+        cls = _errors._BY_KIND[kind]
+        assert issubclass(cls, sandkeeper.SandkeeperError) and cls.kind == kind
+        assert getattr(sandkeeper, cls.__name__) is cls
+
+
+# --- The CLI in the same wheel ------------------------------------------------
+
+
+def test_console_script_version():
+    script = os.path.join(os.path.dirname(sys.executable), "sandkeeper")
+    out = subprocess.run([script, "--version"], check=True, stdout=subprocess.PIPE, text=True)
+    assert out.stdout.strip() == f"sandkeeper {sandkeeper.__version__}"
+
+
+def test_console_script_is_the_rust_cli(root):
+    script = os.path.join(os.path.dirname(sys.executable), "sandkeeper")
+    out = subprocess.run([script, "scan", "--json", str(root)], stdout=subprocess.PIPE, text=True)
+    assert out.returncode == 0
+    assert '"schema": "sandkeeper.scan/v1"' in out.stdout
+    bad = subprocess.run(
+        [script, "reap", "--older-than", "-1s", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert bad.returncode == 2
+    assert "-1s" in bad.stderr
+
+
+def test_scan_fields_match_the_schema(root):
+    with sandkeeper.Sandbox(tag="app", root=root) as sb:
+        report = sandkeeper.scan(root, entries=True)
+        assert report.schema == "sandkeeper.scan/v1"
+        (r,) = report.roots
+        assert r.path == root
+        entry = r.entry(sb.path.name)
+        assert entry.path == sb.path
+        assert entry.lease is not None and entry.lease["tag"] == "app"
+        assert r.totals.entries == 1
+        assert r.groups[0].count == 1
+        reap = sandkeeper.reap(root, dry_run=True)
+        assert reap.schema == "sandkeeper.reap/v1" and reap.dry_run
+        assert reap.skipped[0].path == sb.path
+
+
+def test_the_module_docstring_example_runs():
+    import doctest
+
+    result = doctest.testmod(sandkeeper)
+    assert result.attempted > 0 and result.failed == 0
