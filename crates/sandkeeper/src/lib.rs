@@ -70,6 +70,7 @@
 pub mod config;
 mod error;
 mod fs_at;
+pub mod human;
 pub mod inuse;
 pub mod json;
 pub mod lease;

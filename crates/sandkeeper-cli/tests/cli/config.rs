@@ -142,7 +142,7 @@ fn check_prints_what_the_config_says() {
     for words in [
         format!("config {file}"),
         "full cycle every 10m, watermark poll every 2s".to_owned(),
-        format!("root {}: grace 1m; orphans older than 1day; high watermark 2.00 GiB free, low 75% used; rule \"app-*\" older than 2h keeping the last 3 of root; and its sandkeeper-<uid> directories", dir.path().display()),
+        format!("root {}: grace 1m; orphans older than 1d; high watermark 2.00 GiB free, low 75% used; rule \"app-*\" older than 2h keeping the last 3 of root; and its sandkeeper-<uid> directories", dir.path().display()),
     ] {
         assert!(text.contains(&words), "want {words:?} in\n{text}");
     }
