@@ -1,5 +1,7 @@
 //! `sandkeeper explain PATH`.
 
+use std::path::Path;
+
 use sandkeeper::reap::Reaper;
 use sandkeeper::root::{Place, Root};
 
@@ -11,16 +13,37 @@ use crate::printer::Printer;
 use crate::render;
 use crate::render::escape::Untrusted;
 
+/// Explains one entry.
+///
+/// The entry's root: the deepest given (`--root`) or default root that
+/// holds PATH; without `--root`, when no default root holds it, PATH's
+/// parent directory. The parent is opened once, as a root is (symlinks in
+/// it resolved once, each step checked); the last name is looked up
+/// relative to that descriptor and never followed, so `explain LINK`
+/// explains the link itself.
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots = open_roots(&args.roots, true, Purpose::Read)?;
-    let target = Root::resolve_entry_path(&args.path).map_err(|e| {
+    let cannot = |why: String| {
         let mut err = CliError::usage(format!(
-            "cannot explain {}: {e}",
+            "cannot explain {}: {why}",
             Untrusted::path(&args.path)
         ));
         err.hint = Some("give the path of an existing entry".into());
         err
-    })?;
+    };
+    let (parent, name) = match (args.path.parent(), args.path.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => return Err(cannot("it names no entry (it is `/`, or ends in `..`)".into())),
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let parent = Root::open(parent).map_err(|e| cannot(e.to_string()))?;
+    rustix::fs::statat(parent.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| cannot(std::io::Error::from(e).to_string()))?;
+    let target = parent.path().join(name);
+    let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let (root, entry) = match Root::place(&roots, &target) {
         Place::Entry { root, path } => (&roots[root], path),
         Place::Root(_) => {
@@ -30,6 +53,10 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
                 "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
             ));
             return Err(err);
+        }
+        Place::Outside if args.roots.is_empty() => {
+            super::refuse_filesystem_root(&parent)?;
+            (&parent, target)
         }
         Place::Outside => {
             let listed: Vec<String> = roots
@@ -41,7 +68,10 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
                 Untrusted::path(&args.path),
                 listed.join(", ")
             ));
-            err.hint = Some("name its root with --root DIR".into());
+            err.hint = Some(
+                "name its root with --root DIR, or drop --root to take its parent directory as its root"
+                    .into(),
+            );
             return Err(err);
         }
     };
