@@ -15,12 +15,13 @@ use crate::render::escape::Untrusted;
 
 /// Explains one entry.
 ///
-/// The entry's root: the deepest given (`--root`) or default root that
-/// holds PATH; without `--root`, when no default root holds it, PATH's
-/// parent directory. The parent is opened once, as a root is (symlinks in
-/// it resolved once, each step checked); the last name is looked up
-/// relative to that descriptor and never followed, so `explain LINK`
-/// explains the link itself.
+/// Without `--root`, PATH's parent directory is its root and PATH itself
+/// is explained: the parent is opened once, as a root is (symlinks in it
+/// resolved once, each step checked), and everything after is relative to
+/// that descriptor; the last name is looked up without following it, so
+/// `explain LINK` explains the link itself. With `--root`, PATH is placed
+/// in the deepest given root that holds it (a path deeper inside explains
+/// the root's top-level entry that holds it).
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let cannot = |why: String| {
         let mut err = CliError::usage(format!(
@@ -43,36 +44,38 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     rustix::fs::statat(parent.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| cannot(std::io::Error::from(e).to_string()))?;
     let target = parent.path().join(name);
-    let roots = open_roots(&args.roots, true, Purpose::Read)?;
-    let (root, entry) = match Root::place(&roots, &target) {
-        Place::Entry { root, path } => (&roots[root], path),
-        Place::Root(_) => {
-            let shown = Untrusted::path(&target);
-            let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
-            err.hint = Some(format!(
-                "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
-            ));
-            return Err(err);
-        }
-        Place::Outside if args.roots.is_empty() => {
-            super::refuse_filesystem_root(&parent)?;
-            (&parent, target)
-        }
-        Place::Outside => {
-            let listed: Vec<String> = roots
-                .iter()
-                .map(|r| Untrusted::path(r.path()).to_string())
-                .collect();
-            let mut err = CliError::usage(format!(
-                "{} is not inside any root (roots: {})",
-                Untrusted::path(&args.path),
-                listed.join(", ")
-            ));
-            err.hint = Some(
-                "name its root with --root DIR, or drop --root to take its parent directory as its root"
-                    .into(),
-            );
-            return Err(err);
+    let mut roots = Vec::new();
+    let (root, entry) = if args.roots.is_empty() {
+        super::refuse_filesystem_root(&parent)?;
+        (&parent, target)
+    } else {
+        roots = open_roots(&args.roots, false, Purpose::Read)?;
+        match Root::place(&roots, &target) {
+            Place::Entry { root, path } => (&roots[root], path),
+            Place::Root(_) => {
+                let shown = Untrusted::path(&target);
+                let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
+                err.hint = Some(format!(
+                    "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
+                ));
+                return Err(err);
+            }
+            Place::Outside => {
+                let listed: Vec<String> = roots
+                    .iter()
+                    .map(|r| Untrusted::path(r.path()).to_string())
+                    .collect();
+                let mut err = CliError::usage(format!(
+                    "{} is not inside any root (roots: {})",
+                    Untrusted::path(&args.path),
+                    listed.join(", ")
+                ));
+                err.hint = Some(
+                    "name its root with --root DIR, or drop --root to take its parent directory as its root"
+                        .into(),
+                );
+                return Err(err);
+            }
         }
     };
     let mut reaper = Reaper::new(policy(&args.rules, true)?);

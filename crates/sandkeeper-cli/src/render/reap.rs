@@ -45,8 +45,8 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
                 let rest: u64 = biggest[5..].iter().map(|(_, (_, b))| b).sum();
                 let _ = write!(
                     out,
-                    " and {} more ({})",
-                    plural((biggest.len() - 5) as u64, "family", "families"),
+                    " and {} ({})",
+                    plural((biggest.len() - 5) as u64, "more family", "more families"),
                     size(rest)
                 );
             }

@@ -88,9 +88,15 @@ impl RunReport<'_> {
         let fate = if failed && !o.kept {
             "not removed completely".to_owned()
         } else if o.kept {
+            // The record says `now + keep_for`, written a moment ago.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let until = now.saturating_add(u64::try_from(self.keep_for.as_millis()).unwrap_or(u64::MAX));
             format!(
-                "kept at {} for {}",
+                "kept at {} until {} ({} from now)",
                 sanitize(o.dir.as_os_str().as_bytes()),
+                sandkeeper::human::instant(until),
                 duration(self.keep_for)
             )
         } else if matches!(o.fate, Fate::InPlace | Fate::Removed) {
@@ -113,8 +119,8 @@ impl RunReport<'_> {
         if all.len() > SHOWN_FAMILIES {
             let rest = &all[SHOWN_FAMILIES..];
             families.push(format!(
-                "and {} more ({})",
-                plural(rest.len() as u64, "family", "families"),
+                "and {} ({})",
+                plural(rest.len() as u64, "more family", "more families"),
                 size(rest.iter().map(|f| f.disk_bytes).sum())
             ));
         }
