@@ -3,6 +3,7 @@
 
 mod completions;
 mod config;
+mod consistency;
 mod reap;
 mod run;
 mod scan;
