@@ -26,10 +26,9 @@ pub fn age(ms: i64) -> String {
 }
 
 /// A count with its noun, singular for one: `1 entry`, `2 entries`,
-/// `0 families`. Every count in a sentence goes through here.
-pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+/// `0 families` (the library's, so its messages say it alike). Every
+/// count in a sentence goes through here.
+pub use sandkeeper::human::plural;
 
 /// The one phrase for a sandbox kept on purpose, with how long is left:
 /// `kept until 2026-12-02 14:00:05 UTC (23h from now)` (the library's, so

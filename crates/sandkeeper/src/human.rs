@@ -2,6 +2,7 @@
 //! (reasons, tables, `explain`, the config's summary) writes them.
 //!
 //! - An instant is UTC to the second: `2026-12-02 14:00:05 UTC`.
+//! - A count agrees with its noun: `1 entry`, `2 entries` ([`plural`]).
 //! - A duration is at most two of its largest units, in the units the
 //!   duration parser takes back (`90s` → `1m 30s`, `86400s` → `1d`).
 //!
@@ -83,6 +84,17 @@ pub fn kept_until(until_ms: u64, now_ms: Option<u64>) -> String {
         out.push_str(&format!(" ({} from now)", duration(left)));
     }
     out
+}
+
+/// A count with its noun, singular for one: `1 entry`, `2 entries`,
+/// `0 families`. Every count in a sentence goes through here.
+///
+/// ```
+/// assert_eq!(sandkeeper::human::plural(1, "entry", "entries"), "1 entry");
+/// assert_eq!(sandkeeper::human::plural(0, "family", "families"), "0 families");
+/// ```
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).

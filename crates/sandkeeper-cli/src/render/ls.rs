@@ -22,6 +22,10 @@ fn managed(report: &Report) -> impl Iterator<Item = (&Path, &Entry)> {
 
 /// The fewest characters COMMAND is cut to, however narrow the terminal.
 const COMMAND_MIN: usize = 20;
+/// How many characters COMMAND shows without a terminal width (a pipe, a
+/// file): enough for a test binary's name and its arguments, few enough
+/// that a line stays bounded whatever a record claims.
+const COMMAND_UNBOUNDED: usize = 120;
 /// The widest SITE column (a claim: `file:line`).
 const SITE_MAX: usize = 40;
 
@@ -130,8 +134,7 @@ fn corroborated(e: &Entry, l: &LeaseRecord, comm: &str) -> bool {
 /// note; a record whose uid is not the owner's gets a note saying so. AGE
 /// is the time since the newest change inside. COMMAND comes last and is
 /// cut to what is left of `width` (the terminal's), never below
-/// [`COMMAND_MIN`] characters; without a width it is bounded only by
-/// [`claims::TABLE_FIELD`].
+/// [`COMMAND_MIN`] characters; without a width, at [`COMMAND_UNBOUNDED`].
 pub fn table(report: &Report, width: Option<usize>) -> String {
     let now = report.started_ms;
     let mut rows = Vec::new();
@@ -143,7 +146,7 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         if let Some(note) = e.lease.as_ref().and_then(|l| claims::uid_mismatch(e, l)) {
             notes.push(note);
         }
-        let (pid, command) = command(e, claims::TABLE_FIELD);
+        let (pid, command) = command(e, COMMAND_UNBOUNDED);
         rows.push(Row {
             entry: e,
             state: state_word(e, now),

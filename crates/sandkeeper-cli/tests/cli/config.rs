@@ -100,8 +100,9 @@ fn a_missing_config_file_and_mixed_flags_are_usage_errors() {
     let out = sandkeeper(&["watch", "--config", m, "--once"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    // Issue 15: a missing file is said to be missing, with how to make one.
     assert!(
-        err.contains(&format!("{m}: cannot read the config file")),
+        err.contains(&format!("the config file {m} does not exist")),
         "{err}"
     );
 

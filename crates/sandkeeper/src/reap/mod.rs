@@ -663,8 +663,8 @@ fn record_removal(
     result.failed(ReapError {
         path: root.join(&entry.name),
         error: format!(
-            "{} item(s) could not be removed: {}",
-            removal.left().len(),
+            "{} could not be removed: {}",
+            crate::human::plural(removal.left().len() as u64, "item", "items"),
             left.join("; ")
         ),
     });
@@ -785,8 +785,8 @@ fn check_quarantined(
     match walked {
         Ok(_) if found.is_some() => found,
         Ok(usage) if usage.error_count > 0 => Some(format!(
-            "{} place(s) inside cannot be read",
-            usage.error_count
+            "{} inside cannot be read",
+            crate::human::plural(usage.error_count, "place", "places")
         )),
         Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
             "a mount point inside ({})",
