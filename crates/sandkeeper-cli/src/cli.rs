@@ -200,12 +200,14 @@ pub struct LsArgs {
 /// `sandkeeper explain`.
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The entry to explain (a top-level entry of a root, or a path inside one).
+    /// The entry to explain. Without --root, its parent directory is its
+    /// root (resolved once; PATH's last name is never followed, so a
+    /// symlink is explained as itself).
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
-    /// The roots PATH may be in (default: the system temp directory and its
-    /// per-user sandbox directory).
+    /// The roots PATH may be in (repeatable); PATH is then the top-level
+    /// entry of the deepest one that holds it, or a path inside that entry.
     #[arg(long = "root", value_name = "ROOT")]
     pub roots: Vec<PathBuf>,
 

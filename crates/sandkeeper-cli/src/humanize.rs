@@ -73,11 +73,7 @@ mod tests {
 
     #[test]
     fn plurals() {
-        let cases = [
-            (0, "0 entries"),
-            (1, "1 entry"),
-            (2, "2 entries"),
-        ];
+        let cases = [(0, "0 entries"), (1, "1 entry"), (2, "2 entries")];
         for (n, want) in cases {
             assert_eq!(plural(n, "entry", "entries"), want);
         }

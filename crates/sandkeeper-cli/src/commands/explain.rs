@@ -33,7 +33,11 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     };
     let (parent, name) = match (args.path.parent(), args.path.file_name()) {
         (Some(parent), Some(name)) => (parent, name),
-        _ => return Err(cannot("it names no entry (it is `/`, or ends in `..`)".into())),
+        _ => {
+            return Err(cannot(
+                "it names no entry (it is `/`, or ends in `..`)".into(),
+            ))
+        }
     };
     let parent = if parent.as_os_str().is_empty() {
         Path::new(".")

@@ -88,9 +88,10 @@ fn command(e: &Entry, limit: usize) -> (String, String) {
             let more = if holders.len() > 1 { "+" } else { "" };
             let comm = e.holder_comm(pid);
             let shown = match (comm, lease) {
-                (Some(c), Some(l)) if corroborated(e, l, c) => {
-                    Untrusted::text(&program(&l.cmd)).bare().max_chars(limit).to_string()
-                }
+                (Some(c), Some(l)) if corroborated(e, l, c) => Untrusted::text(&program(&l.cmd))
+                    .bare()
+                    .max_chars(limit)
+                    .to_string(),
                 (Some(c), _) => Untrusted::text(c).bare().max_chars(limit).to_string(),
                 (None, _) => "?".to_owned(),
             };
@@ -103,7 +104,10 @@ fn command(e: &Entry, limit: usize) -> (String, String) {
                 "-".to_owned()
             };
             let label = "record: ";
-            let width = limit.min(claims::TABLE_FIELD).saturating_sub(label.len()).max(1);
+            let width = limit
+                .min(claims::TABLE_FIELD)
+                .saturating_sub(label.len())
+                .max(1);
             let program = program(&l.cmd);
             let claimed = Untrusted::text(&program).max_chars(width);
             (pid, format!("{label}{claimed}"))
@@ -180,8 +184,18 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         return format!("no sandboxes under {}\n", roots.join(", "));
     }
     let chars = |s: &str| s.chars().count();
-    let path_w = rows.iter().map(|r| chars(&r.path)).max().unwrap_or(4).max(4);
-    let site_w = rows.iter().map(|r| chars(&r.site)).max().unwrap_or(4).max(4);
+    let path_w = rows
+        .iter()
+        .map(|r| chars(&r.path))
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let site_w = rows
+        .iter()
+        .map(|r| chars(&r.site))
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -271,7 +285,11 @@ mod tests {
         let s = |v: &[&str]| v.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
         let cases: [(&[&str], &str); 6] = [
             (
-                &["/w/target/debug/deps/cli-0123456789abcdef", "--exact", "scan::x"],
+                &[
+                    "/w/target/debug/deps/cli-0123456789abcdef",
+                    "--exact",
+                    "scan::x",
+                ],
                 "cli --exact scan::x",
             ),
             (&["/usr/sbin/sshd", "-D"], "sshd -D"),

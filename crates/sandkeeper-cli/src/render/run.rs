@@ -92,7 +92,8 @@ impl RunReport<'_> {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            let until = now.saturating_add(u64::try_from(self.keep_for.as_millis()).unwrap_or(u64::MAX));
+            let until =
+                now.saturating_add(u64::try_from(self.keep_for.as_millis()).unwrap_or(u64::MAX));
             format!(
                 "kept at {} until {} ({} from now)",
                 sanitize(o.dir.as_os_str().as_bytes()),

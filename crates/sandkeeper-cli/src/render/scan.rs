@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use sandkeeper::scan::{Report, RootReport};
 
-use super::{claims, kept_until, state_word};
 use super::escape::{self, Untrusted};
+use super::{claims, kept_until, state_word};
 use crate::humanize::{age, plural, size};
 
 /// The human report: per root a header, the families (biggest first), and a

@@ -55,7 +55,12 @@ fn a_duration_needs_a_unit_except_zero() {
         &["run", "--kill-grace", "0", "--", "true"][..],
     ] {
         let out = sandkeeper(args);
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out, root.path()));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&out, root.path())
+        );
     }
     for (args, bare) in [
         (&["run", "--kill-grace", "5", "--", "true"][..], "5"),
@@ -66,7 +71,9 @@ fn a_duration_needs_a_unit_except_zero() {
         let err = stderr(&out, root.path());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains(&format!("duration \"{bare}\" has no unit; write {bare}s for seconds")),
+            err.contains(&format!(
+                "duration \"{bare}\" has no unit; write {bare}s for seconds"
+            )),
             "{args:?}: {err}"
         );
     }
@@ -96,7 +103,10 @@ fn the_filesystem_root_is_refused_everywhere() {
         let out = sandkeeper(args);
         let err = stderr(&out, dir.path());
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("it is the filesystem root `/`"), "{args:?}: {err}");
+        assert!(
+            err.contains("it is the filesystem root `/`"),
+            "{args:?}: {err}"
+        );
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
@@ -114,8 +124,14 @@ fn overlapping_roots_are_refused_naming_both() {
     let cases = [
         (vec![p(""), p("ci")], "root [DIR]/ci is inside root [DIR]/"),
         (vec![p("ci"), p("")], "root [DIR]/ contains root [DIR]/ci"),
-        (vec![p("ci"), p("ci")], "root [DIR]/ci is the same directory as root [DIR]/ci"),
-        (vec![p("ci"), p("link")], "root [DIR]/link is the same directory as root [DIR]/ci"),
+        (
+            vec![p("ci"), p("ci")],
+            "root [DIR]/ci is the same directory as root [DIR]/ci",
+        ),
+        (
+            vec![p("ci"), p("link")],
+            "root [DIR]/link is the same directory as root [DIR]/ci",
+        ),
     ];
     for cmd in ["scan", "ls"] {
         for (roots, want) in &cases {
@@ -151,7 +167,9 @@ fn a_missing_config_file_says_how_to_create_it() {
             "{err}"
         );
         assert!(
-            err.contains("install -D -m 0644 contrib/systemd/config.toml [DIR]/etc/sandkeeper/config.toml"),
+            err.contains(
+                "install -D -m 0644 contrib/systemd/config.toml [DIR]/etc/sandkeeper/config.toml"
+            ),
             "{err}"
         );
         assert!(!err.contains("fix the file"), "{err}");
@@ -169,7 +187,10 @@ fn the_documented_config_is_the_shipped_one() {
         .and_then(|rest| rest.split("```").next())
         .expect("a ```toml block in docs/config.md");
     let shipped = fs::read_to_string(top().join("contrib/systemd/config.toml")).unwrap();
-    assert_eq!(example, shipped, "docs/config.md and contrib/systemd/config.toml differ");
+    assert_eq!(
+        example, shipped,
+        "docs/config.md and contrib/systemd/config.toml differ"
+    );
 }
 
 /// Issue 15: `ls` with nothing to list says so, naming the roots; `--help`
@@ -179,13 +200,19 @@ fn ls_says_when_there_is_nothing() {
     let root = sandbox!().unwrap();
     let out = sandkeeper(&["ls", root.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stdout(&out).replace(root.path().to_str().unwrap(), "[DIR]"), "no sandboxes under [DIR]\n");
+    assert_eq!(
+        stdout(&out).replace(root.path().to_str().unwrap(), "[DIR]"),
+        "no sandboxes under [DIR]\n"
+    );
     let out = sandkeeper(&["ls", "--json", root.path().to_str().unwrap()]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["schema"], "sandkeeper.ls/v1");
     assert_eq!(doc["sandboxes"], Value::Array(Vec::new()));
     let help = stdout(&sandkeeper(&["ls", "--help"]));
-    assert!(help.contains("docs/ls-json.md") && help.contains("object"), "{help}");
+    assert!(
+        help.contains("docs/ls-json.md") && help.contains("object"),
+        "{help}"
+    );
     assert!(!help.contains("an array of sandboxes"), "{help}");
 }
 
@@ -230,7 +257,10 @@ fn run_names_three_families_and_sums_up_the_rest() {
         "mkdir \"$TMPDIR/a\"",
     ]);
     let err = stderr(&out, root.path());
-    assert!(err.contains("sh left 1 entry (4.00 KiB: a 4.00 KiB) in TMPDIR"), "{err}");
+    assert!(
+        err.contains("sh left 1 entry (4.00 KiB: a 4.00 KiB) in TMPDIR"),
+        "{err}"
+    );
 }
 
 /// The fields a `docs/*-json.md` documents: every backquoted name in the
@@ -311,7 +341,11 @@ fn run_json_is_as_documented() {
     assert_eq!(doc["schema"], "sandkeeper.run/v1");
     let mut got = BTreeSet::new();
     emitted(&doc, "", &[], &mut got);
-    assert_eq!(with_parents(&documented("run-json.md")), with_parents(&got), "docs/run-json.md vs emitted");
+    assert_eq!(
+        with_parents(&documented("run-json.md")),
+        with_parents(&got),
+        "docs/run-json.md vs emitted"
+    );
 }
 
 /// Issue 15, in a PID namespace (every process can be inspected): a kept
@@ -341,10 +375,23 @@ fn inner_kept() {
     let r = root.to_str().unwrap();
     // A kept run directory (its owner gone), and a live sandbox this test
     // holds, made with a site.
-    let out = sandkeeper(&["run", "--root", r, "--keep", "always", "--keep-for", "2d", "--", "true"]);
+    let out = sandkeeper(&[
+        "run",
+        "--root",
+        r,
+        "--keep",
+        "always",
+        "--keep-for",
+        "2d",
+        "--",
+        "true",
+    ]);
     let err = stderr(&out, &root);
     assert_eq!(out.status.code(), Some(0), "{err}");
-    assert!(err.contains("kept at [DIR]/run-true-") && err.contains("UTC (2d from now)"), "{err}");
+    assert!(
+        err.contains("kept at [DIR]/run-true-") && err.contains("UTC (2d from now)"),
+        "{err}"
+    );
     let live = sandkeeper::Sandbox::builder()
         .root(&root)
         .tag("live")
@@ -368,10 +415,16 @@ fn inner_kept() {
     assert_eq!(&cols[6..11], ["0", "0", "0", "1", "0"], "{text}");
     assert!(family.ends_with("0 B"), "{text}");
     assert!(text.contains("2 entries in 2 families:"), "{text}");
-    assert!(text.contains("(1 sandbox kept on purpose, not counted)"), "{text}");
+    assert!(
+        text.contains("(1 sandbox kept on purpose, not counted)"),
+        "{text}"
+    );
     let entry = text.lines().find(|l| l.contains(&kept_name)).unwrap();
     assert!(entry.starts_with("kept "), "{entry}");
-    assert!(entry.contains("[kept until ") && entry.contains(" UTC (1d 23h"), "{entry}");
+    assert!(
+        entry.contains("[kept until ") && entry.contains(" UTC (1d 23h"),
+        "{entry}"
+    );
     let out = sandkeeper(&["scan", "--json", "--entries", r]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let group = doc["roots"][0]["groups"]
@@ -397,19 +450,44 @@ fn inner_kept() {
     assert!(text.contains("would remove 0 entries (0 B)"), "{text}");
     assert!(text.contains("left 2 entries: kept 1, live 1"), "{text}");
     assert!(
-        text.lines().any(|l| l.contains(&kept_name) && l.contains("(kept until ") && l.ends_with(" UTC on purpose)")),
+        text.lines().any(|l| l.contains(&kept_name)
+            && l.contains("(kept until ")
+            && l.ends_with(" UTC on purpose)")),
         "{text}"
     );
     // A free-space target nothing can reach says so.
-    let out = sandkeeper(&["reap", "--dry-run", "--grace", "0s", "--target-free", "99%", r]);
+    let out = sandkeeper(&[
+        "reap",
+        "--dry-run",
+        "--grace",
+        "0s",
+        "--target-free",
+        "99%",
+        r,
+    ]);
     let text = stdout(&out);
     assert!(text.contains("free-space target not reached: "), "{text}");
-    assert!(text.contains("nothing else may be removed by these rules"), "{text}");
-    let out = sandkeeper(&["reap", "--dry-run", "--json", "--grace", "0s", "--target-free", "99%", r]);
+    assert!(
+        text.contains("nothing else may be removed by these rules"),
+        "{text}"
+    );
+    let out = sandkeeper(&[
+        "reap",
+        "--dry-run",
+        "--json",
+        "--grace",
+        "0s",
+        "--target-free",
+        "99%",
+        r,
+    ]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let target = &doc["roots"][0]["target"];
     assert_eq!(target["met"], false, "{doc}");
-    assert!(target["want_free_bytes"].as_u64() > target["free_bytes"].as_u64(), "{doc}");
+    assert!(
+        target["want_free_bytes"].as_u64() > target["free_bytes"].as_u64(),
+        "{doc}"
+    );
     let kept_skip = doc["skipped"]
         .as_array()
         .unwrap()
@@ -427,23 +505,37 @@ fn inner_kept() {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let header = text.lines().next().unwrap();
-    for col in ["STATE", "PID", "OWNER", "AGE", "SIZE", "PATH", "SITE", "COMMAND"] {
+    for col in [
+        "STATE", "PID", "OWNER", "AGE", "SIZE", "PATH", "SITE", "COMMAND",
+    ] {
         assert!(header.contains(col), "{header}");
     }
-    assert!(text.contains("  tests/cli/consistency.rs:7  "), "SITE: {text}");
+    assert!(
+        text.contains("  tests/cli/consistency.rs:7  "),
+        "SITE: {text}"
+    );
     let kept_line = text.lines().find(|l| l.contains(&kept_name)).unwrap();
     assert!(kept_line.starts_with("kept "), "{kept_line}");
-    assert!(kept_line.contains("[kept until ") && kept_line.contains(" UTC (1d 23h"), "{kept_line}");
+    assert!(
+        kept_line.contains("[kept until ") && kept_line.contains(" UTC (1d 23h"),
+        "{kept_line}"
+    );
     let live_line = text
         .lines()
         .find(|l| l.contains(live.path().file_name().unwrap().to_str().unwrap()))
         .unwrap();
     assert!(live_line.starts_with("live "), "{live_line}");
-    assert!(live_line.contains(&std::process::id().to_string()), "{live_line}");
+    assert!(
+        live_line.contains(&std::process::id().to_string()),
+        "{live_line}"
+    );
     let exe = std::env::current_exe().unwrap();
     let stem = exe.file_name().unwrap().to_str().unwrap();
     let program = stem.rsplit_once('-').unwrap().0;
-    assert!(live_line.contains(&format!("  {program} ")), "program without the hash: {live_line}");
+    assert!(
+        live_line.contains(&format!("  {program} ")),
+        "program without the hash: {live_line}"
+    );
     assert!(!live_line.contains(stem), "{live_line}");
     // COLUMNS cuts COMMAND (never below 20 characters), a pipe does not.
     let out = sandkeeper_env(&["ls", r], &[("COLUMNS", "60")]);
@@ -458,12 +550,19 @@ fn inner_kept() {
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = doc["sandboxes"].as_array().unwrap();
     assert_eq!(items.len(), 2, "{doc}");
-    let kept_json = items.iter().find(|s| s["path"].as_str().unwrap().ends_with(&kept_name)).unwrap();
+    let kept_json = items
+        .iter()
+        .find(|s| s["path"].as_str().unwrap().ends_with(&kept_name))
+        .unwrap();
     assert_eq!(kept_json["state"], "orphaned");
     assert!(kept_json["kept_until_ms"].is_u64());
     let mut got = BTreeSet::new();
     emitted(&doc, "", &["sandboxes[].lease"], &mut got);
-    assert_eq!(with_parents(&documented("ls-json.md")), with_parents(&got), "docs/ls-json.md vs emitted");
+    assert_eq!(
+        with_parents(&documented("ls-json.md")),
+        with_parents(&got),
+        "docs/ls-json.md vs emitted"
+    );
 
     // explain, without --root: the parent is the root; the kept line first.
     let out = sandkeeper(&["explain", kept.to_str().unwrap()]);
@@ -472,22 +571,37 @@ fn inner_kept() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
-        format!("{}: kept (an orphaned sandbox kept on purpose)", kept.display())
+        format!(
+            "{}: kept (an orphaned sandbox kept on purpose)",
+            kept.display()
+        )
     );
     let second = lines.next().unwrap();
-    assert!(second.starts_with("  kept until ") && second.contains(" UTC (1d 23h"), "{text}");
+    assert!(
+        second.starts_with("  kept until ") && second.contains(" UTC (1d 23h"),
+        "{text}"
+    );
     assert!(text.contains("asks to be kept until "), "{text}");
     // A symlink as the last component is the entry itself, never followed.
     symlink(&kept, root.join("link")).unwrap();
     let out = sandkeeper(&["explain", root.join("link").to_str().unwrap()]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out, &root));
-    assert!(text.starts_with(&format!("{}: idle", root.join("link").display())), "{text}");
+    assert!(
+        text.starts_with(&format!("{}: idle", root.join("link").display())),
+        "{text}"
+    );
     // A symlink on the way is resolved once: the path shown is the real one.
     symlink(&root, base.path().join("via")).unwrap();
-    let out = sandkeeper(&["explain", base.path().join("via").join(&kept_name).to_str().unwrap()]);
+    let out = sandkeeper(&[
+        "explain",
+        base.path().join("via").join(&kept_name).to_str().unwrap(),
+    ]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out, &root));
-    assert!(text.starts_with(&format!("{}: kept", kept.display())), "{text}");
+    assert!(
+        text.starts_with(&format!("{}: kept", kept.display())),
+        "{text}"
+    );
     drop(live);
 }
