@@ -50,7 +50,17 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     let target = parent.path().join(name);
     let mut roots = Vec::new();
     let (root, entry) = if args.roots.is_empty() {
-        super::refuse_filesystem_root(&parent)?;
+        if parent.is_filesystem_root() {
+            // `/` is never a root; say what to do instead.
+            let shown = Untrusted::path(&target);
+            let mut err = CliError::usage(format!(
+                "cannot explain {shown}: its parent directory is the filesystem root `/`, which is never a root"
+            ));
+            err.hint = Some(format!(
+                "explain an entry inside it, such as {shown}/NAME, or name a root with --root DIR"
+            ));
+            return Err(err);
+        }
         (&parent, target)
     } else {
         roots = open_roots(&args.roots, false, Purpose::Read)?;

@@ -98,7 +98,6 @@ fn the_filesystem_root_is_refused_everywhere() {
         &["ls", "/"][..],
         &["reap", "--dry-run", "/"][..],
         &["explain", "/etc", "--root", "/"][..],
-        &["explain", "/etc"][..],
     ] {
         let out = sandkeeper(args);
         let err = stderr(&out, dir.path());
@@ -109,6 +108,24 @@ fn the_filesystem_root_is_refused_everywhere() {
         );
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// Issue 15: `explain` without `--root` of a directory in `/` says that
+/// `/` is never a root, and what to explain instead.
+#[test]
+fn explaining_a_top_level_directory_says_what_to_do() {
+    let dir = sandbox!().unwrap();
+    let out = sandkeeper(&["explain", "/etc"]);
+    let err = stderr(&out, dir.path());
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot explain /etc: its parent directory is the filesystem root `/`, which is never a root"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: explain an entry inside it, such as /etc/NAME"),
+        "{err}"
+    );
 }
 
 /// Issue 15: overlapping roots are refused on the command line, as in the
