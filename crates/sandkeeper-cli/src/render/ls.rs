@@ -104,10 +104,11 @@ fn command(e: &Entry, limit: usize) -> (String, String) {
                 "-".to_owned()
             };
             let label = "record: ";
+            // The label does not count against the narrowest cut.
             let width = limit
                 .min(claims::TABLE_FIELD)
                 .saturating_sub(label.len())
-                .max(1);
+                .max(COMMAND_MIN);
             let program = program(&l.cmd);
             let claimed = Untrusted::text(&program).max_chars(width);
             (pid, format!("{label}{claimed}"))
