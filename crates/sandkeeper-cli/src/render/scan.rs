@@ -185,8 +185,7 @@ pub fn warnings(report: &Report) -> Vec<String> {
             .map(|u| u.pid.to_string())
             .collect();
         out.push(format!(
-            "{} could not be inspected, so entries they might use are `unknown`; run as root, or vouch for those you know use nothing with --ignore-pid (e.g. --ignore-pid {}):",
-            plural(n as u64, "process", "processes"),
+            "{n} process(es) could not be inspected, so entries they might use are `unknown`; run as root, or vouch for those you know use nothing with --ignore-pid (e.g. --ignore-pid {}):",
             pids.join(" --ignore-pid ")
         ));
         out.extend(
