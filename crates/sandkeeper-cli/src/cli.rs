@@ -10,7 +10,16 @@ use crate::{config, exit_codes};
 
 /// Find, audit and remove leaked scratch directories, safely beside live work.
 #[derive(Debug, Parser)]
-#[command(name = "sandkeeper", version, about, after_help = exit_codes::HELP)]
+// A bare `sandkeeper` (no subcommand) prints the help on stderr and exits
+// 2, as any other usage error does (clap's `arg_required_else_help`).
+#[command(
+    name = "sandkeeper",
+    version,
+    about,
+    after_help = exit_codes::HELP,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -171,7 +180,8 @@ pub struct LsArgs {
     #[arg(value_name = "ROOT")]
     pub roots: Vec<PathBuf>,
 
-    /// Print JSON (an array of sandboxes).
+    /// Print one JSON document (schema sandkeeper.ls/v1, see
+    /// docs/ls-json.md): an object whose `sandboxes` array lists them.
     #[arg(long)]
     pub json: bool,
 
@@ -190,12 +200,14 @@ pub struct LsArgs {
 /// `sandkeeper explain`.
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The entry to explain (a top-level entry of a root, or a path inside one).
+    /// The entry to explain. Without --root, its parent directory is its
+    /// root (resolved once; PATH's last name is never followed, so a
+    /// symlink is explained as itself).
     #[arg(value_name = "PATH")]
     pub path: PathBuf,
 
-    /// The roots PATH may be in (default: the system temp directory and its
-    /// per-user sandbox directory).
+    /// The roots PATH may be in (repeatable); PATH is then the top-level
+    /// entry of the deepest one that holds it, or a path inside that entry.
     #[arg(long = "root", value_name = "ROOT")]
     pub roots: Vec<PathBuf>,
 
@@ -276,7 +288,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", allow_hyphen_values = true, value_parser = config::duration)]
     pub kill_grace: Duration,
 
-    /// Write what the command left behind as JSON (schema sandkeeper.run/v1).
+    /// Write what the command left behind as JSON (schema sandkeeper.run/v1,
+    /// see docs/run-json.md).
     #[arg(long, value_name = "FILE")]
     pub report_json: Option<PathBuf>,
 

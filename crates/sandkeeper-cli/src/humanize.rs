@@ -25,6 +25,22 @@ pub fn age(ms: i64) -> String {
     format!("{value}{unit}")
 }
 
+/// A count with its noun, singular for one: `1 entry`, `2 entries`,
+/// `0 families` (the library's, so its messages say it alike). Every
+/// count in a sentence goes through here.
+pub use sandkeeper::human::plural;
+
+/// The one phrase for a sandbox kept on purpose, with how long is left:
+/// `kept until 2026-12-02 14:00:05 UTC (23h from now)` (the library's, so
+/// reasons, tables and `explain` say it alike).
+pub fn kept_until(until_ms: u64, now_ms: i64) -> String {
+    sandkeeper::human::kept_until(until_ms, Some(now_ms.max(0) as u64))
+}
+
+/// A duration as the library writes it: `90s` as `1m 30s`, `86400s` as
+/// `1d` (read back by the duration parser).
+pub use sandkeeper::human::duration;
+
 /// A name or path for a terminal, never quoted: control characters
 /// (newlines, escape sequences), bidi and other format controls and invalid
 /// UTF-8 become visible escapes, so a hostile file name cannot rewrite the
@@ -53,6 +69,15 @@ mod tests {
         for (bytes, want) in cases {
             assert_eq!(size(bytes), want, "{bytes}");
         }
+    }
+
+    #[test]
+    fn plurals() {
+        let cases = [(0, "0 entries"), (1, "1 entry"), (2, "2 entries")];
+        for (n, want) in cases {
+            assert_eq!(plural(n, "entry", "entries"), want);
+        }
+        assert_eq!(plural(1, "family", "families"), "1 family");
     }
 
     #[test]

@@ -74,6 +74,7 @@
 pub mod config;
 mod error;
 mod fs_at;
+pub mod human;
 pub mod inuse;
 pub mod json;
 pub mod lease;

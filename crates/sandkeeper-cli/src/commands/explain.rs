@@ -1,5 +1,7 @@
 //! `sandkeeper explain PATH`.
 
+use std::path::Path;
+
 use sandkeeper::reap::Reaper;
 use sandkeeper::root::{Place, Root};
 
@@ -11,38 +13,83 @@ use crate::printer::Printer;
 use crate::render;
 use crate::render::escape::Untrusted;
 
+/// Explains one entry.
+///
+/// Without `--root`, PATH's parent directory is its root and PATH itself
+/// is explained: the parent is opened once, as a root is (symlinks in it
+/// resolved once, each step checked), and everything after is relative to
+/// that descriptor; the last name is looked up without following it, so
+/// `explain LINK` explains the link itself. With `--root`, PATH is placed
+/// in the deepest given root that holds it (a path deeper inside explains
+/// the root's top-level entry that holds it).
 pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
-    let roots = open_roots(&args.roots, true, Purpose::Read)?;
-    let target = Root::resolve_entry_path(&args.path).map_err(|e| {
+    let cannot = |why: String| {
         let mut err = CliError::usage(format!(
-            "cannot explain {}: {e}",
+            "cannot explain {}: {why}",
             Untrusted::path(&args.path)
         ));
         err.hint = Some("give the path of an existing entry".into());
         err
-    })?;
-    let (root, entry) = match Root::place(&roots, &target) {
-        Place::Entry { root, path } => (&roots[root], path),
-        Place::Root(_) => {
+    };
+    let (parent, name) = match (args.path.parent(), args.path.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            return Err(cannot(
+                "it names no entry (it is `/`, or ends in `..`)".into(),
+            ))
+        }
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let parent = Root::open(parent).map_err(|e| cannot(e.to_string()))?;
+    rustix::fs::statat(parent.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| cannot(std::io::Error::from(e).to_string()))?;
+    let target = parent.path().join(name);
+    let mut roots = Vec::new();
+    let (root, entry) = if args.roots.is_empty() {
+        if parent.is_filesystem_root() {
+            // `/` is never a root; say what to do instead.
             let shown = Untrusted::path(&target);
-            let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
+            let mut err = CliError::usage(format!(
+                "cannot explain {shown}: its parent directory is the filesystem root `/`, which is never a root"
+            ));
             err.hint = Some(format!(
-                "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
+                "explain an entry inside it, such as {shown}/NAME, or name a root with --root DIR"
             ));
             return Err(err);
         }
-        Place::Outside => {
-            let listed: Vec<String> = roots
-                .iter()
-                .map(|r| Untrusted::path(r.path()).to_string())
-                .collect();
-            let mut err = CliError::usage(format!(
-                "{} is not inside any root (roots: {})",
-                Untrusted::path(&args.path),
-                listed.join(", ")
-            ));
-            err.hint = Some("name its root with --root DIR".into());
-            return Err(err);
+        (&parent, target)
+    } else {
+        roots = open_roots(&args.roots, false, Purpose::Read)?;
+        match Root::place(&roots, &target) {
+            Place::Entry { root, path } => (&roots[root], path),
+            Place::Root(_) => {
+                let shown = Untrusted::path(&target);
+                let mut err = CliError::usage(format!("{shown} is a root, not an entry"));
+                err.hint = Some(format!(
+                    "explain an entry inside it, such as {shown}/NAME (`sandkeeper scan --entries {shown}` lists them)"
+                ));
+                return Err(err);
+            }
+            Place::Outside => {
+                let listed: Vec<String> = roots
+                    .iter()
+                    .map(|r| Untrusted::path(r.path()).to_string())
+                    .collect();
+                let mut err = CliError::usage(format!(
+                    "{} is not inside any root (roots: {})",
+                    Untrusted::path(&args.path),
+                    listed.join(", ")
+                ));
+                err.hint = Some(
+                    "name its root with --root DIR, or drop --root to take its parent directory as its root"
+                        .into(),
+                );
+                return Err(err);
+            }
         }
     };
     let mut reaper = Reaper::new(policy(&args.rules, true)?);

@@ -20,7 +20,7 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let text = if args.json {
         render::ls::json(&report)
     } else {
-        render::ls::table(&report)
+        render::ls::table(&report, terminal_width())
     };
     // Why entries are `unknown` first: that is where the reader looks.
     for warning in render::scan::warnings(&report) {
@@ -30,4 +30,25 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         return Ok(exit_codes::SUCCESS);
     }
     Ok(exit_codes::SUCCESS)
+}
+
+/// How wide the table may be: `COLUMNS` when it is set to a number, else
+/// the terminal's width when stdout is a terminal; `None` (no cut) when
+/// stdout is a pipe or a file, so that `grep` sees whole commands.
+fn terminal_width() -> Option<usize> {
+    if let Some(cols) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+    {
+        return Some(cols);
+    }
+    let out = std::io::stdout();
+    if !std::io::IsTerminal::is_terminal(&out) {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(&out)
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|&c| c > 0)
 }

@@ -20,6 +20,7 @@ use sandkeeper::root::{Root, UserDirs};
 use crate::cli::RuleArgs;
 use crate::error::CliError;
 use crate::humanize::sanitize;
+use crate::render::escape::Untrusted;
 
 /// Whether the pid namespace is trusted: `--trust-pid-namespace`, the
 /// config's `trust_pid_namespace = true`, or
@@ -60,10 +61,15 @@ pub fn open_roots(
         Purpose::Remove => Root::open_exact(path),
     };
     if !given.is_empty() {
-        return given
+        let roots = given
             .iter()
             .map(|p| open(p).map_err(CliError::from))
-            .collect();
+            .collect::<Result<Vec<Root>, CliError>>()?;
+        for root in &roots {
+            refuse_filesystem_root(root)?;
+        }
+        refuse_overlaps(given, &roots)?;
+        return Ok(roots);
     }
     let tmp = open(&std::env::temp_dir())?;
     let mut roots = Vec::new();
@@ -72,6 +78,60 @@ pub fn open_roots(
     }
     roots.insert(0, tmp);
     Ok(roots)
+}
+
+/// Refuses `/` as a root, for every subcommand alike (told by device and
+/// inode, however it was named): exit status 2.
+pub fn refuse_filesystem_root(root: &Root) -> Result<(), CliError> {
+    if !root.is_filesystem_root() {
+        return Ok(());
+    }
+    let mut err = CliError::usage(format!(
+        "refusing the root {}: it is the filesystem root `/`",
+        Untrusted::path(root.path())
+    ));
+    err.hint = Some("give the directory that holds the leftovers, such as /tmp".into());
+    Err(err)
+}
+
+/// Refuses roots that overlap (the same directory, or one inside
+/// another), compared as written and as resolved: the config file's rule
+/// (an entry may belong to one root only), naming both.
+///
+/// # Errors
+///
+/// The first overlap, in the order given: exit status 2.
+pub fn refuse_overlaps(given: &[PathBuf], roots: &[Root]) -> Result<(), CliError> {
+    for later in 1..roots.len() {
+        for earlier in 0..later {
+            let pairs = [
+                (given[later].as_path(), given[earlier].as_path()),
+                (roots[later].path(), roots[earlier].path()),
+            ];
+            let same = roots[later].identity() == roots[earlier].identity();
+            let how = pairs.iter().find_map(|(l, e)| {
+                if same || l == e {
+                    Some("is the same directory as")
+                } else if l.starts_with(e) {
+                    Some("is inside")
+                } else if e.starts_with(l) {
+                    Some("contains")
+                } else {
+                    None
+                }
+            });
+            if let Some(how) = how {
+                let mut err = CliError::usage(format!(
+                    "root {} {how} root {}: an entry may belong to one root only",
+                    Untrusted::path(&given[later]),
+                    Untrusted::path(&given[earlier])
+                ));
+                err.hint = Some("give only one of them".into());
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The reap policy the rule flags describe.
@@ -108,10 +168,28 @@ pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
 ///
 /// A bad or unreadable file: exit status 2, with the file and line.
 pub fn load_config(explicit: Option<&Path>) -> Result<Config, CliError> {
+    if let Some(path) = explicit {
+        if let Err(e) = std::fs::symlink_metadata(path) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Err(missing_config(path));
+            }
+        }
+    }
     match config::locate(explicit) {
         Some(path) => config::load(&path).map_err(config_error),
         None => Ok(Config::defaults()),
     }
+}
+
+/// `--config FILE` for a file that does not exist: say so, and how to
+/// make one (exit status 2).
+fn missing_config(path: &Path) -> CliError {
+    let file = sanitize(path.as_os_str().as_bytes());
+    let mut e = CliError::usage(format!("the config file {file} does not exist"));
+    e.hint = Some(format!(
+        "create it, for example from the example in the sources: `install -D -m 0644 contrib/systemd/config.toml {file}` (docs/config.md lists every key); or drop --config. Nothing was changed."
+    ));
+    e
 }
 
 pub fn config_error(err: config::ConfigError) -> CliError {

@@ -80,8 +80,12 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     }
     if outcome.stopped.survivors > 0 {
         printer.warning(&format!(
-            "{} descendant(s) could not be stopped even with SIGKILL; the directory is kept",
-            outcome.stopped.survivors
+            "{} could not be stopped even with SIGKILL; the directory is kept",
+            crate::humanize::plural(
+                outcome.stopped.survivors as u64,
+                "descendant",
+                "descendants"
+            )
         ));
     }
     Ok(ExitStatus(exit_status(outcome.exit)))

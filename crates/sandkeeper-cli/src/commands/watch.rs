@@ -109,8 +109,9 @@ impl LogDriver {
         match event {
             ReapEvent::Scanned(_) => self.errors_this_reap = 0,
             ReapEvent::QuarantineFinished { root, items } => self.log.info(&format!(
-                "{}: finished {items} item(s) a killed reaper left in quarantine",
-                sanitize(root.as_os_str().as_bytes())
+                "{}: finished {} a killed reaper left in quarantine",
+                sanitize(root.as_os_str().as_bytes()),
+                crate::humanize::plural(items, "item", "items")
             )),
             ReapEvent::Removed(r) => self.log.info(&format!(
                 "{name}: {} {} ({}, {}{})",
@@ -194,7 +195,7 @@ impl LogDriver {
             }
         }
         let (removed, freed) = (outcome.removed(), outcome.freed_bytes());
-        let entries = |n: usize| format!("{n} entr{}", if n == 1 { "y" } else { "ies" });
+        let entries = |n: usize| crate::humanize::plural(n as u64, "entry", "entries");
         if let (Some(end), Some(after), Some(target)) = (end, after, outcome.pressure) {
             let summary = format!(
                 "removed {} ({}); {}",
@@ -213,7 +214,7 @@ impl LogDriver {
                 PressureEnd::StillAbove { retry_in } => self.log.warning(&format!(
                     "{name}: still above the high watermark: {summary}; nothing else may go: {}; retrying in {}",
                     blocked(),
-                    humantime::format_duration(retry_in)
+                    crate::humanize::duration(retry_in)
                 )),
                 PressureEnd::BelowHigh => self.log.notice(&format!(
                     "{name}: below the high watermark but not the low one: {summary}; nothing else may go: {}",

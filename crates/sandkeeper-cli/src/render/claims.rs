@@ -48,13 +48,3 @@ pub fn uid_mismatch(e: &Entry, record: &LeaseRecord) -> Option<String> {
         user_short(e.uid)
     ))
 }
-
-/// A claimed command line, escaped and quoted as one value.
-pub fn command(record: &LeaseRecord, limit: Option<usize>) -> String {
-    let joined = record.cmd.join(" ");
-    let value = Untrusted::text(&joined);
-    match limit {
-        Some(n) => value.max_chars(n).to_string(),
-        None => value.to_string(),
-    }
-}

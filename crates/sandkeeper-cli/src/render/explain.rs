@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use sandkeeper::inuse::InUse;
 use sandkeeper::lease::LeaseRecord;
-use sandkeeper::reap::Verdict;
+use sandkeeper::reap::{KeepReason, Verdict};
 use sandkeeper::scan::{Entry, RootReport};
 
 use super::claims;
@@ -30,7 +30,29 @@ pub fn text(
     let e = &report.entries[index];
     let path = report.path.join(&e.name);
     let mut out = String::new();
-    let _ = writeln!(out, "{}: {}", Untrusted::path(&path), e.state);
+    // Kept on purpose: by these rules' cap when the reap gets that far,
+    // else as `scan` and `ls` tell it (the default cap).
+    let kept = match verdict {
+        Verdict::Keep(KeepReason::KeptUntil(until)) => Some(*until),
+        _ => super::kept_until(e, now),
+    };
+    match kept {
+        Some(until) => {
+            let _ = writeln!(
+                out,
+                "{}: kept (an orphaned sandbox kept on purpose)",
+                Untrusted::path(&path)
+            );
+            let _ = writeln!(
+                out,
+                "  {}: no reap takes it before then, except under pressure",
+                crate::humanize::kept_until(until, now)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "{}: {}", Untrusted::path(&path), e.state);
+        }
+    }
     let _ = writeln!(out, "  why: {}", escape::line(&e.reason.to_string()));
     let _ = writeln!(out, "  owner: {}", claims::user(e.uid));
     for &pid in e.lock_holders() {
@@ -116,9 +138,9 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
     let created = i64::try_from(l.created_ms).unwrap_or(i64::MAX);
     let _ = writeln!(
         out,
-        "    created: {} ago ({} ms since the epoch)",
+        "    created: {} ago ({})",
         age(now.saturating_sub(created)),
-        l.created_ms
+        sandkeeper::human::instant(l.created_ms)
     );
     let _ = writeln!(out, "    tag: {}", Untrusted::text(&l.tag));
     if let Some(site) = &l.site {
@@ -134,6 +156,12 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         let _ = writeln!(out, "    checkout: {}", Untrusted::text(checkout));
     }
     if let Some(until) = l.keep_until_ms {
-        let _ = writeln!(out, "    kept on purpose until {until} ms since the epoch");
+        // What the record asks for; what a reap honours is the state line
+        // above (capped by --max-keep).
+        let _ = writeln!(
+            out,
+            "    asks to be {}",
+            sandkeeper::human::kept_until(until, Some(now.max(0) as u64))
+        );
     }
 }

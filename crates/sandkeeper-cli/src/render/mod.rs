@@ -13,3 +13,22 @@ pub mod scan;
 pub mod watch;
 
 pub use sandkeeper::json::{lease_value as lease_json, path_field};
+
+use sandkeeper::scan::Entry;
+
+/// Until when `e` is kept on purpose at `now_ms`, under the default cap
+/// (what a reap without `--max-keep` does): the one test `scan`, `ls` and
+/// `explain` use, the reaper's own ([`Entry::kept_until`]).
+pub fn kept_until(e: &Entry, now_ms: i64) -> Option<u64> {
+    e.kept_until(now_ms, sandkeeper::reap::DEFAULT_MAX_KEEP)
+}
+
+/// The state as tables show it: `kept` for an orphaned sandbox kept on
+/// purpose (a reap keeps it), else the state's name.
+pub fn state_word(e: &Entry, now_ms: i64) -> &'static str {
+    if kept_until(e, now_ms).is_some() {
+        "kept"
+    } else {
+        e.state.as_str()
+    }
+}

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sandkeeper::reap::ReapReport;
+use sandkeeper::reap::{ReapReport, TargetOutcome};
 
 use super::escape::{self, Untrusted};
-use crate::humanize::size;
+use crate::humanize::{plural, size};
 
 /// The human summary: per root, what went per family, what stayed and why
 /// (in counts), what failed. `--verbose` lists every entry.
@@ -27,10 +27,9 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         }
         let _ = write!(
             out,
-            "{}: {verb} {} entr{} ({})",
+            "{}: {verb} {} ({})",
             Untrusted::path(&root.path),
-            root.removed.len(),
-            if root.removed.len() == 1 { "y" } else { "ies" },
+            plural(root.removed.len() as u64, "entry", "entries"),
             size(root.freed_bytes)
         );
         let mut biggest: Vec<(&str, (u64, u64))> = families.into_iter().collect();
@@ -43,7 +42,13 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         if !shown.is_empty() {
             let _ = write!(out, ": {}", shown.join(", "));
             if biggest.len() > 5 {
-                let _ = write!(out, ", {} more families", biggest.len() - 5);
+                let rest: u64 = biggest[5..].iter().map(|(_, (_, b))| b).sum();
+                let _ = write!(
+                    out,
+                    " and {} ({})",
+                    plural((biggest.len() - 5) as u64, "more family", "more families"),
+                    size(rest)
+                );
             }
         }
         out.push('\n');
@@ -53,13 +58,21 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         }
         if !reasons.is_empty() {
             let parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
-            let _ = writeln!(out, "  kept {}: {}", root.skipped.len(), parts.join(", "));
+            let _ = writeln!(
+                out,
+                "  left {}: {}",
+                plural(root.skipped.len() as u64, "entry", "entries"),
+                parts.join(", ")
+            );
+        }
+        if let Some(t) = &root.target {
+            target_line(&mut out, t, report.dry_run);
         }
         if root.quarantine_finished > 0 {
             let _ = writeln!(
                 out,
-                "  finished {} item(s) a killed reaper left in quarantine",
-                root.quarantine_finished
+                "  finished {} a killed reaper left in quarantine",
+                plural(root.quarantine_finished, "item", "items")
             );
         }
         for e in &root.errors {
@@ -83,7 +96,7 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
             for s in &root.skipped {
                 let _ = writeln!(
                     out,
-                    "  kept {} ({})",
+                    "  left {} ({})",
                     Untrusted::path(&s.path),
                     escape::line(&s.reason.to_string())
                 );
@@ -91,4 +104,35 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
         }
     }
     out
+}
+
+/// `  free-space target reached: …` or `  free-space target NOT reached: …`
+/// with what was asked and what is free, and why nothing more went.
+fn target_line(out: &mut String, t: &TargetOutcome, dry_run: bool) {
+    let mut want = Vec::new();
+    let mut have = Vec::new();
+    if let Some(b) = t.want_free_bytes {
+        want.push(format!("{} free", size(b)));
+        have.push(format!("{} free", size(t.free_bytes)));
+    }
+    if let Some(n) = t.want_free_inodes {
+        want.push(plural(n, "free inode", "free inodes"));
+        have.push(plural(t.free_inodes, "free inode", "free inodes"));
+    }
+    let est = if dry_run { " (estimated)" } else { "" };
+    if t.met {
+        let _ = writeln!(
+            out,
+            "  free-space target reached: {}{est} (wanted {})",
+            have.join(", "),
+            want.join(", ")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  free-space target not reached: {}{est}, wanted {}; nothing else may be removed by these rules",
+            have.join(", "),
+            want.join(", ")
+        );
+    }
 }

@@ -12,7 +12,7 @@ use sandkeeper::supervise::Exit;
 use serde_json::{json, Map, Value};
 
 use super::path_field;
-use crate::humanize::{sanitize, size};
+use crate::humanize::{duration, plural, sanitize, size};
 
 /// The note `run` prints when the directory is not where it was made;
 /// `None` when it is, or the command just removed it.
@@ -64,6 +64,10 @@ pub fn cleanup_warning(cleanup: &Cleanup, dir: &Path, kept: bool) -> Option<Stri
     ))
 }
 
+/// How many families the leftover line names; the rest are summed up as
+/// `and N more families (SIZE)`.
+const SHOWN_FAMILIES: usize = 3;
+
 /// Everything `run` says at the end.
 pub struct RunReport<'a> {
     pub command: &'a [OsString],
@@ -73,7 +77,8 @@ pub struct RunReport<'a> {
 
 impl RunReport<'_> {
     /// The stderr line, when the command left something (or it was kept):
-    /// `cargo left 3 entries (2.1 GiB: app-235-* 2.0 GiB, .tmp* 40 MiB) in TMPDIR; removed`.
+    /// `cargo left 3 entries (2.1 GiB: app-235-* 2.0 GiB, .tmp* 40 MiB) in TMPDIR; removed`;
+    /// past three families, `…, and 5 more families (92 KiB)`.
     pub fn line(&self, name: &str) -> Option<String> {
         let o = self.outcome;
         let failed = !o.cleanup.is_done();
@@ -83,10 +88,17 @@ impl RunReport<'_> {
         let fate = if failed && !o.kept {
             "not removed completely".to_owned()
         } else if o.kept {
+            // The record says `now + keep_for`, written a moment ago.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            let until =
+                now.saturating_add(u64::try_from(self.keep_for.as_millis()).unwrap_or(u64::MAX));
             format!(
-                "kept at {} for {}",
+                "kept at {} until {} ({} from now)",
                 sanitize(o.dir.as_os_str().as_bytes()),
-                humantime::format_duration(self.keep_for)
+                sandkeeper::human::instant(until),
+                duration(self.keep_for)
             )
         } else if matches!(o.fate, Fate::InPlace | Fate::Removed) {
             "removed".to_owned()
@@ -99,18 +111,24 @@ impl RunReport<'_> {
                 sanitize(name.as_bytes())
             ));
         }
-        let families: Vec<String> = o
-            .leftovers
-            .families
+        let all = &o.leftovers.families;
+        let mut families: Vec<String> = all
             .iter()
-            .take(3)
+            .take(SHOWN_FAMILIES)
             .map(|f| format!("{} {}", sanitize(f.pattern.as_bytes()), size(f.disk_bytes)))
             .collect();
+        if all.len() > SHOWN_FAMILIES {
+            let rest = &all[SHOWN_FAMILIES..];
+            families.push(format!(
+                "and {} ({})",
+                plural(rest.len() as u64, "more family", "more families"),
+                size(rest.iter().map(|f| f.disk_bytes).sum())
+            ));
+        }
         Some(format!(
-            "{} left {} entr{} ({}: {}) in TMPDIR; {fate}",
+            "{} left {} ({}: {}) in TMPDIR; {fate}",
             sanitize(name.as_bytes()),
-            o.leftovers.entries,
-            if o.leftovers.entries == 1 { "y" } else { "ies" },
+            plural(o.leftovers.entries, "entry", "entries"),
             size(o.leftovers.disk_bytes),
             families.join(", ")
         ))

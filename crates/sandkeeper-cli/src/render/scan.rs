@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use sandkeeper::inuse::Uninspectable;
 use sandkeeper::scan::{Report, RootReport};
 
-use super::claims;
 use super::escape::{self, Untrusted};
-use crate::humanize::{age, size};
+use super::{claims, kept_until, state_word};
+use crate::humanize::{age, plural, size};
 
 /// The human report: per root a header, the families (biggest first), and a
 /// footer with totals; `--entries` adds one line per entry.
@@ -46,7 +46,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             .clamp(6, 48);
         let _ = writeln!(
             out,
-            "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>6} {:>7} {:>11}",
+            "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>5} {:>6} {:>7} {:>11}",
             "FAMILY",
             "COUNT",
             "SIZE",
@@ -55,6 +55,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             "LIVE",
             "IN USE",
             "ORPHANED",
+            "KEPT",
             "IDLE",
             "UNKNOWN",
             "RECLAIMABLE"
@@ -63,7 +64,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             let s = &g.states;
             let _ = writeln!(
                 out,
-                "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>6} {:>7} {:>11}",
+                "{:<width$} {:>6} {:>10} {:>6} {:>6} {:>5} {:>6} {:>8} {:>5} {:>6} {:>7} {:>11}",
                 truncate(pattern, width),
                 g.totals.entries,
                 size(g.totals.disk_bytes),
@@ -73,7 +74,8 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
                     .map_or("-".into(), |m| age(now.saturating_sub(m))),
                 s.live,
                 s.in_use,
-                s.orphaned,
+                s.orphaned.saturating_sub(g.kept),
+                g.kept,
                 s.idle,
                 s.unknown,
                 size(g.reclaimable_bytes),
@@ -81,17 +83,26 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
         }
         let t = &root.totals;
         let reclaimable: u64 = root.groups.iter().map(|g| g.reclaimable_bytes).sum();
-        let _ = writeln!(
+        let kept: u64 = root.groups.iter().map(|g| g.kept).sum();
+        let _ = write!(
             out,
-            "{} entries in {} families: {} ({} apparent) in {} files and {} dirs; {} reclaimable",
-            t.entries,
-            root.groups.len(),
+            "{} in {}: {} ({} apparent) in {} and {}; {} reclaimable",
+            plural(t.entries, "entry", "entries"),
+            plural(root.groups.len() as u64, "family", "families"),
             size(t.disk_bytes),
             size(t.apparent_bytes),
-            t.files,
-            t.dirs,
+            plural(t.files, "file", "files"),
+            plural(t.dirs, "dir", "dirs"),
             size(reclaimable)
         );
+        if kept > 0 {
+            let _ = write!(
+                out,
+                " ({} kept on purpose, not counted)",
+                plural(kept, "sandbox", "sandboxes")
+            );
+        }
+        out.push('\n');
         if entries {
             out.push('\n');
             entry_lines(&mut out, root, now, verbose);
@@ -106,13 +117,14 @@ fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
         let _ = write!(
             out,
             "{:<9} {:>10} {:>6}  {}",
-            e.state.as_str(),
+            state_word(e, now),
             size(e.disk_bytes),
             e.newest_mtime_ms
                 .map_or("-".into(), |m| age(now.saturating_sub(m))),
             Untrusted::os(&e.name)
         );
         let mut notes: Vec<String> = Vec::new();
+        notes.extend(kept_until(e, now).map(|until| crate::humanize::kept_until(until, now)));
         notes.extend(
             e.holders
                 .iter()

@@ -30,8 +30,8 @@ pub fn describe(config: &Config) -> Vec<String> {
     }
     lines.push(format!(
         "full cycle every {}, watermark poll every {}",
-        humantime::format_duration(config.interval),
-        humantime::format_duration(config.poll)
+        crate::humanize::duration(config.interval),
+        crate::humanize::duration(config.poll)
     ));
     if config.trust_pid_namespace {
         lines.push(
@@ -39,17 +39,17 @@ pub fn describe(config: &Config) -> Vec<String> {
         );
     }
     for root in &config.roots {
-        let mut parts = vec![format!("grace {}", humantime::format_duration(root.grace))];
+        let mut parts = vec![format!("grace {}", crate::humanize::duration(root.grace))];
         if let Some(age) = root.orphan_age {
             parts.push(format!(
                 "orphans older than {}",
-                humantime::format_duration(age)
+                crate::humanize::duration(age)
             ));
         }
         if root.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP {
             parts.push(format!(
                 "kept sandboxes for at most {}",
-                humantime::format_duration(root.max_keep)
+                crate::humanize::duration(root.max_keep)
             ));
         }
         if let Some(w) = &root.watermarks {
@@ -61,7 +61,7 @@ pub fn describe(config: &Config) -> Vec<String> {
         for rule in &root.rules {
             let mut r = format!("rule {:?}", rule.glob);
             if let Some(age) = rule.older_than {
-                r += &format!(" older than {}", humantime::format_duration(age));
+                r += &format!(" older than {}", crate::humanize::duration(age));
             }
             if let Some(n) = rule.keep_last {
                 r += &format!(" keeping the last {n}");

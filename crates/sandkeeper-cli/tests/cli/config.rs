@@ -100,8 +100,9 @@ fn a_missing_config_file_and_mixed_flags_are_usage_errors() {
     let out = sandkeeper(&["watch", "--config", m, "--once"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
+    // Issue 15: a missing file is said to be missing, with how to make one.
     assert!(
-        err.contains(&format!("{m}: cannot read the config file")),
+        err.contains(&format!("the config file {m} does not exist")),
         "{err}"
     );
 
@@ -142,7 +143,7 @@ fn check_prints_what_the_config_says() {
     for words in [
         format!("config {file}"),
         "full cycle every 10m, watermark poll every 2s".to_owned(),
-        format!("root {}: grace 1m; orphans older than 1day; high watermark 2.00 GiB free, low 75% used; rule \"app-*\" older than 2h keeping the last 3 of root; and its sandkeeper-<uid> directories", dir.path().display()),
+        format!("root {}: grace 1m; orphans older than 1d; high watermark 2.00 GiB free, low 75% used; rule \"app-*\" older than 2h keeping the last 3 of root; and its sandkeeper-<uid> directories", dir.path().display()),
     ] {
         assert!(text.contains(&words), "want {words:?} in\n{text}");
     }

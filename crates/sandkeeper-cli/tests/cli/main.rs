@@ -3,6 +3,7 @@
 
 mod completions;
 mod config;
+mod consistency;
 mod job_control;
 mod reap;
 mod run;

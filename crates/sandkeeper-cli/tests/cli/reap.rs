@@ -48,7 +48,7 @@ fn bad_input_exits_2_and_removes_nothing() {
         ),
         (
             vec!["reap", "/", "--dry-run"],
-            "refusing to reap the filesystem root",
+            "it is the filesystem root `/`",
         ),
         (
             vec!["explain", "/etc/hostname", "--root", r],

@@ -182,8 +182,8 @@ fn inner_forged() {
         "{forged}"
     );
     assert!(
-        forged.contains("record: \"/usr/sbin/sshd -D"),
-        "the command is labelled a claim: {forged}"
+        forged.contains("record: \"sshd -D"),
+        "the command is labelled a claim (by its program's name, issue 15): {forged}"
     );
     for line in ls.lines() {
         assert!(line.chars().count() < 400, "bounded: {line}");

@@ -25,10 +25,32 @@ pub(crate) fn negative(text: &str) -> bool {
 }
 
 /// A humane duration: `90s`, `15m`, `2h`, `7d`, `1w`, `1h 30m`.
+///
+/// One rule for every duration, on the command line and in the config
+/// file: a number needs a unit, except `0` (zero is zero in any unit);
+/// a bare `5` is refused with the hint `5s`, never guessed.
+///
+/// ```
+/// use std::time::Duration;
+/// use sandkeeper::config::value::duration;
+///
+/// assert_eq!(duration("0"), Ok(Duration::ZERO));
+/// assert!(duration("5").unwrap_err().contains("write 5s for seconds"));
+/// ```
 pub fn duration(text: &str) -> Result<Duration, String> {
     if negative(text) {
         return Err(format!(
             "negative durations are not allowed: {text:?}; use zero or more, such as 90s, 15m, 2h or 7d"
+        ));
+    }
+    let t = text.trim();
+    let bare_number = !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    if let Some(n) = bare_number.then(|| t.parse::<f64>().ok()).flatten() {
+        if n == 0.0 {
+            return Ok(Duration::ZERO);
+        }
+        return Err(format!(
+            "duration {text:?} has no unit; write {t}s for seconds (or {t}m, {t}h, {t}d); only 0 may stand without a unit"
         ));
     }
     humantime::parse_duration(text.trim()).map_err(|e| {
@@ -138,7 +160,10 @@ mod tests {
 
     #[test]
     fn durations() {
-        let cases: [(&str, Option<u64>); 7] = [
+        let cases: [(&str, Option<u64>); 10] = [
+            ("0", Some(0)),
+            ("00", Some(0)),
+            ("5", None),
             ("90s", Some(90)),
             ("2h", Some(7200)),
             ("7d", Some(7 * 86_400)),
@@ -151,6 +176,7 @@ mod tests {
             assert_eq!(duration(text).ok().map(|d| d.as_secs()), want, "{text}");
         }
         assert!(duration("soon").unwrap_err().contains("\"soon\""));
+        assert!(duration("5").unwrap_err().contains("write 5s for seconds"));
         assert!(duration(" -1s").unwrap_err().contains("negative durations"));
     }
 

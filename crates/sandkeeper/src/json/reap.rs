@@ -40,6 +40,9 @@ pub fn reap(report: &ReapReport) -> String {
             o.insert("state".into(), s.state.as_str().into());
             o.insert("reason".into(), s.reason.to_string().into());
             o.insert("reason_code".into(), s.reason.as_str().into());
+            if let crate::reap::KeepReason::KeptUntil(ms) = s.reason {
+                o.insert("kept_until_ms".into(), ms.into());
+            }
             o.insert("disk_bytes".into(), s.disk_bytes.into());
             skipped.push(Value::Object(o));
         }
@@ -55,6 +58,18 @@ pub fn reap(report: &ReapReport) -> String {
         o.insert(
             "quarantine_finished".into(),
             root.quarantine_finished.into(),
+        );
+        o.insert(
+            "target".into(),
+            root.target.map_or(Value::Null, |t| {
+                json!({
+                    "want_free_bytes": t.want_free_bytes,
+                    "want_free_inodes": t.want_free_inodes,
+                    "free_bytes": t.free_bytes,
+                    "free_inodes": t.free_inodes,
+                    "met": t.met,
+                })
+            }),
         );
         roots.push(Value::Object(o));
     }

@@ -55,6 +55,7 @@ impl Serialize for Document<'_> {
             .map(|root| RootJson {
                 root,
                 entries: self.entries,
+                now_ms: self.report.started_ms,
             })
             .collect();
         m.serialize_entry("roots", &roots)?;
@@ -75,6 +76,8 @@ impl Serialize for Document<'_> {
 struct RootJson<'a> {
     root: &'a RootReport,
     entries: bool,
+    /// When the scan started: what "kept" is judged at.
+    now_ms: i64,
 }
 
 impl Serialize for RootJson<'_> {
@@ -98,7 +101,11 @@ impl Serialize for RootJson<'_> {
         let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
         m.serialize_entry("groups", &groups)?;
         if self.entries {
-            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(EntryJson).collect();
+            let entries: Vec<EntryJson<'_>> = root
+                .entries
+                .iter()
+                .map(|e| EntryJson(e, self.now_ms))
+                .collect();
             m.serialize_entry("entries", &entries)?;
         }
         m.serialize_entry("warnings", &root.warnings)?;
@@ -136,10 +143,11 @@ fn group_json(g: &Group) -> Value {
         "newest_ms": g.newest_ms,
         "states": states_json(&g.states),
         "reclaimable_bytes": g.reclaimable_bytes,
+        "kept": g.kept,
     })
 }
 
-struct EntryJson<'a>(&'a Entry);
+struct EntryJson<'a>(&'a Entry, i64);
 
 impl Serialize for EntryJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -174,6 +182,10 @@ impl Serialize for EntryJson<'_> {
             (None, false) => Value::Null,
         };
         m.serialize_entry("lease", &lease)?;
+        m.serialize_entry(
+            "kept_until_ms",
+            &e.kept_until(self.1, crate::reap::DEFAULT_MAX_KEEP),
+        )?;
         m.end()
     }
 }

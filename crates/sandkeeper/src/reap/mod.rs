@@ -171,6 +171,29 @@ pub struct RootReap {
     /// pending ones that a fresh check cleared (pending ones still in use
     /// are put back, or kept there, and listed in `skipped`).
     pub quarantine_finished: u64,
+    /// With a free-space target (`--target-free`, `--target-free-inodes`,
+    /// a watermark under pressure): what it asked for and whether it was
+    /// reached when the reap ended; `None` without one.
+    pub target: Option<TargetOutcome>,
+}
+
+/// How a reap's free-space target ended in one root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TargetOutcome {
+    /// Free bytes asked for, if the target counts bytes.
+    pub want_free_bytes: Option<u64>,
+    /// Free inodes asked for, if the target counts inodes.
+    pub want_free_inodes: Option<u64>,
+    /// Free bytes when the reap ended (in a dry run: the free bytes
+    /// measured plus the sizes of what would be removed).
+    pub free_bytes: u64,
+    /// Free inodes when the reap ended (in a dry run: estimated the same way).
+    pub free_inodes: u64,
+    /// Whether every part of the target was reached. `false` means
+    /// nothing else was allowed to go: the rest is kept (live, in use,
+    /// unknown, young, kept on purpose, not selected).
+    pub met: bool,
 }
 
 /// A removed entry.
@@ -329,6 +352,7 @@ impl Reaper {
                 errors: Vec::new(),
                 freed_bytes: 0,
                 quarantine_finished: 0,
+                target: None,
             },
             on_event,
         );
@@ -384,6 +408,18 @@ impl Reaper {
                 continue;
             }
             self.reap_batch(dir, report, batch, target, &mut target_met, &mut result)?;
+        }
+        if let Some(t) = target {
+            if !self.policy.dry_run {
+                free = scan::filesystem::free(dir).unwrap_or(free);
+            }
+            result.reap.target = Some(TargetOutcome {
+                want_free_bytes: t.bytes,
+                want_free_inodes: t.inodes,
+                free_bytes: free.bytes,
+                free_inodes: free.inodes,
+                met: t.met(free),
+            });
         }
         Ok(result.reap)
     }
@@ -627,8 +663,8 @@ fn record_removal(
     result.failed(ReapError {
         path: root.join(&entry.name),
         error: format!(
-            "{} item(s) could not be removed: {}",
-            removal.left().len(),
+            "{} could not be removed: {}",
+            crate::human::plural(removal.left().len() as u64, "item", "items"),
             left.join("; ")
         ),
     });
@@ -749,8 +785,8 @@ fn check_quarantined(
     match walked {
         Ok(_) if found.is_some() => found,
         Ok(usage) if usage.error_count > 0 => Some(format!(
-            "{} place(s) inside cannot be read",
-            usage.error_count
+            "{} inside cannot be read",
+            crate::human::plural(usage.error_count, "place", "places")
         )),
         Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
             "a mount point inside ({})",

@@ -85,7 +85,8 @@ impl fmt::Display for ReapReason {
             ReapReason::Matched(glob) => write!(f, "matches {glob:?}"),
             ReapReason::KeptUnderPressure(ms) => write!(
                 f,
-                "kept on purpose until {ms} (ms since the epoch), taken under pressure after everything else"
+                "{} on purpose, taken under pressure after everything else",
+                crate::human::kept_until(*ms, None)
             ),
         }
     }
@@ -118,16 +119,20 @@ impl fmt::Display for KeepReason {
             KeepReason::Live => f.write_str("live: its lease is held"),
             KeepReason::InUse => f.write_str("in use"),
             KeepReason::Unknown => f.write_str("unknown state: never removed"),
-            KeepReason::InGrace { age } => {
-                write!(f, "younger than the grace period ({}s old)", age.as_secs())
-            }
+            KeepReason::InGrace { age } => write!(
+                f,
+                "younger than the grace period ({} old)",
+                crate::human::duration(*age)
+            ),
             KeepReason::KeptUntil(ms) => {
-                write!(f, "kept on purpose until {ms} (ms since the epoch)")
+                write!(f, "{} on purpose", crate::human::kept_until(*ms, None))
             }
             KeepReason::NotSelected => f.write_str("unmanaged and no --match rule selects it"),
-            KeepReason::TooNew { age } => {
-                write!(f, "not older than --older-than ({}s old)", age.as_secs())
-            }
+            KeepReason::TooNew { age } => write!(
+                f,
+                "not older than --older-than ({} old)",
+                crate::human::duration(*age)
+            ),
             KeepReason::AmongNewest => f.write_str("among the --keep-last newest of its family"),
             KeepReason::OtherOwner(uid) => write!(f, "owned by uid {uid}, not --owner"),
             KeepReason::TargetMet => f.write_str("the --target-free goal was met"),
@@ -135,8 +140,8 @@ impl fmt::Display for KeepReason {
             KeepReason::Stopped => f.write_str("the reap was stopped before its turn"),
             KeepReason::ClockStepped(by) => write!(
                 f,
-                "the clock was stepped forward by about {}s since boot; ages cannot be trusted",
-                by.as_secs()
+                "the clock was stepped forward by about {} since boot; ages cannot be trusted",
+                crate::human::duration(*by)
             ),
         }
     }
@@ -166,15 +171,10 @@ pub(crate) fn decide(report: &RootReport, policy: &Policy, now_ms: i64) -> Vec<V
 }
 
 /// Until when (ms) the entry is kept on purpose, if it still is at
-/// `now_ms`: its lease's `keep_until_ms`, capped at the policy's
-/// [`max_keep`](super::PolicyBuilder::max_keep) after its newest change.
+/// `now_ms` ([`Entry::kept_until`] under the policy's
+/// [`max_keep`](super::PolicyBuilder::max_keep)).
 fn kept_until(entry: &Entry, policy: &Policy, now_ms: i64) -> Option<u64> {
-    let asked = entry.lease.as_ref()?.keep_until_ms?;
-    let now = now_ms.max(0) as u64;
-    let newest = entry.newest_mtime_ms.map_or(now, |m| m.max(0) as u64);
-    let cap_ms = u64::try_from(policy.max_keep.as_millis()).unwrap_or(u64::MAX);
-    let until = asked.min(newest.saturating_add(cap_ms));
-    (now < until).then_some(until)
+    entry.kept_until(now_ms, policy.max_keep)
 }
 
 /// `rank`: the entry's place among its family, newest first (0 = the

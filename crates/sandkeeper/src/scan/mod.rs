@@ -223,7 +223,7 @@ impl Scanner {
         let mut entries = self.examine(&path, dir, &names, inuse, &mut warnings);
         self.check_stop(&path)?;
         entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        let (totals, groups) = report::summarize(&mut entries);
+        let (totals, groups) = report::summarize(&mut entries, lease::now_ms() as i64);
         Ok(RootReport {
             path,
             filesystem,

@@ -123,8 +123,14 @@ pub struct Group {
     /// Members by state.
     pub states: StateCounts,
     /// Disk usage of the members a reap could remove (`orphaned`, and
-    /// `idle` when a rule selects them).
+    /// `idle` when a rule selects them), less those kept on purpose.
     pub reclaimable_bytes: u64,
+    /// Members kept on purpose (`SANDKEEPER_KEEP`) at the time of the scan,
+    /// under the default cap ([`Entry::kept_until`] with
+    /// [`DEFAULT_MAX_KEEP`](crate::reap::DEFAULT_MAX_KEEP)): counted in
+    /// their state (`orphaned`), never in `reclaimable_bytes`, since a
+    /// reap keeps them.
+    pub kept: u64,
     /// Indexes of the members in [`RootReport::entries`].
     pub members: Vec<usize>,
 }
@@ -180,6 +186,34 @@ impl Entry {
     pub fn is_managed(&self) -> bool {
         self.lease.is_some() || self.lease_invalid
     }
+
+    /// Until when (ms since the epoch) the entry is kept on purpose, if it
+    /// still is at `now_ms`: its lease's `keep_until_ms`, capped at
+    /// `max_keep` after its newest change inside (the record is written by
+    /// whoever made the directory). Only an `orphaned` entry can be kept:
+    /// any other state keeps or refuses it already, and an unmanaged entry
+    /// has no record. The reaper's rule, and the scan's and `ls`'s.
+    ///
+    /// ```
+    /// # let dir = sandkeeper::Sandbox::new()?;
+    /// # let roots = [sandkeeper::root::Root::open(dir.path())?];
+    /// let report = sandkeeper::scan::Scanner::new().scan_roots(&roots)?;
+    /// for e in &report.roots[0].entries {
+    ///     let _ = e.kept_until(report.started_ms, sandkeeper::reap::DEFAULT_MAX_KEEP);
+    /// }
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    pub fn kept_until(&self, now_ms: i64, max_keep: std::time::Duration) -> Option<u64> {
+        if self.state != EntryState::Orphaned {
+            return None;
+        }
+        let asked = self.lease.as_ref()?.keep_until_ms?;
+        let now = now_ms.max(0) as u64;
+        let newest = self.newest_mtime_ms.map_or(now, |m| m.max(0) as u64);
+        let cap_ms = u64::try_from(max_keep.as_millis()).unwrap_or(u64::MAX);
+        let until = asked.min(newest.saturating_add(cap_ms));
+        (now < until).then_some(until)
+    }
 }
 
 impl Totals {
@@ -194,7 +228,8 @@ impl Totals {
 
 /// Sums all entries, groups them into families (biggest first, then by
 /// pattern), and writes each entry's pattern.
-pub(crate) fn summarize(entries: &mut [Entry]) -> (Totals, Vec<Group>) {
+/// `now_ms` decides which members are kept on purpose.
+pub(crate) fn summarize(entries: &mut [Entry], now_ms: i64) -> (Totals, Vec<Group>) {
     let mut totals = Totals::default();
     for entry in entries.iter() {
         totals.add(entry);
@@ -211,13 +246,19 @@ pub(crate) fn summarize(entries: &mut [Entry]) -> (Totals, Vec<Group>) {
                 newest_ms: None,
                 states: StateCounts::default(),
                 reclaimable_bytes: 0,
+                kept: 0,
                 members: family.members,
             };
             for &i in &group.members {
                 let entry = &entries[i];
                 group.totals.add(entry);
                 group.states.add(entry.state);
-                if entry.state.is_reclaimable() {
+                if entry
+                    .kept_until(now_ms, crate::reap::DEFAULT_MAX_KEEP)
+                    .is_some()
+                {
+                    group.kept += 1;
+                } else if entry.state.is_reclaimable() {
                     group.reclaimable_bytes += entry.disk_bytes;
                 }
                 if let Some(m) = entry.newest_mtime_ms {

@@ -144,7 +144,8 @@ impl fmt::Display for StateReason {
             StateReason::NoLease => f.write_str("it has no lease and nothing inside is in use"),
             StateReason::UninspectableProcesses { count } => write!(
                 f,
-                "{count} process(es) could not be inspected, so it may be in use unseen"
+                "{} could not be inspected, so it may be in use unseen",
+                crate::human::plural(*count as u64, "process", "processes")
             ),
             StateReason::BlindSpot { kind } => write!(
                 f,
@@ -181,7 +182,8 @@ impl fmt::Display for StateReason {
             ),
             StateReason::UnreadableInside { errors } => write!(
                 f,
-                "{errors} place(s) inside could not be read, so it may be in use unseen"
+                "{} inside could not be read, so it may be in use unseen",
+                crate::human::plural(*errors as u64, "place", "places")
             ),
             StateReason::UnopenableOwnerUnknown => f.write_str(
                 "it cannot be opened and its lease record does not tell whether the owner lives",
