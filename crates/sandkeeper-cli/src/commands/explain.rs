@@ -15,8 +15,10 @@ use crate::render::escape::Untrusted;
 
 /// Explains one entry.
 ///
-/// Without `--root`, PATH's parent directory is its root and PATH itself
-/// is explained: the parent is opened once, as a root is (symlinks in it
+/// Without `--root`, a PATH inside a default root (the temp directory, the
+/// caller's user dirs) is placed in the deepest one, as `scan` and `reap`
+/// see it. Anywhere else PATH's parent directory is its root and PATH
+/// itself is explained: the parent is opened once, as a root is (symlinks in it
 /// resolved once, each step checked), and everything after is relative to
 /// that descriptor; the last name is looked up without following it, so
 /// `explain LINK` explains the link itself. With `--root`, PATH is placed
@@ -49,7 +51,21 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         .map_err(|e| cannot(std::io::Error::from(e).to_string()))?;
     let target = parent.path().join(name);
     let mut roots = Vec::new();
-    let (root, entry) = if args.roots.is_empty() {
+    // Without --root, a path inside a default root (the temp directory, the
+    // caller's user dirs) is explained as scan and reap see it: as part of
+    // that root's top-level entry. Anywhere else its parent is its root.
+    let defaults = if args.roots.is_empty() {
+        open_roots(&[], true, Purpose::Read)?
+    } else {
+        Vec::new()
+    };
+    let in_default = match Root::place(&defaults, &target) {
+        Place::Entry { root, path } => Some((root, path)),
+        _ => None,
+    };
+    let (root, entry) = if let Some((index, path)) = in_default {
+        (&defaults[index], path)
+    } else if args.roots.is_empty() {
         if parent.is_filesystem_root() {
             // `/` is never a root; say what to do instead.
             let shown = Untrusted::path(&target);
