@@ -13,6 +13,7 @@
 //! share right over many seeds and the median time for 50,000 names.
 
 mod corpus;
+mod golden;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -428,4 +429,32 @@ fn wrong_names() {
     for (k, v) in wrong {
         println!("{k}: {:?}", &v[..v.len().min(6)]);
     }
+}
+
+/// Only the time for 50,000 names (`FAMILIES_RUNS`, default 31): for
+/// comparing two builds run one after the other.
+#[test]
+#[ignore = "a benchmark: run by bench/families/run.sh in release"]
+fn speed() {
+    let runs: usize = std::env::var("FAMILIES_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(31);
+    let names = fifty_thousand(1);
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            let families = group(&names);
+            let took = start.elapsed();
+            assert!(!families.is_empty());
+            took
+        })
+        .collect();
+    times.sort();
+    println!(
+        "50000 names: median {:.1} ms (min {:.1}) over {} runs",
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times.len()
+    );
 }
