@@ -181,7 +181,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use glob::{escape_into, glob_match, parse_glob};
-use read::{Parsed, PieceKind, Pieces};
+use read::{Names, PieceKind, Pieces};
 
 /// One family of names, e.g. `app-235-*`.
 ///
@@ -221,16 +221,10 @@ impl Family {
 /// assert_eq!(families[1].pattern, "app-nodes-resolve-*");
 /// ```
 pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
-    let mut windows = Vec::new();
-    let mut parsed: Vec<Parsed<'_>> = names
-        .iter()
-        .map(|n| Parsed::new(n.as_ref().as_bytes(), &mut windows))
-        .collect();
-    shape::neighbour_passes(&mut parsed);
-
     let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     let mut key = Vec::new();
-    for (index, name) in parsed.iter().enumerate() {
+    let mut pieces = Pieces::with_capacity(names.len());
+    let parsed = shape::read(names.iter().map(|n| n.as_ref().as_bytes()), |index, name| {
         key.clear();
         name.key(&mut key);
         // Only a bucket's first name pays for an owned key.
@@ -240,9 +234,9 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
                 buckets.insert(key.clone(), vec![index]);
             }
         }
-    }
+        pieces.push(name);
+    });
 
-    let pieces = Pieces::new(&parsed);
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
     for members in buckets.into_values() {
         for family in bucket_families(&parsed, &pieces, members) {
@@ -284,13 +278,37 @@ pub fn matches(pattern: &str, name: &OsStr) -> bool {
 /// A number with more digits than this is a pid or a counter: always `*`.
 const TAG_MAX_DIGITS: usize = 3;
 
+/// How many distinct byte strings `values` holds, the longest `longest`
+/// bytes long: by sorting, as one 128-bit number each when they fit in 15
+/// bytes (their bytes, then their length: equal numbers, equal strings).
+fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest: usize) -> usize {
+    const PACKED_MAX: usize = 15;
+    if longest <= PACKED_MAX {
+        let mut packed: Vec<u128> = values
+            .map(|v| {
+                let mut bytes = [0u8; 16];
+                bytes[..v.len()].copy_from_slice(v);
+                bytes[PACKED_MAX] = v.len() as u8;
+                u128::from_le_bytes(bytes)
+            })
+            .collect();
+        packed.sort_unstable();
+        packed.dedup();
+        return packed.len();
+    }
+    let mut values: Vec<&[u8]> = values.collect();
+    values.sort_unstable();
+    values.dedup();
+    values.len()
+}
+
 /// The families of one bucket (names with equal keys, so equal piece
 /// layouts).
-fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
+fn bucket_families(parsed: &Names<'_>, pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
     let layout = pieces.of(members[0]);
     let text = |m: usize, p: usize| {
         let piece = pieces.of(m)[p];
-        parsed[m].text(piece.start, piece.end)
+        &parsed.bytes(m)[piece.start as usize..piece.end as usize]
     };
     let n = members.len();
     let last_var = layout.iter().rposition(|p| p.kind != PieceKind::Lit);
@@ -308,16 +326,14 @@ fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) 
         .filter(|&p| layout[p].kind != PieceKind::Lit)
         .map(|p| {
             // Distinct values by sorting (no hashing of names' bytes).
-            let mut values: Vec<&[u8]> = members.iter().map(|&m| text(m, p)).collect();
-            let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
-            values.sort_unstable();
-            values.dedup();
+            let longest = members.iter().map(|&m| text(m, p).len()).max().unwrap_or(0);
+            let distinct = distinct_values(members.iter().map(|&m| text(m, p)), longest);
             Place {
                 piece: p,
                 random: members
                     .iter()
                     .any(|&m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
-                distinct: values.len(),
+                distinct,
                 longest,
                 last: Some(p) == last_var,
             }
@@ -391,7 +407,7 @@ fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) 
         }
         if n == 1 && !kept_alnum {
             pattern.clear();
-            escape_into(&mut pattern, parsed[m0].bytes);
+            escape_into(&mut pattern, parsed.bytes(m0));
         }
         families.push(Family {
             pattern,
