@@ -223,7 +223,6 @@ impl Family {
 pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
     let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     let mut key = Vec::new();
-    let mut pieces = Pieces::with_capacity(names.len());
     let parsed = shape::read(names.iter().map(|n| n.as_ref().as_bytes()), |index, name| {
         key.clear();
         name.key(&mut key);
@@ -234,16 +233,16 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
                 buckets.insert(key.clone(), vec![index]);
             }
         }
-        pieces.push(name);
     });
 
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
     for members in buckets.into_values() {
-        for family in bucket_families(&parsed, &pieces, members) {
-            by_pattern
-                .entry(family.pattern)
-                .or_default()
-                .extend(family.members);
+        for family in bucket_families(&parsed, members) {
+            let all = by_pattern.entry(family.pattern).or_default();
+            match all.is_empty() {
+                true => *all = family.members,
+                false => all.extend(family.members),
+            }
         }
     }
     let mut families: Vec<Family> = by_pattern
@@ -304,11 +303,17 @@ fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest:
 
 /// The families of one bucket (names with equal keys, so equal piece
 /// layouts).
-fn bucket_families(parsed: &Names<'_>, pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
-    let layout = pieces.of(members[0]);
+fn bucket_families(parsed: &Names<'_>, members: Vec<usize>) -> Vec<Family> {
+    // The members' pieces, by position in `members` (`m` below).
+    let mut pieces = Pieces::with_capacity(members.len());
+    for &m in &members {
+        pieces.push(parsed.name(m));
+    }
+    let pieces = pieces;
+    let layout = pieces.of(0);
     let text = |m: usize, p: usize| {
         let piece = pieces.of(m)[p];
-        &parsed.bytes(m)[piece.start as usize..piece.end as usize]
+        &parsed.bytes(members[m])[piece.start as usize..piece.end as usize]
     };
     let n = members.len();
     let last_var = layout.iter().rposition(|p| p.kind != PieceKind::Lit);
@@ -326,13 +331,11 @@ fn bucket_families(parsed: &Names<'_>, pieces: &Pieces, members: Vec<usize>) -> 
         .filter(|&p| layout[p].kind != PieceKind::Lit)
         .map(|p| {
             // Distinct values by sorting (no hashing of names' bytes).
-            let longest = members.iter().map(|&m| text(m, p).len()).max().unwrap_or(0);
-            let distinct = distinct_values(members.iter().map(|&m| text(m, p)), longest);
+            let longest = (0..n).map(|m| text(m, p).len()).max().unwrap_or(0);
+            let distinct = distinct_values((0..n).map(|m| text(m, p)), longest);
             Place {
                 piece: p,
-                random: members
-                    .iter()
-                    .any(|&m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
+                random: (0..n).any(|m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
                 distinct,
                 longest,
                 last: Some(p) == last_var,
@@ -378,7 +381,7 @@ fn bucket_families(parsed: &Names<'_>, pieces: &Pieces, members: Vec<usize>) -> 
         .map(|(i, pl)| tag(i, pl) && (pl.distinct == 1 || splits.contains(&pl.piece)))
         .collect();
 
-    let mut sorted = members;
+    let mut sorted: Vec<usize> = (0..n).collect();
     if !splits.is_empty() {
         let mut keyed: Vec<(Vec<&[u8]>, usize)> = sorted
             .iter()
@@ -407,14 +410,24 @@ fn bucket_families(parsed: &Names<'_>, pieces: &Pieces, members: Vec<usize>) -> 
         }
         if n == 1 && !kept_alnum {
             pattern.clear();
-            escape_into(&mut pattern, parsed.bytes(m0));
+            escape_into(&mut pattern, parsed.bytes(members[m0]));
         }
-        families.push(Family {
-            pattern,
-            members: chunk.to_vec(),
-        });
+        families.push((pattern, chunk));
+    }
+    if let [(pattern, _)] = families.as_mut_slice() {
+        // One family: all of them, in order.
+        return vec![Family {
+            pattern: std::mem::take(pattern),
+            members,
+        }];
     }
     families
+        .into_iter()
+        .map(|(pattern, chunk)| Family {
+            pattern,
+            members: chunk.iter().map(|&m| members[m]).collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

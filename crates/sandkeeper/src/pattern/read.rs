@@ -143,7 +143,7 @@ impl<'a> Names<'a> {
         let count = names.len();
         let mut all = Names {
             bytes: Vec::with_capacity(count),
-            tokens: Vec::with_capacity(count * 2),
+            tokens: Vec::with_capacity(count),
             spans: Vec::with_capacity(count),
         };
         let mut windows = Vec::new();
