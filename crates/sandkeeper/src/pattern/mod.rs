@@ -223,7 +223,7 @@ impl Family {
 pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
     let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     let mut key = Vec::new();
-    let parsed = shape::read(names.iter().map(|n| n.as_ref().as_bytes()), |index, name| {
+    let parsed = shape::read(names, |index, name| {
         key.clear();
         name.key(&mut key);
         // Only a bucket's first name pays for an owned key.
@@ -303,7 +303,7 @@ fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest:
 
 /// The families of one bucket (names with equal keys, so equal piece
 /// layouts).
-fn bucket_families(parsed: &Names<'_>, members: Vec<usize>) -> Vec<Family> {
+fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) -> Vec<Family> {
     // The members' pieces, by position in `members` (`m` below).
     let mut pieces = Pieces::with_capacity(members.len());
     for &m in &members {

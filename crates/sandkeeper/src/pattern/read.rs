@@ -1,6 +1,9 @@
 //! Reading names: tokens, their classes, and the passes that compare a
 //! name with the others of its shape.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
 use super::known;
 
 /// Digits after letters that are a number whatever the letters look like
@@ -125,24 +128,22 @@ impl Pieces {
 }
 
 /// Every name's tokens, in one allocation: what [`group`](super::group)
-/// keeps per name is its bytes, its tokens and where they are.
-pub(super) struct Names<'a> {
-    bytes: Vec<&'a [u8]>,
+/// keeps per name is its tokens and where they are (its bytes are read
+/// from the input).
+pub(super) struct Names<'a, S> {
+    input: &'a [S],
     tokens: Vec<Token>,
     /// Each name's tokens: `tokens[start..end]`.
     spans: Vec<(u32, u32)>,
 }
 
-impl<'a> Names<'a> {
+impl<'a, S: AsRef<OsStr>> Names<'a, S> {
     /// Reads each name on its own (see [`Parsed::new`]).
     /// Calls `read(index, name)` for each name as soon as it is read.
-    pub(super) fn read(
-        names: impl ExactSizeIterator<Item = &'a [u8]>,
-        mut read: impl FnMut(usize, Name<'a, '_>),
-    ) -> Self {
-        let count = names.len();
+    pub(super) fn read(input: &'a [S], mut read: impl FnMut(usize, Name<'a, '_>)) -> Self {
+        let count = input.len();
         let mut all = Names {
-            bytes: Vec::with_capacity(count),
+            input,
             tokens: Vec::with_capacity(count),
             spans: Vec::with_capacity(count),
         };
@@ -151,14 +152,14 @@ impl<'a> Names<'a> {
             bytes: &[],
             tokens: Vec::new(),
         };
-        for bytes in names {
+        for (n, name) in input.iter().enumerate() {
+            let bytes = name.as_ref().as_bytes();
             scratch.read(bytes, &mut windows);
             let start = all.tokens.len() as u32;
             all.tokens.extend_from_slice(&scratch.tokens);
             all.spans.push((start, all.tokens.len() as u32));
-            all.bytes.push(bytes);
             read(
-                all.bytes.len() - 1,
+                n,
                 Name {
                     bytes,
                     tokens: &all.tokens[start as usize..],
@@ -169,30 +170,30 @@ impl<'a> Names<'a> {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.bytes.len()
+        self.input.len()
     }
 
     pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
-        self.bytes[n]
+        self.input[n].as_ref().as_bytes()
     }
 
     pub(super) fn name(&self, n: usize) -> Name<'a, '_> {
         let (start, end) = self.spans[n];
         Name {
-            bytes: self.bytes[n],
+            bytes: self.bytes(n),
             tokens: &self.tokens[start as usize..end as usize],
         }
     }
 
     pub(super) fn tokens_mut(&mut self, n: usize) -> (&'a [u8], &mut [Token]) {
         let (start, end) = self.spans[n];
-        (self.bytes[n], &mut self.tokens[start as usize..end as usize])
+        (self.bytes(n), &mut self.tokens[start as usize..end as usize])
     }
 
     /// Copies name `n` into `scratch` to change it there.
     pub(super) fn load(&self, n: usize, scratch: &mut Parsed<'a>) {
         let (start, end) = self.spans[n];
-        scratch.bytes = self.bytes[n];
+        scratch.bytes = self.bytes(n);
         scratch.tokens.clear();
         scratch
             .tokens

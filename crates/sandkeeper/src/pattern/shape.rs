@@ -4,6 +4,7 @@
 //! input, so the outcome does not depend on the order of the names.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::read::{is_sep, stem, Class, Name, Names, Parsed, Token};
@@ -95,10 +96,10 @@ impl<'a> Shapes<'a> {
 /// (slugs first: they change the shapes the second sees), calling
 /// `done(index, name)` for each name once it is final. Each pass walks the
 /// names once, in order.
-pub(super) fn read<'a>(
-    input: impl ExactSizeIterator<Item = &'a [u8]>,
+pub(super) fn read<'a, S: AsRef<OsStr>>(
+    input: &'a [S],
     mut done: impl FnMut(usize, Name<'a, '_>),
-) -> Names<'a> {
+) -> Names<'a, S> {
     let mut shapes = Shapes {
         skeletons: HashMap::new(),
         firsts: HashMap::new(),
@@ -266,8 +267,8 @@ impl<'a> SlugCounts<'a> {
 /// Marks name `n`'s words at the `slug_at` places as a slug, then its
 /// known slugs (see `known`), and merges each slug with the varying parts
 /// beside it. Returns whether its tokens changed in number.
-fn apply_slugs<'a>(
-    names: &mut Names<'a>,
+fn apply_slugs<'a, S: AsRef<OsStr>>(
+    names: &mut Names<'a, S>,
     n: usize,
     (skeleton, first): (u32, u32),
     slug_at: &IdSet<(u32, u32, u32)>,
