@@ -278,10 +278,25 @@ pub fn matches(pattern: &str, name: &OsStr) -> bool {
 const TAG_MAX_DIGITS: usize = 3;
 
 /// How many distinct byte strings `values` holds, the longest `longest`
-/// bytes long: by sorting, as one 128-bit number each when they fit in 15
-/// bytes (their bytes, then their length: equal numbers, equal strings).
+/// bytes long: by sorting, as one 64- or 128-bit number each when they fit
+/// in 7 or 15 bytes (their bytes, then their length: equal numbers, equal
+/// strings).
 fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest: usize) -> usize {
     const PACKED_MAX: usize = 15;
+    const PACKED_SHORT_MAX: usize = 7;
+    if longest <= PACKED_SHORT_MAX {
+        let mut packed: Vec<u64> = values
+            .map(|v| {
+                let mut bytes = [0u8; 8];
+                bytes[..v.len()].copy_from_slice(v);
+                bytes[PACKED_SHORT_MAX] = v.len() as u8;
+                u64::from_le_bytes(bytes)
+            })
+            .collect();
+        packed.sort_unstable();
+        packed.dedup();
+        return packed.len();
+    }
     if longest <= PACKED_MAX {
         let mut packed: Vec<u128> = values
             .map(|v| {
@@ -381,11 +396,12 @@ fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) 
         .map(|(i, pl)| tag(i, pl) && (pl.distinct == 1 || splits.contains(&pl.piece)))
         .collect();
 
-    let mut sorted: Vec<usize> = (0..n).collect();
+    // Without splits the bucket is one family, all of `members`: its
+    // first member stands for it.
+    let mut sorted: Vec<usize> = vec![0];
     if !splits.is_empty() {
-        let mut keyed: Vec<(Vec<&[u8]>, usize)> = sorted
-            .iter()
-            .map(|&m| (splits.iter().map(|&p| text(m, p)).collect(), m))
+        let mut keyed: Vec<(Vec<&[u8]>, usize)> = (0..n)
+            .map(|m| (splits.iter().map(|&p| text(m, p)).collect(), m))
             .collect();
         keyed.sort_unstable();
         sorted = keyed.into_iter().map(|(_, m)| m).collect();

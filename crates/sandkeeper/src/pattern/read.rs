@@ -166,6 +166,8 @@ impl<'a, S: AsRef<OsStr>> Names<'a, S> {
                 },
             );
         }
+        // The store grew by doubling; give back what no name uses.
+        all.tokens.shrink_to_fit();
         all
     }
 
