@@ -171,10 +171,6 @@ impl<'a, S: AsRef<OsStr>> Names<'a, S> {
         all
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.input.len()
-    }
-
     pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
         self.input[n].as_ref().as_bytes()
     }
@@ -189,7 +185,10 @@ impl<'a, S: AsRef<OsStr>> Names<'a, S> {
 
     pub(super) fn tokens_mut(&mut self, n: usize) -> (&'a [u8], &mut [Token]) {
         let (start, end) = self.spans[n];
-        (self.bytes(n), &mut self.tokens[start as usize..end as usize])
+        (
+            self.bytes(n),
+            &mut self.tokens[start as usize..end as usize],
+        )
     }
 
     /// Copies name `n` into `scratch` to change it there.
@@ -322,9 +321,8 @@ impl<'a> Parsed<'a> {
             }
             let first = !seen_word;
             seen_word = true;
-            let slug = !first
-                && t.class == Class::Word
-                && dictionary_slug_at(self.bytes, &self.tokens, i);
+            let slug =
+                !first && t.class == Class::Word && dictionary_slug_at(self.bytes, &self.tokens, i);
             if slug {
                 let end = self.tokens[i + 2].end;
                 self.tokens[i] = Token::new(t.start as usize, end as usize, Class::Slug);
@@ -488,7 +486,9 @@ impl Name<'_, '_> {
             let first = !seen_word;
             seen_word = true;
             t.class == Class::Slug
-                || (!first && t.class == Class::Word && dictionary_slug_at(self.bytes, self.tokens, i))
+                || (!first
+                    && t.class == Class::Word
+                    && dictionary_slug_at(self.bytes, self.tokens, i))
         })
     }
 }

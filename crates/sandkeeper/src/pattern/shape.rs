@@ -120,15 +120,15 @@ pub(super) fn read<'a, S: AsRef<OsStr>>(
         tokens: Vec::new(),
     };
     let mut marks: Vec<usize> = Vec::new();
-    for n in 0..names.len() {
-        if apply_slugs(&mut names, n, ids[n], &slug_at, &mut scratch, &mut marks) {
-            ids[n] = shapes.ids(names.name(n));
+    for (n, id) in ids.iter_mut().enumerate() {
+        if apply_slugs(&mut names, n, *id, &slug_at, &mut scratch, &mut marks) {
+            *id = shapes.ids(names.name(n));
         }
-        lookalikes.add(names.name(n), ids[n]);
+        lookalikes.add(names.name(n), *id);
     }
-    for n in 0..names.len() {
+    for (n, &id) in ids.iter().enumerate() {
         let (bytes, tokens) = names.tokens_mut(n);
-        lookalikes.apply(bytes, tokens, ids[n]);
+        lookalikes.apply(bytes, tokens, id);
         done(n, names.name(n));
     }
     names
@@ -358,8 +358,8 @@ impl Lookalikes {
     fn apply(&self, bytes: &[u8], tokens: &mut [Token], ids: (u32, u32)) {
         let total = words(tokens);
         let mut pos = 0u32;
-        for i in 0..tokens.len() {
-            let t = tokens[i];
+        for token in tokens.iter_mut() {
+            let t = *token;
             if t.class == Class::Sep {
                 continue;
             }
@@ -375,8 +375,8 @@ impl Lookalikes {
             if random_there {
                 let text = &bytes[t.start as usize..t.end as usize];
                 let hex = text.iter().all(u8::is_ascii_hexdigit);
-                tokens[i].class = Class::Rand;
-                tokens[i].stem = if hex { 0 } else { stem(text, t.start == 0) };
+                token.class = Class::Rand;
+                token.stem = if hex { 0 } else { stem(text, t.start == 0) };
             }
         }
     }

@@ -84,9 +84,34 @@ pub fn arbitrary_digest(seed: u64, sets: usize) -> u64 {
 
 fn arbitrary_name(rng: &mut Rng) -> Vec<u8> {
     const WORDS: &[&str] = &[
-        "tmp", "app", "nodes", "resolve", "list", "brave", "otter", "focused", "turing", "service",
-        "chronyd", "rust_out", "pip", "install", "build", "env", "systemd", "private", "X11",
-        "unix", "pytest", "of", "root", "test", "sandbox", "tester", "MyProject", "qwerty",
+        "tmp",
+        "app",
+        "nodes",
+        "resolve",
+        "list",
+        "brave",
+        "otter",
+        "focused",
+        "turing",
+        "service",
+        "chronyd",
+        "rust_out",
+        "pip",
+        "install",
+        "build",
+        "env",
+        "systemd",
+        "private",
+        "X11",
+        "unix",
+        "pytest",
+        "of",
+        "root",
+        "test",
+        "sandbox",
+        "tester",
+        "MyProject",
+        "qwerty",
     ];
     const SEPS: &[u8] = b"-_.+@ ~";
     let mut out = Vec::new();
