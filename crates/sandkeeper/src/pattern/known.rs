@@ -136,7 +136,14 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
         out.extend_from_slice(&found);
         return;
     }
+    let Some(&first) = name.first() else {
+        return;
+    };
     for g in GENERATORS {
+        // The first byte before the whole prefix: most names fit none.
+        if g.prefix[0] != first {
+            continue;
+        }
         let Some(rest) = name.strip_prefix(g.prefix) else {
             continue;
         };
@@ -170,6 +177,9 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
 /// `systemd-private-<32 hex>-<unit>-<6 alnum>`: the boot id, the unit (a
 /// literal), and the tail.
 fn systemd_private(name: &[u8]) -> Option<[Window; 3]> {
+    if name.first() != Some(&SYSTEMD_PRIVATE[0]) {
+        return None;
+    }
     let rest = name.strip_prefix(SYSTEMD_PRIVATE)?;
     let start = SYSTEMD_PRIVATE.len();
     let id_ok = rest.len() > 32 + 1 + 1 + 1 + 6

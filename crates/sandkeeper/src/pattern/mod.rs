@@ -130,8 +130,11 @@
 //!
 //! The result depends only on the *set* of names: families are sorted by
 //! pattern (byte order), members by index. Names are bucketed by key, so
-//! grouping is linear in the total length of the names apart from sorting
-//! (`bench/families/run.sh` reports the time for 50,000 names). The hashes
+//! grouping is linear in the total length of the names apart from sorting:
+//! each name is read once into one shared token store (about 80 bytes per
+//! name at peak beyond the names themselves for 1,000,000 short names), and
+//! the passes walk the names three times in order. `bench/families/run.sh`
+//! reports the time for 50,000 names and the memory per name. The hashes
 //! of names' bytes are std's keyed SipHash, so names chosen to collide
 //! cannot make grouping quadratic.
 //!
@@ -181,7 +184,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use glob::{escape_into, glob_match, parse_glob};
-use read::{Parsed, PieceKind, Pieces};
+use read::{Names, PieceKind, Pieces};
 
 /// One family of names, e.g. `app-235-*`.
 ///
@@ -221,16 +224,9 @@ impl Family {
 /// assert_eq!(families[1].pattern, "app-nodes-resolve-*");
 /// ```
 pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
-    let mut windows = Vec::new();
-    let mut parsed: Vec<Parsed<'_>> = names
-        .iter()
-        .map(|n| Parsed::new(n.as_ref().as_bytes(), &mut windows))
-        .collect();
-    shape::neighbour_passes(&mut parsed);
-
     let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
     let mut key = Vec::new();
-    for (index, name) in parsed.iter().enumerate() {
+    let parsed = shape::read(names, |index, name| {
         key.clear();
         name.key(&mut key);
         // Only a bucket's first name pays for an owned key.
@@ -240,16 +236,16 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
                 buckets.insert(key.clone(), vec![index]);
             }
         }
-    }
+    });
 
-    let pieces = Pieces::new(&parsed);
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
     for members in buckets.into_values() {
-        for family in bucket_families(&parsed, &pieces, members) {
-            by_pattern
-                .entry(family.pattern)
-                .or_default()
-                .extend(family.members);
+        for family in bucket_families(&parsed, members) {
+            let all = by_pattern.entry(family.pattern).or_default();
+            match all.is_empty() {
+                true => *all = family.members,
+                false => all.extend(family.members),
+            }
         }
     }
     let mut families: Vec<Family> = by_pattern
@@ -284,13 +280,58 @@ pub fn matches(pattern: &str, name: &OsStr) -> bool {
 /// A number with more digits than this is a pid or a counter: always `*`.
 const TAG_MAX_DIGITS: usize = 3;
 
+/// How many distinct byte strings `values` holds, the longest `longest`
+/// bytes long: by sorting, as one 64- or 128-bit number each when they fit
+/// in 7 or 15 bytes (their bytes, then their length: equal numbers, equal
+/// strings).
+fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest: usize) -> usize {
+    const PACKED_MAX: usize = 15;
+    const PACKED_SHORT_MAX: usize = 7;
+    if longest <= PACKED_SHORT_MAX {
+        let mut packed: Vec<u64> = values
+            .map(|v| {
+                let mut bytes = [0u8; 8];
+                bytes[..v.len()].copy_from_slice(v);
+                bytes[PACKED_SHORT_MAX] = v.len() as u8;
+                u64::from_le_bytes(bytes)
+            })
+            .collect();
+        packed.sort_unstable();
+        packed.dedup();
+        return packed.len();
+    }
+    if longest <= PACKED_MAX {
+        let mut packed: Vec<u128> = values
+            .map(|v| {
+                let mut bytes = [0u8; 16];
+                bytes[..v.len()].copy_from_slice(v);
+                bytes[PACKED_MAX] = v.len() as u8;
+                u128::from_le_bytes(bytes)
+            })
+            .collect();
+        packed.sort_unstable();
+        packed.dedup();
+        return packed.len();
+    }
+    let mut values: Vec<&[u8]> = values.collect();
+    values.sort_unstable();
+    values.dedup();
+    values.len()
+}
+
 /// The families of one bucket (names with equal keys, so equal piece
 /// layouts).
-fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) -> Vec<Family> {
-    let layout = pieces.of(members[0]);
+fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) -> Vec<Family> {
+    // The members' pieces, by position in `members` (`m` below).
+    let mut pieces = Pieces::with_capacity(members.len());
+    for &m in &members {
+        pieces.push(parsed.name(m));
+    }
+    let pieces = pieces;
+    let layout = pieces.of(0);
     let text = |m: usize, p: usize| {
         let piece = pieces.of(m)[p];
-        parsed[m].text(piece.start, piece.end)
+        &parsed.bytes(members[m])[piece.start as usize..piece.end as usize]
     };
     let n = members.len();
     let last_var = layout.iter().rposition(|p| p.kind != PieceKind::Lit);
@@ -308,16 +349,12 @@ fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) 
         .filter(|&p| layout[p].kind != PieceKind::Lit)
         .map(|p| {
             // Distinct values by sorting (no hashing of names' bytes).
-            let mut values: Vec<&[u8]> = members.iter().map(|&m| text(m, p)).collect();
-            let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
-            values.sort_unstable();
-            values.dedup();
+            let longest = (0..n).map(|m| text(m, p).len()).max().unwrap_or(0);
+            let distinct = distinct_values((0..n).map(|m| text(m, p)), longest);
             Place {
                 piece: p,
-                random: members
-                    .iter()
-                    .any(|&m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
-                distinct: values.len(),
+                random: (0..n).any(|m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
+                distinct,
                 longest,
                 last: Some(p) == last_var,
             }
@@ -362,11 +399,12 @@ fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) 
         .map(|(i, pl)| tag(i, pl) && (pl.distinct == 1 || splits.contains(&pl.piece)))
         .collect();
 
-    let mut sorted = members;
+    // Without splits the bucket is one family, all of `members`: its
+    // first member stands for it.
+    let mut sorted: Vec<usize> = vec![0];
     if !splits.is_empty() {
-        let mut keyed: Vec<(Vec<&[u8]>, usize)> = sorted
-            .iter()
-            .map(|&m| (splits.iter().map(|&p| text(m, p)).collect(), m))
+        let mut keyed: Vec<(Vec<&[u8]>, usize)> = (0..n)
+            .map(|m| (splits.iter().map(|&p| text(m, p)).collect(), m))
             .collect();
         keyed.sort_unstable();
         sorted = keyed.into_iter().map(|(_, m)| m).collect();
@@ -391,14 +429,24 @@ fn bucket_families(parsed: &[Parsed<'_>], pieces: &Pieces, members: Vec<usize>) 
         }
         if n == 1 && !kept_alnum {
             pattern.clear();
-            escape_into(&mut pattern, parsed[m0].bytes);
+            escape_into(&mut pattern, parsed.bytes(members[m0]));
         }
-        families.push(Family {
-            pattern,
-            members: chunk.to_vec(),
-        });
+        families.push((pattern, chunk));
+    }
+    if let [(pattern, _)] = families.as_mut_slice() {
+        // One family: all of them, in order.
+        return vec![Family {
+            pattern: std::mem::take(pattern),
+            members,
+        }];
     }
     families
+        .into_iter()
+        .map(|(pattern, chunk)| Family {
+            pattern,
+            members: chunk.iter().map(|&m| members[m]).collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

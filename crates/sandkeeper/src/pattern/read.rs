@@ -1,6 +1,9 @@
 //! Reading names: tokens, their classes, and the passes that compare a
 //! name with the others of its shape.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
 use super::known;
 
 /// Digits after letters that are a number whatever the letters look like
@@ -103,15 +106,19 @@ pub(super) struct Pieces {
 }
 
 impl Pieces {
-    pub(super) fn new(parsed: &[Parsed<'_>]) -> Self {
-        let mut all = Vec::with_capacity(parsed.len() * 4);
-        let mut at = Vec::with_capacity(parsed.len() + 1);
-        for p in parsed {
-            at.push(all.len() as u32);
-            p.pieces_into(&mut all);
+    pub(super) fn with_capacity(names: usize) -> Self {
+        let mut at = Vec::with_capacity(names + 1);
+        at.push(0);
+        Pieces {
+            all: Vec::with_capacity(names * 2),
+            at,
         }
-        at.push(all.len() as u32);
-        Pieces { all, at }
+    }
+
+    /// Adds the next name's pieces.
+    pub(super) fn push(&mut self, name: Name<'_, '_>) {
+        name.pieces_into(&mut self.all);
+        self.at.push(self.all.len() as u32);
     }
 
     /// The pieces of name `m`.
@@ -120,16 +127,112 @@ impl Pieces {
     }
 }
 
+/// Every name's tokens, in one allocation: what [`group`](super::group)
+/// keeps per name is its tokens and where they are (its bytes are read
+/// from the input).
+pub(super) struct Names<'a, S> {
+    input: &'a [S],
+    tokens: Vec<Token>,
+    /// Each name's tokens: `tokens[start..end]`.
+    spans: Vec<(u32, u32)>,
+}
+
+impl<'a, S: AsRef<OsStr>> Names<'a, S> {
+    /// Reads each name on its own (see [`Parsed::new`]).
+    /// Calls `read(index, name)` for each name as soon as it is read.
+    pub(super) fn read(input: &'a [S], mut read: impl FnMut(usize, Name<'a, '_>)) -> Self {
+        let count = input.len();
+        let mut all = Names {
+            input,
+            tokens: Vec::with_capacity(count),
+            spans: Vec::with_capacity(count),
+        };
+        let mut windows = Vec::new();
+        let mut scratch = Parsed {
+            bytes: &[],
+            tokens: Vec::new(),
+        };
+        for (n, name) in input.iter().enumerate() {
+            let bytes = name.as_ref().as_bytes();
+            scratch.read(bytes, &mut windows);
+            let start = all.tokens.len() as u32;
+            all.tokens.extend_from_slice(&scratch.tokens);
+            all.spans.push((start, all.tokens.len() as u32));
+            read(
+                n,
+                Name {
+                    bytes,
+                    tokens: &all.tokens[start as usize..],
+                },
+            );
+        }
+        // The store grew by doubling; give back what no name uses.
+        all.tokens.shrink_to_fit();
+        all
+    }
+
+    pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
+        self.input[n].as_ref().as_bytes()
+    }
+
+    pub(super) fn name(&self, n: usize) -> Name<'a, '_> {
+        let (start, end) = self.spans[n];
+        Name {
+            bytes: self.bytes(n),
+            tokens: &self.tokens[start as usize..end as usize],
+        }
+    }
+
+    pub(super) fn tokens_mut(&mut self, n: usize) -> (&'a [u8], &mut [Token]) {
+        let (start, end) = self.spans[n];
+        (
+            self.bytes(n),
+            &mut self.tokens[start as usize..end as usize],
+        )
+    }
+
+    /// Copies name `n` into `scratch` to change it there.
+    pub(super) fn load(&self, n: usize, scratch: &mut Parsed<'a>) {
+        let (start, end) = self.spans[n];
+        scratch.bytes = self.bytes(n);
+        scratch.tokens.clear();
+        scratch
+            .tokens
+            .extend_from_slice(&self.tokens[start as usize..end as usize]);
+    }
+
+    /// Writes `scratch` back as name `n`'s tokens (never more tokens than
+    /// it had: passes only merge tokens).
+    pub(super) fn store(&mut self, n: usize, scratch: &Parsed<'a>) {
+        let (start, end) = self.spans[n];
+        let len = scratch.tokens.len() as u32;
+        assert!(len <= end - start, "a pass only merges tokens");
+        let start_at = start as usize;
+        self.tokens[start_at..start_at + len as usize].copy_from_slice(&scratch.tokens);
+        self.spans[n].1 = start + len;
+    }
+}
+
+/// One name's bytes and tokens, read only.
+#[derive(Clone, Copy)]
+pub(super) struct Name<'a, 't> {
+    pub(super) bytes: &'a [u8],
+    pub(super) tokens: &'t [Token],
+}
+
 /// Marks a varying part in a key; a NUL of the text is doubled.
 const VAR: [u8; 2] = [0, 1];
 
 impl<'a> Parsed<'a> {
-    /// Reads one name on its own: generator windows, words, UUIDs (slugs
-    /// come with [`super::shape::neighbour_passes`]).
-    pub(super) fn new(bytes: &'a [u8], windows: &mut Vec<known::Window>) -> Self {
+    /// Reads one name on its own into `self` (its token buffer reused):
+    /// generator windows, words, UUIDs (slugs come with
+    /// [`super::shape::neighbour_passes`]).
+    pub(super) fn read(&mut self, bytes: &'a [u8], windows: &mut Vec<known::Window>) {
         known::windows(bytes, windows);
         let mut next_window = windows.iter().copied().peekable();
-        let mut tokens = Vec::with_capacity(bytes.len().min(16));
+        self.bytes = bytes;
+        let tokens = &mut self.tokens;
+        tokens.clear();
         let mut i = 0;
         while i < bytes.len() {
             if let Some(w) = next_window.next_if(|w| w.start as usize == i) {
@@ -153,10 +256,8 @@ impl<'a> Parsed<'a> {
             token.stem = stem;
             tokens.push(token);
         }
-        collapse_uuids(bytes, &mut tokens);
-        let mut parsed = Parsed { bytes, tokens };
-        parsed.random_tail();
-        parsed
+        collapse_uuids(bytes, tokens);
+        self.random_tail();
     }
 
     /// A last word after a separator that is a generator's random tail
@@ -220,15 +321,8 @@ impl<'a> Parsed<'a> {
             }
             let first = !seen_word;
             seen_word = true;
-            let slug = !first
-                && t.class == Class::Word
-                && known::is_slug_adjective(self.token_text(&t))
-                && self.tokens.get(i + 1).is_some_and(|s| {
-                    s.class == Class::Sep && matches!(self.bytes[s.start as usize], b'-' | b'_')
-                })
-                && self.tokens.get(i + 2).is_some_and(|n| {
-                    matches!(n.class, Class::Word | Class::Rand) && self.letters_only(n)
-                });
+            let slug =
+                !first && t.class == Class::Word && dictionary_slug_at(self.bytes, &self.tokens, i);
             if slug {
                 let end = self.tokens[i + 2].end;
                 self.tokens[i] = Token::new(t.start as usize, end as usize, Class::Slug);
@@ -236,10 +330,6 @@ impl<'a> Parsed<'a> {
             }
             i += 1;
         }
-    }
-
-    pub(super) fn letters_only(&self, t: &Token) -> bool {
-        self.token_text(t).iter().all(u8::is_ascii_alphabetic)
     }
 
     /// Each run of slugs, random parts and numbers joined by single
@@ -278,6 +368,20 @@ impl<'a> Parsed<'a> {
         }
         self.tokens = out;
     }
+}
+
+impl<'a> Name<'a, '_> {
+    pub(super) fn text(&self, start: u32, end: u32) -> &'a [u8] {
+        &self.bytes[start as usize..end as usize]
+    }
+
+    pub(super) fn token_text(&self, t: &Token) -> &'a [u8] {
+        self.text(t.start, t.end)
+    }
+
+    pub(super) fn letters_only(&self, t: &Token) -> bool {
+        self.token_text(t).iter().all(u8::is_ascii_alphabetic)
+    }
 
     /// The family key: literal text where words and separators are, a
     /// marker where something varies.
@@ -294,7 +398,7 @@ impl<'a> Parsed<'a> {
                 }
             }
         };
-        for t in &self.tokens {
+        for t in self.tokens {
             let text = self.token_text(t);
             match t.class {
                 Class::Sep | Class::Word => lit(key, text),
@@ -331,7 +435,7 @@ impl<'a> Parsed<'a> {
         };
         const NUM: PieceKind = PieceKind::Var { num: true };
         const RAND: PieceKind = PieceKind::Var { num: false };
-        for t in &self.tokens {
+        for t in self.tokens {
             match t.class {
                 Class::Sep | Class::Word => push(t.start, t.end, PieceKind::Lit),
                 Class::Num => push(t.start, t.end, NUM),
@@ -352,6 +456,40 @@ impl<'a> Parsed<'a> {
                 }
             }
         }
+    }
+}
+
+/// Whether the word token `i` of a name (not its first word) is a slug
+/// generator's adjective followed by `-` or `_` and a word of letters.
+fn dictionary_slug_at(bytes: &[u8], tokens: &[Token], i: usize) -> bool {
+    let text = |t: &Token| &bytes[t.start as usize..t.end as usize];
+    // The cheap tests first.
+    tokens
+        .get(i + 1)
+        .is_some_and(|s| s.class == Class::Sep && matches!(bytes[s.start as usize], b'-' | b'_'))
+        && tokens.get(i + 2).is_some_and(|n| {
+            matches!(n.class, Class::Word | Class::Rand)
+                && text(n).iter().all(u8::is_ascii_alphabetic)
+        })
+        && known::is_slug_adjective(text(&tokens[i]))
+}
+
+impl Name<'_, '_> {
+    /// Whether [`Parsed::mark_dictionary_slugs`] or
+    /// [`Parsed::merge_slugs`] could change this name.
+    pub(super) fn may_have_slugs(&self) -> bool {
+        let mut seen_word = false;
+        self.tokens.iter().enumerate().any(|(i, t)| {
+            if t.class == Class::Sep {
+                return false;
+            }
+            let first = !seen_word;
+            seen_word = true;
+            t.class == Class::Slug
+                || (!first
+                    && t.class == Class::Word
+                    && dictionary_slug_at(self.bytes, self.tokens, i))
+        })
     }
 }
 

@@ -4,9 +4,10 @@
 //! input, so the outcome does not depend on the order of the names.
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::read::{is_sep, stem, Class, Parsed, Token};
+use super::read::{is_sep, stem, Class, Name, Names, Parsed, Token};
 
 /// Words of five or more bytes can be promoted to random (see the module
 /// docs); shorter ones (`dev`, `ICE`, `font`) never are.
@@ -64,9 +65,9 @@ struct Shapes<'a> {
 }
 
 impl<'a> Shapes<'a> {
-    fn ids(&mut self, p: &Parsed<'a>) -> (u32, u32) {
+    fn ids(&mut self, p: Name<'a, '_>) -> (u32, u32) {
         self.buf.clear();
-        for t in &p.tokens {
+        for t in p.tokens {
             self.buf.push(match t.class {
                 Class::Sep => p.bytes[t.start as usize],
                 _ => 0,
@@ -91,26 +92,51 @@ impl<'a> Shapes<'a> {
     }
 }
 
-/// Runs both passes (slugs first: they change the shapes the second sees).
-pub(super) fn neighbour_passes(parsed: &mut [Parsed<'_>]) {
+/// Reads every name (see [`Names::read`]) and runs both passes over them
+/// (slugs first: they change the shapes the second sees), calling
+/// `done(index, name)` for each name once it is final. Each pass walks the
+/// names once, in order.
+pub(super) fn read<'a, S: AsRef<OsStr>>(
+    input: &'a [S],
+    mut done: impl FnMut(usize, Name<'a, '_>),
+) -> Names<'a, S> {
     let mut shapes = Shapes {
         skeletons: HashMap::new(),
         firsts: HashMap::new(),
         buf: Vec::new(),
     };
-    let mut ids: Vec<(u32, u32)> = parsed.iter().map(|p| shapes.ids(p)).collect();
-    let changed = slugs(parsed, &ids);
-    for (i, p) in parsed.iter().enumerate() {
-        if changed[i] {
-            ids[i] = shapes.ids(p);
+    let mut ids: Vec<(u32, u32)> = Vec::with_capacity(input.len());
+    let mut slug_counts = SlugCounts::default();
+    let mut names = Names::read(input, |_, name| {
+        let id = shapes.ids(name);
+        ids.push(id);
+        slug_counts.add(name, id);
+    });
+    let slug_at = slug_counts.places();
+
+    let mut lookalikes = Lookalikes::default();
+    let mut scratch = Parsed {
+        bytes: &[],
+        tokens: Vec::new(),
+    };
+    let mut marks: Vec<usize> = Vec::new();
+    for (n, id) in ids.iter_mut().enumerate() {
+        if apply_slugs(&mut names, n, *id, &slug_at, &mut scratch, &mut marks) {
+            *id = shapes.ids(names.name(n));
         }
+        lookalikes.add(names.name(n), *id);
     }
-    random_lookalikes(parsed, &ids);
+    for (n, &id) in ids.iter().enumerate() {
+        let (bytes, tokens) = names.tokens_mut(n);
+        lookalikes.apply(bytes, tokens, id);
+        done(n, names.name(n));
+    }
+    names
 }
 
 /// Whether a name has a number or random part: only such names are
 /// generated, so only their words can be slugs.
-fn generated(p: &Parsed<'_>) -> bool {
+fn generated(p: Name<'_, '_>) -> bool {
     p.tokens
         .iter()
         .any(|t| matches!(t.class, Class::Rand | Class::Num | Class::Split(_)))
@@ -118,7 +144,7 @@ fn generated(p: &Parsed<'_>) -> bool {
 
 /// Calls `f(position of the first word, its token, the next word's token)`
 /// for each two neighbouring words of letters after the name's first word.
-fn word_pairs(p: &Parsed<'_>, mut f: impl FnMut(u32, usize, usize)) {
+fn word_pairs(p: Name<'_, '_>, mut f: impl FnMut(u32, usize, usize)) {
     let mut prev: Option<(u32, usize)> = None;
     let mut pos = 0u32;
     for (i, t) in p.tokens.iter().enumerate() {
@@ -137,32 +163,24 @@ fn word_pairs(p: &Parsed<'_>, mut f: impl FnMut(u32, usize, usize)) {
     }
 }
 
-/// Neighbouring word places that hold a slug from a list this crate does
-/// not know (`sandbox-tester-<adjective>-<noun>-…`): among at least
-/// [`SLUG_MIN_NAMES`] (or [`SLUG_MIN_NAMES_RANDOM_END`]) generated names of
-/// the same skeleton and first word, two places after the first word with
-/// [`SLUG_MIN_WORDS`] or more distinct words each, whose pairs are as
-/// varied as independent draws would make them: at least
-/// [`SLUG_MIN_PAIRS_PERCENT`] % of `min(names, words × words)`. Words that
-/// mean something come in few combinations (`nodes-resolve`,
-/// `nodes-list`, `campaign-exec`), so they stay literal. Then every name's
-/// known slugs (see `known`) are marked, and each slug is merged with the
-/// varying parts beside it. Returns which names changed.
-fn slugs(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) -> Vec<bool> {
-    #[derive(Default)]
-    struct Counts {
-        names: usize,
-        random_end: usize,
-        here: IdSet<u32>,
-        next: IdSet<u32>,
-        pairs: IdSet<(u32, u32)>,
-    }
+/// Per place (skeleton, first word, position after it): how many
+/// generated names have two neighbouring words of letters there, how many
+/// of those end in a random part, and the words as interned ids.
+#[derive(Default)]
+struct SlugCounts<'a> {
     // Words are interned once (hashing their bytes), then counted by id.
-    let mut interned: HashMap<&[u8], u32> = HashMap::new();
-    let mut counts: IdMap<(u32, u32, u32), Counts> = IdMap::default();
-    for (n, p) in parsed.iter().enumerate() {
+    interned: HashMap<&'a [u8], u32>,
+    places: IdMap<(u32, u32, u32), u32>,
+    /// Per place id: (names, names ending in a random part).
+    names: Vec<(usize, usize)>,
+    /// (place id, word, next word) for every pair seen.
+    pairs: Vec<(u32, u32, u32)>,
+}
+
+impl<'a> SlugCounts<'a> {
+    fn add(&mut self, p: Name<'a, '_>, (skeleton, first): (u32, u32)) {
         if !generated(p) {
-            continue;
+            return;
         }
         // Ends in a random part: random, or hex with a letter that happened
         // to read as a word and a number (`bf6490`).
@@ -175,79 +193,147 @@ fn slugs(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) -> Vec<bool> {
         });
         word_pairs(p, |pos, a, b| {
             let mut id = |t: usize| {
-                let next = interned.len() as u32;
-                *interned.entry(p.token_text(&p.tokens[t])).or_insert(next)
+                let next = self.interned.len() as u32;
+                *self
+                    .interned
+                    .entry(p.token_text(&p.tokens[t]))
+                    .or_insert(next)
             };
             let (a, b) = (id(a), id(b));
-            let c = counts.entry((ids[n].0, ids[n].1, pos)).or_default();
-            c.names += 1;
-            c.random_end += usize::from(random_end);
-            c.here.insert(a);
-            c.next.insert(b);
-            c.pairs.insert((a, b));
+            let next = self.places.len() as u32;
+            let place = *self.places.entry((skeleton, first, pos)).or_insert(next);
+            if place == next {
+                self.names.push((0, 0));
+            }
+            let c = &mut self.names[place as usize];
+            c.0 += 1;
+            c.1 += usize::from(random_end);
+            self.pairs.push((place, a, b));
         });
     }
-    let slug_at: IdSet<(u32, u32, u32)> = counts
-        .into_iter()
-        .filter(|(_, c)| {
-            let combinations = (c.here.len() * c.next.len()).min(c.names);
-            let min_names = match c.random_end == c.names {
-                true => SLUG_MIN_NAMES_RANDOM_END,
-                false => SLUG_MIN_NAMES,
+
+    /// Neighbouring word places that hold a slug from a list this crate
+    /// does not know (`sandbox-tester-<adjective>-<noun>-…`): among at
+    /// least [`SLUG_MIN_NAMES`] (or [`SLUG_MIN_NAMES_RANDOM_END`]) generated
+    /// names of the same skeleton and first word, two places after the
+    /// first word with [`SLUG_MIN_WORDS`] or more distinct words each,
+    /// whose pairs are as varied as independent draws would make them: at
+    /// least [`SLUG_MIN_PAIRS_PERCENT`] % of `min(names, words × words)`.
+    /// Words that mean something come in few combinations
+    /// (`nodes-resolve`, `nodes-list`, `campaign-exec`), so they stay
+    /// literal.
+    fn places(mut self) -> IdSet<(u32, u32, u32)> {
+        // Distinct words here, next words, and pairs per place: by sorting.
+        let places = self.names.len();
+        let mut here = vec![0usize; places];
+        let mut next = vec![0usize; places];
+        let mut pairs = vec![0usize; places];
+        self.pairs.sort_unstable();
+        self.pairs.dedup();
+        for (i, &(place, a, _)) in self.pairs.iter().enumerate() {
+            pairs[place as usize] += 1;
+            let new_word = i == 0 || {
+                let (pp, pa, _) = self.pairs[i - 1];
+                (pp, pa) != (place, a)
             };
-            c.names >= min_names
-                && c.here.len() >= SLUG_MIN_WORDS
-                && c.next.len() >= SLUG_MIN_WORDS
-                && c.pairs.len() * 100 >= combinations * SLUG_MIN_PAIRS_PERCENT
-        })
-        .map(|(place, _)| place)
-        .collect();
-    parsed
-        .iter_mut()
-        .enumerate()
-        .map(|(n, p)| {
-            let before = p.tokens.len();
-            if !slug_at.is_empty() && generated(p) {
-                let mut marks: Vec<usize> = Vec::new();
-                word_pairs(p, |pos, a, b| {
-                    if slug_at.contains(&(ids[n].0, ids[n].1, pos)) {
-                        marks.extend([a, b]);
-                    }
-                });
-                for i in marks {
-                    p.tokens[i].class = Class::Slug;
-                }
-            }
-            // Token indexes change from here on.
-            p.mark_dictionary_slugs();
-            p.merge_slugs();
-            p.tokens.len() != before
-        })
-        .collect()
+            here[place as usize] += usize::from(new_word);
+        }
+        let mut by_next: Vec<(u32, u32)> = self.pairs.iter().map(|&(p, _, b)| (p, b)).collect();
+        by_next.sort_unstable();
+        by_next.dedup();
+        for &(place, _) in &by_next {
+            next[place as usize] += 1;
+        }
+        self.places
+            .into_iter()
+            .filter(|&(_, id)| {
+                let id = id as usize;
+                let (names, random_end) = self.names[id];
+                let combinations = (here[id] * next[id]).min(names);
+                let min_names = match random_end == names {
+                    true => SLUG_MIN_NAMES_RANDOM_END,
+                    false => SLUG_MIN_NAMES,
+                };
+                names >= min_names
+                    && here[id] >= SLUG_MIN_WORDS
+                    && next[id] >= SLUG_MIN_WORDS
+                    && pairs[id] * 100 >= combinations * SLUG_MIN_PAIRS_PERCENT
+            })
+            .map(|(place, _)| place)
+            .collect()
+    }
 }
 
-/// Reads words that look literal as random where names of the same shape
+/// Marks name `n`'s words at the `slug_at` places as a slug, then its
+/// known slugs (see `known`), and merges each slug with the varying parts
+/// beside it. Returns whether its tokens changed in number.
+fn apply_slugs<'a, S: AsRef<OsStr>>(
+    names: &mut Names<'a, S>,
+    n: usize,
+    (skeleton, first): (u32, u32),
+    slug_at: &IdSet<(u32, u32, u32)>,
+    scratch: &mut Parsed<'a>,
+    marks: &mut Vec<usize>,
+) -> bool {
+    let p = names.name(n);
+    marks.clear();
+    if !slug_at.is_empty() && generated(p) {
+        word_pairs(p, |pos, a, b| {
+            if slug_at.contains(&(skeleton, first, pos)) {
+                marks.extend([a, b]);
+            }
+        });
+    }
+    if marks.is_empty() && !p.may_have_slugs() {
+        return false;
+    }
+    names.load(n, scratch);
+    let before = scratch.tokens.len();
+    for &i in marks.iter() {
+        scratch.tokens[i].class = Class::Slug;
+    }
+    // Token indexes change from here on.
+    scratch.mark_dictionary_slugs();
+    scratch.merge_slugs();
+    names.store(n, scratch);
+    scratch.tokens.len() != before
+}
+
+/// Words that look literal read as random where names of the same shape
 /// have random strings of that exact length at that place (at least half
-/// as many as such words): the same first
-/// word and place counted from the end (`rust_out.abcdef` beside
-/// `rust_out.1a2b3c`), or for the first word itself the same skeleton.
-fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
-    // A word of one piece: not a generator's literal part (systemd's unit).
-    let promotable = |p: &Parsed<'_>, t: &Token| {
-        matches!(t.class, Class::Word | Class::Split(_))
-            && (t.end - t.start) as usize >= PROMOTE_MIN_LEN
-            && !p.token_text(t).iter().any(|&b| is_sep(b))
-    };
-    // (first word or skeleton, place, length): where a word stands.
-    let place = |(skeleton, first): (u32, u32), pos: u32, from_end: u32, t: &Token| match pos {
+/// as many as such words): the same first word and place counted from the
+/// end (`rust_out.abcdef` beside `rust_out.1a2b3c`), or for the first word
+/// itself the same skeleton.
+#[derive(Default)]
+struct Lookalikes {
+    /// place -> (random words, promotable words)
+    counts: IdMap<(u64, u32, u32), (u32, u32)>,
+}
+
+/// A word of one piece: not a generator's literal part (systemd's unit).
+fn promotable(bytes: &[u8], t: &Token) -> bool {
+    matches!(t.class, Class::Word | Class::Split(_))
+        && (t.end - t.start) as usize >= PROMOTE_MIN_LEN
+        && !bytes[t.start as usize..t.end as usize]
+            .iter()
+            .any(|&b| is_sep(b))
+}
+
+/// (first word or skeleton, place, length): where a word stands.
+fn place((skeleton, first): (u32, u32), pos: u32, from_end: u32, t: &Token) -> (u64, u32, u32) {
+    match pos {
         0 => (u64::from(skeleton) << 1, 0, t.end - t.start),
         _ => ((u64::from(first) << 1) | 1, from_end, t.end - t.start),
-    };
-    let words = |p: &Parsed<'_>| p.tokens.iter().filter(|t| t.class != Class::Sep).count() as u32;
-    // place -> (random words, promotable words)
-    let mut counts: IdMap<(u64, u32, u32), (u32, u32)> = IdMap::default();
-    for (n, p) in parsed.iter().enumerate() {
-        let total = words(p);
+    }
+}
+
+fn words(tokens: &[Token]) -> u32 {
+    tokens.iter().filter(|t| t.class != Class::Sep).count() as u32
+}
+
+impl Lookalikes {
+    fn add(&mut self, p: Name<'_, '_>, ids: (u32, u32)) {
+        let total = words(p.tokens);
         for (pos, t) in p
             .tokens
             .iter()
@@ -255,11 +341,12 @@ fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
             .enumerate()
         {
             let random = t.class == Class::Rand;
-            if !random && !promotable(p, t) {
+            if !random && !promotable(p.bytes, t) {
                 continue;
             }
-            let c = counts
-                .entry(place(ids[n], pos as u32, total - 1 - pos as u32, t))
+            let c = self
+                .counts
+                .entry(place(ids, pos as u32, total - 1 - pos as u32, t))
                 .or_default();
             match random {
                 true => c.0 += 1,
@@ -267,27 +354,29 @@ fn random_lookalikes(parsed: &mut [Parsed<'_>], ids: &[(u32, u32)]) {
             }
         }
     }
-    for (n, p) in parsed.iter_mut().enumerate() {
-        let total = words(p);
+
+    fn apply(&self, bytes: &[u8], tokens: &mut [Token], ids: (u32, u32)) {
+        let total = words(tokens);
         let mut pos = 0u32;
-        for i in 0..p.tokens.len() {
-            let t = p.tokens[i];
+        for token in tokens.iter_mut() {
+            let t = *token;
             if t.class == Class::Sep {
                 continue;
             }
-            let here = place(ids[n], pos, total - 1 - pos, &t);
+            let here = place(ids, pos, total - 1 - pos, &t);
             pos += 1;
-            if !promotable(p, &t) {
+            if !promotable(bytes, &t) {
                 continue;
             }
-            let random_there = counts
+            let random_there = self
+                .counts
                 .get(&here)
                 .is_some_and(|&(random, other)| random >= 1 && random * 2 >= other);
             if random_there {
-                let text = p.token_text(&t);
+                let text = &bytes[t.start as usize..t.end as usize];
                 let hex = text.iter().all(u8::is_ascii_hexdigit);
-                p.tokens[i].class = Class::Rand;
-                p.tokens[i].stem = if hex { 0 } else { stem(text, t.start == 0) };
+                token.class = Class::Rand;
+                token.stem = if hex { 0 } else { stem(text, t.start == 0) };
             }
         }
     }

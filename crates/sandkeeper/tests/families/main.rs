@@ -13,6 +13,7 @@
 //! share right over many seeds and the median time for 50,000 names.
 
 mod corpus;
+mod golden;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -428,4 +429,64 @@ fn wrong_names() {
     for (k, v) in wrong {
         println!("{k}: {:?}", &v[..v.len().min(6)]);
     }
+}
+
+/// Only the time for 50,000 names (`FAMILIES_RUNS`, default 31): for
+/// comparing two builds run one after the other.
+#[test]
+#[ignore = "a benchmark: run by bench/families/run.sh in release"]
+fn speed() {
+    let runs: usize = std::env::var("FAMILIES_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(31);
+    let names = fifty_thousand(1);
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            let families = group(&names);
+            let took = start.elapsed();
+            assert!(!families.is_empty());
+            took
+        })
+        .collect();
+    times.sort();
+    println!(
+        "50000 names: median {:.1} ms (min {:.1}) over {} runs",
+        times[times.len() / 2].as_secs_f64() * 1e3,
+        times[0].as_secs_f64() * 1e3,
+        times.len()
+    );
+}
+
+/// Peak memory of grouping 1,000,000 short names (`f0000001`… and Python
+/// `tmp` + 8): run under `/usr/bin/time -v` with `FAMILIES_GROUP=0` (the
+/// input alone) and `=1`; the difference in maximum resident size over
+/// 1,000,000 is what `group` needs per name (`bench/families/run.sh`).
+#[test]
+#[ignore = "a benchmark: run by bench/families/run.sh in release"]
+fn million_names_memory() {
+    const PYTHON: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
+    let mut rng = fastrand::Rng::with_seed(14);
+    let names: Vec<String> = (0..1_000_000u32)
+        .map(|i| match i % 2 {
+            0 => format!("f{i:07}"),
+            _ => {
+                let random: String = (0..8)
+                    .map(|_| PYTHON[rng.usize(..PYTHON.len())] as char)
+                    .collect();
+                format!("tmp{random}")
+            }
+        })
+        .collect();
+    if std::env::var("FAMILIES_GROUP").as_deref() != Ok("0") {
+        let start = Instant::now();
+        let families = group(&names);
+        println!(
+            "1000000 names: {} families in {:.0} ms",
+            families.len(),
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    println!("{} names", names.len());
 }
