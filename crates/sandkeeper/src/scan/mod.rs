@@ -508,7 +508,7 @@ struct Probed {
     identity: (u64, u64),
     /// The lease part of the facts; the in-use part is added later.
     facts: Facts,
-    lease: Option<lease::LeaseRecord>,
+    lease: Option<Box<lease::LeaseRecord>>,
     lease_invalid: bool,
     warning: Option<String>,
     vanished: bool,
@@ -561,12 +561,12 @@ fn probe_entry(
         Ok(Look::Live { holders, record }) => {
             facts.lock_held = Some(holders);
             facts.has_lease = true;
-            probed.lease = record;
+            probed.lease = record.map(Box::new);
         }
         Ok(Look::Free { record, .. }) => {
             match record {
                 RecordState::Missing => {}
-                RecordState::Valid(r) => probed.lease = Some(r),
+                RecordState::Valid(r) => probed.lease = Some(Box::new(r)),
                 RecordState::Invalid(_) => probed.lease_invalid = true,
             }
             facts.has_lease |= probed.lease.is_some() || probed.lease_invalid;
@@ -579,7 +579,7 @@ fn probe_entry(
                 lease::OwnerStatus::Unknown => None,
             });
             facts.has_lease |= record.is_some();
-            probed.lease = record;
+            probed.lease = record.map(Box::new);
         }
         Err(e)
             if e.io_error()

@@ -175,8 +175,9 @@ pub struct Entry {
     pub kernel: Vec<KernelUse>,
     /// Bound unix sockets inside.
     pub sockets: Vec<PathBuf>,
-    /// Its lease record, when it has a valid one.
-    pub lease: Option<LeaseRecord>,
+    /// Its lease record, when it has a valid one (boxed: most entries
+    /// have none, and an entry stays small).
+    pub lease: Option<Box<LeaseRecord>>,
     /// Whether a lease file is present but invalid.
     pub lease_invalid: bool,
     /// Places inside that could not be read.
