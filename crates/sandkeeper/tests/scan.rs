@@ -244,7 +244,13 @@ fn a_bad_root_is_a_clear_error() {
 #[test]
 fn streaming_scan_gives_what_the_collecting_scan_lists() {
     let root = sandbox!().unwrap();
-    for name in ["app-235-101", "app-235-102", "app-236-7", "cargo-home-x1Yz9Q", "zz"] {
+    for name in [
+        "app-235-101",
+        "app-235-102",
+        "app-236-7",
+        "cargo-home-x1Yz9Q",
+        "zz",
+    ] {
         fs::create_dir(root.path().join(name)).unwrap();
     }
     fs::write(root.path().join("app-235-101/data"), vec![1u8; 20_000]).unwrap();
@@ -271,7 +277,11 @@ fn streaming_scan_gives_what_the_collecting_scan_lists() {
     // The sandbox's own lease record is an entry too.
     assert_eq!(collected.entries.len(), 7, "{:?}", collected.entries);
     assert_eq!(format!("{streamed:?}"), format!("{:?}", collected.entries));
-    let app = collected.entries.iter().find(|e| e.name == "app-235-101").unwrap();
+    let app = collected
+        .entries
+        .iter()
+        .find(|e| e.name == "app-235-101")
+        .unwrap();
     assert_eq!(&*app.pattern, "app-235-*");
     for report in [&summary, &lean] {
         assert!(report.entries.is_empty());
@@ -324,7 +334,10 @@ fn hard_links_across_walk_chunks_are_counted_once() {
     // The sandbox's own lease record sorts first.
     assert_eq!(report.entries.len(), n + 1);
     let (first, end) = (&report.entries[1], &report.entries[n]);
-    assert_eq!((&*first.name, &*end.name), ("d00000".as_ref(), last.as_ref()));
+    assert_eq!(
+        (&*first.name, &*end.name),
+        ("d00000".as_ref(), last.as_ref())
+    );
     assert_eq!((first.files, end.files), (1, 0), "{first:?} {end:?}");
     assert!(first.disk_bytes > end.disk_bytes);
     assert_eq!(end.disk_bytes, report.entries[2].disk_bytes);

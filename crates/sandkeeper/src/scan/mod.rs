@@ -20,6 +20,21 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Memory
+//!
+//! A root's names are listed once into one buffer (a name costs its bytes
+//! plus 4) and sorted; the families are computed from them; then the
+//! entries are walked 4,096 at a time (on all cores within a chunk), so
+//! what is held per entry while it is walked (its probe, usage and
+//! holders) is held for one chunk only. Each finished [`Entry`] is added to
+//! its family's sums and handed on: [`Scanner::scan_root_with`] gives it to
+//! the caller, a report keeps it only when
+//! [`keep_entries`](Scanner::keep_entries) is on (the default, so small
+//! callers see every entry). A hard-linked inode is counted once across
+//! chunks, in the first entry by name that holds it. What stays per entry
+//! is the name and a family number, plus the transient cost of
+//! [`pattern::group`](crate::pattern::group) over all names.
+//!
 //! # Platform behavior
 //!
 //! Linux only: in-use detection needs `/proc`.
@@ -455,24 +470,24 @@ impl Scanner {
                 Entry {
                     name: (*name).to_owned(),
                     pattern: Arc::from(""),
-                kind: probed.kind,
-                state,
-                reason,
-                disk_bytes: usage.disk_bytes,
-                apparent_bytes: usage.apparent_bytes,
-                files: usage.files,
-                dirs: usage.dirs,
-                newest_mtime_ms: usage.newest_mtime_ms,
-                uid: probed.uid,
-                mode: probed.mode,
-                identity: probed.identity,
-                holders,
-                kernel,
-                sockets,
-                lease: probed.lease.clone(),
-                lease_invalid: probed.lease_invalid,
-                unreadable: usage.error_count,
-                mount_points: usage.mount_points,
+                    kind: probed.kind,
+                    state,
+                    reason,
+                    disk_bytes: usage.disk_bytes,
+                    apparent_bytes: usage.apparent_bytes,
+                    files: usage.files,
+                    dirs: usage.dirs,
+                    newest_mtime_ms: usage.newest_mtime_ms,
+                    uid: probed.uid,
+                    mode: probed.mode,
+                    identity: probed.identity,
+                    holders,
+                    kernel,
+                    sockets,
+                    lease: probed.lease.clone(),
+                    lease_invalid: probed.lease_invalid,
+                    unreadable: usage.error_count,
+                    mount_points: usage.mount_points,
                 },
             ));
         }

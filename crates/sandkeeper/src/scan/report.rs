@@ -91,6 +91,10 @@ pub struct StateCounts {
 
 impl StateCounts {
     fn add(&mut self, state: EntryState) {
+        self.add_n(state, 1);
+    }
+
+    fn add_n(&mut self, state: EntryState, n: u64) {
         let slot = match state {
             EntryState::Live => &mut self.live,
             EntryState::InUse => &mut self.in_use,
@@ -98,7 +102,7 @@ impl StateCounts {
             EntryState::Idle => &mut self.idle,
             EntryState::Unknown => &mut self.unknown,
         };
-        *slot += 1;
+        *slot += n;
     }
 
     /// The count for `state`.
@@ -128,6 +132,9 @@ pub struct Group {
     pub newest_ms: Option<i64>,
     /// Members by state.
     pub states: StateCounts,
+    /// Disk usage of the members by state, in bytes (the members'
+    /// [`disk_bytes`](Entry::disk_bytes) summed per state).
+    pub state_disk_bytes: StateCounts,
     /// Disk usage of the members a reap could remove (`orphaned`, and
     /// `idle` when a rule selects them).
     pub reclaimable_bytes: u64,
@@ -236,6 +243,7 @@ impl Families {
                 oldest_ms: None,
                 newest_ms: None,
                 states: StateCounts::default(),
+                state_disk_bytes: StateCounts::default(),
                 reclaimable_bytes: 0,
                 members: Vec::new(),
             });
@@ -255,6 +263,7 @@ impl Families {
         let group = &mut self.groups[n];
         group.totals.add(entry);
         group.states.add(entry.state);
+        group.state_disk_bytes.add_n(entry.state, entry.disk_bytes);
         if entry.state.is_reclaimable() {
             group.reclaimable_bytes += entry.disk_bytes;
         }
