@@ -259,9 +259,10 @@ impl Scanner {
     /// ```
     /// use sandkeeper::{root::Root, scan::Scanner};
     /// # let dir = sandkeeper::Sandbox::new()?;
-    /// # std::fs::create_dir(dir.path().join("app-235-101"))?;
+    /// # let path = dir.path().join("root");
+    /// # std::fs::create_dir_all(path.join("app-235-101"))?;
     /// let scanner = Scanner::new();
-    /// let root = Root::open(dir.path())?;
+    /// let root = Root::open(&path)?;
     /// let mut names = Vec::new();
     /// let report = scanner.scan_root_with(&root, &scanner.in_use()?, &mut |e| names.push(e.name))?;
     /// assert_eq!(names, ["app-235-101"]);
