@@ -214,11 +214,11 @@ impl Metrics {
                 Some(other.get_or_insert_with(|| bucket(OTHER_FAMILY)))
             };
             let Some(family) = slot else { continue };
-            for &i in &group.members {
-                let entry = &scan.entries[i];
-                let s = &mut family.states[state_index(entry.state)];
-                s.0 += 1;
-                s.1 += entry.disk_bytes;
+            // From the family's sums: a scan need not keep its entries.
+            for state in EntryState::ALL {
+                let s = &mut family.states[state_index(state)];
+                s.0 += group.states.get(state);
+                s.1 += group.state_disk_bytes.get(state);
             }
         }
         families.extend(other);

@@ -236,3 +236,111 @@ fn a_bad_root_is_a_clear_error() {
         assert!(err.to_string().contains(words), "{name}: {err}");
     }
 }
+
+/// The streaming scan (`scan_root_with`) gives the entries a collecting
+/// `scan_root` lists, in the same order with the same values, and the same
+/// totals and families (without members); `keep_entries(false)` gives the
+/// same report without entries.
+#[test]
+fn streaming_scan_gives_what_the_collecting_scan_lists() {
+    let root = sandbox!().unwrap();
+    for name in [
+        "app-235-101",
+        "app-235-102",
+        "app-236-7",
+        "cargo-home-x1Yz9Q",
+        "zz",
+    ] {
+        fs::create_dir(root.path().join(name)).unwrap();
+    }
+    fs::write(root.path().join("app-235-101/data"), vec![1u8; 20_000]).unwrap();
+    fs::hard_link(
+        root.path().join("app-235-101/data"),
+        root.path().join("app-236-7/data"),
+    )
+    .unwrap();
+    fs::write(root.path().join("top-file"), b"x").unwrap();
+    fs::create_dir(root.path().join("zz/inner")).unwrap();
+
+    let scanner = Scanner::new();
+    let inuse = scanner.in_use().unwrap();
+    let opened = sandkeeper::root::Root::open(root.path()).unwrap();
+    let collected = scanner.scan_root(&opened, &inuse).unwrap();
+    let mut streamed = Vec::new();
+    let summary = scanner
+        .scan_root_with(&opened, &inuse, &mut |e| streamed.push(e))
+        .unwrap();
+    let mut lean = Scanner::new();
+    lean.keep_entries(false);
+    let lean = lean.scan_root(&opened, &inuse).unwrap();
+
+    // The sandbox's own lease record is an entry too.
+    assert_eq!(collected.entries.len(), 7, "{:?}", collected.entries);
+    assert_eq!(format!("{streamed:?}"), format!("{:?}", collected.entries));
+    let app = collected
+        .entries
+        .iter()
+        .find(|e| e.name == "app-235-101")
+        .unwrap();
+    assert_eq!(&*app.pattern, "app-235-*");
+    for report in [&summary, &lean] {
+        assert!(report.entries.is_empty());
+        assert_eq!(report.totals, collected.totals);
+        assert_eq!(report.warnings, collected.warnings);
+        assert_eq!(report.groups.len(), collected.groups.len());
+        for (got, want) in report.groups.iter().zip(&collected.groups) {
+            assert!(got.members.is_empty());
+            let mut want = want.clone();
+            want.members.clear();
+            assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        }
+    }
+    // Every member listed once, in its family.
+    let mut members: Vec<usize> = collected
+        .groups
+        .iter()
+        .flat_map(|g| {
+            for &i in &g.members {
+                assert_eq!(*collected.entries[i].pattern, g.pattern);
+            }
+            g.members.iter().copied()
+        })
+        .collect();
+    members.sort_unstable();
+    assert_eq!(members, (0..7).collect::<Vec<_>>());
+}
+
+/// A root of more entries than one chunk of the walk: a file hard-linked
+/// from the first and the last entry is counted once, in the first (by
+/// name), as `du -x --max-depth=1` over the sorted names counts it.
+#[test]
+fn hard_links_across_walk_chunks_are_counted_once() {
+    let root = sandbox!().unwrap();
+    let n = 9_000;
+    for i in 0..n {
+        fs::create_dir(root.path().join(format!("d{i:05}"))).unwrap();
+    }
+    let last = format!("d{:05}", n - 1);
+    fs::write(root.path().join("d00000/data"), vec![1u8; 40_000]).unwrap();
+    fs::hard_link(
+        root.path().join("d00000/data"),
+        root.path().join(&last).join("data"),
+    )
+    .unwrap();
+    let scanner = Scanner::new();
+    let inuse = scanner.in_use().unwrap();
+    let opened = sandkeeper::root::Root::open(root.path()).unwrap();
+    let report = scanner.scan_root(&opened, &inuse).unwrap();
+    // The sandbox's own lease record sorts first.
+    assert_eq!(report.entries.len(), n + 1);
+    let (first, end) = (&report.entries[1], &report.entries[n]);
+    assert_eq!(
+        (&*first.name, &*end.name),
+        ("d00000".as_ref(), last.as_ref())
+    );
+    assert_eq!((first.files, end.files), (1, 0), "{first:?} {end:?}");
+    assert!(first.disk_bytes > end.disk_bytes);
+    assert_eq!(end.disk_bytes, report.entries[2].disk_bytes);
+    assert_eq!(report.totals.files, 2, "the record and the linked file");
+    assert_eq!(report.totals.dirs, n as u64);
+}

@@ -16,6 +16,9 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
     scanner.threads(args.threads);
+    // Without `--entries` the report keeps only totals and families:
+    // memory flat in the number of entries.
+    scanner.keep_entries(args.entries);
     for &pid in &args.ignore_pids {
         scanner.ignore_pid(pid);
     }

@@ -252,7 +252,7 @@ pub fn json(report: &Report) -> String {
             o.insert(
                 "lease".into(),
                 e.lease
-                    .as_ref()
+                    .as_deref()
                     .map_or(json!({"invalid": true}), lease_json),
             );
             Value::Object(o)

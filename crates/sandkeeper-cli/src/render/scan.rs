@@ -29,7 +29,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             fs.used_percent(),
             size(fs.free_bytes)
         );
-        if root.entries.is_empty() {
+        if root.totals.entries == 0 {
             let _ = writeln!(out, "  (empty)");
             continue;
         }

@@ -28,7 +28,7 @@ pub fn reap(report: &ReapReport) -> String {
         for r in &root.removed {
             let mut o = Map::new();
             path_field(&mut o, "path", r.path.as_os_str());
-            o.insert("pattern".into(), r.pattern.clone().into());
+            o.insert("pattern".into(), (*r.pattern).into());
             o.insert("state".into(), r.state.as_str().into());
             o.insert("reason".into(), r.reason.to_string().into());
             o.insert("disk_bytes".into(), r.disk_bytes.into());

@@ -158,7 +158,7 @@ impl Serialize for EntryJson<'_> {
         for (k, v) in &name {
             m.serialize_entry(k, v)?;
         }
-        m.serialize_entry("pattern", &e.pattern)?;
+        m.serialize_entry("pattern", &*e.pattern)?;
         m.serialize_entry("state", e.state.as_str())?;
         m.serialize_entry("reason", &e.reason.to_string())?;
         m.serialize_entry("disk_bytes", &e.disk_bytes)?;

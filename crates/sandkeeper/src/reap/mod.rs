@@ -202,8 +202,8 @@ pub struct TargetOutcome {
 pub struct Removed {
     /// Its path.
     pub path: PathBuf,
-    /// Its family.
-    pub pattern: String,
+    /// Its family (shared with the scan's entry).
+    pub pattern: std::sync::Arc<str>,
     /// Its state when removed.
     pub state: EntryState,
     /// Why it went.
@@ -218,8 +218,8 @@ pub struct Removed {
 pub struct Skipped {
     /// Its path.
     pub path: PathBuf,
-    /// Its family.
-    pub pattern: String,
+    /// Its family (shared with the scan's entry).
+    pub pattern: std::sync::Arc<str>,
     /// Its state.
     pub state: EntryState,
     /// Why it was left.
@@ -604,7 +604,7 @@ fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantin
     };
     out.kept(Skipped {
         path: shown.to_owned(),
-        pattern: String::new(),
+        pattern: std::sync::Arc::from(""),
         state: EntryState::Unknown,
         reason: KeepReason::Changed(note),
         disk_bytes: 0,

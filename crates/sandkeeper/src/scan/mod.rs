@@ -20,18 +20,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Memory
+//!
+//! A root's names are listed once into one buffer (a name costs its bytes
+//! plus 4) and sorted; the families are computed from them; then the
+//! entries are walked 4,096 at a time (on all cores within a chunk), so
+//! what is held per entry while it is walked (its probe, usage and
+//! holders) is held for one chunk only. Each finished [`Entry`] is added to
+//! its family's sums and handed on: [`Scanner::scan_root_with`] gives it to
+//! the caller, a report keeps it only when
+//! [`keep_entries`](Scanner::keep_entries) is on (the default, so small
+//! callers see every entry). A hard-linked inode is counted once across
+//! chunks, in the first entry by name that holds it. What stays per entry
+//! is the name and a family number, plus the transient cost of
+//! [`pattern::group`](crate::pattern::group) over all names.
+//!
 //! # Platform behavior
 //!
 //! Linux only: in-use detection needs `/proc`.
 
 mod claims;
 pub(crate) mod filesystem;
+mod names;
 mod report;
 mod state;
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -48,6 +63,7 @@ use crate::inuse::{InUse, InUseOptions};
 use crate::lease::{self, Look, RecordState};
 use crate::root::Root;
 use crate::walk::{self, FileKind, WalkState};
+use names::Names;
 use state::Facts;
 
 /// A progress callback: `(entries started, entries in all)`.
@@ -62,6 +78,8 @@ pub struct Scanner {
     threads: usize,
     progress: Option<Progress>,
     stop: Option<Arc<AtomicBool>>,
+    /// Whether reports leave out the entries (`keep_entries(false)`).
+    drop_entries: bool,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -70,6 +88,7 @@ impl std::fmt::Debug for Scanner {
             .field("ignore_pids", &self.ignore_pids)
             .field("trust_pid_namespace", &self.trust_pid_namespace)
             .field("threads", &self.threads)
+            .field("keep_entries", &!self.drop_entries)
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +121,16 @@ impl Scanner {
     /// Walking threads (default 0: one per core).
     pub fn threads(&mut self, threads: usize) -> &mut Scanner {
         self.threads = threads;
+        self
+    }
+
+    /// Whether reports keep every entry (default: `true`). With `false`,
+    /// [`RootReport::entries`] and every [`Group::members`] are empty and
+    /// memory stays flat in the number of entries; the totals, families and
+    /// warnings are the same. What needs the entries one by one without
+    /// holding them all uses [`scan_root_with`](Self::scan_root_with).
+    pub fn keep_entries(&mut self, yes: bool) -> &mut Scanner {
+        self.drop_entries = !yes;
         self
     }
 
@@ -199,15 +228,79 @@ impl Scanner {
     /// Scans one open root against an in-use index the caller collected
     /// (so a reaper can re-check with a fresh one).
     ///
+    /// The report holds every entry unless [`keep_entries`](Self::keep_entries)
+    /// was turned off; [`scan_root_with`](Self::scan_root_with) hands the
+    /// entries over one by one instead.
+    ///
     /// # Errors
     ///
     /// As [`scan_roots`](Self::scan_roots).
     pub fn scan_root(&self, root: &Root, inuse: &InUse) -> Result<RootReport> {
+        if self.drop_entries {
+            return self.scan_root_each(root, inuse, false, &mut |_| {});
+        }
+        let mut entries = Vec::new();
+        let mut report = self.scan_root_each(root, inuse, true, &mut |e| entries.push(e))?;
+        report.entries = entries;
+        Ok(report)
+    }
+
+    /// Scans one open root, giving each entry to `on_entry` as soon as it
+    /// is measured and classified, in name order (bytes), its
+    /// [`pattern`](Entry::pattern) set: memory stays flat in the number of
+    /// entries (the names, stored compactly, are the only per-entry cost).
+    ///
+    /// The report returned has the totals, the families and the warnings,
+    /// but no [`entries`](RootReport::entries) and no family
+    /// [`members`](Group::members) (they index `entries`); the entries
+    /// given to `on_entry` are those a [`scan_root`](Self::scan_root)
+    /// report would list, in that order, with the same values.
+    ///
+    /// ```
+    /// use sandkeeper::{root::Root, scan::Scanner};
+    /// # let dir = sandkeeper::Sandbox::new()?;
+    /// # let path = dir.path().join("root");
+    /// # std::fs::create_dir_all(path.join("app-235-101"))?;
+    /// let scanner = Scanner::new();
+    /// let root = Root::open(&path)?;
+    /// let mut names = Vec::new();
+    /// let report = scanner.scan_root_with(&root, &scanner.in_use()?, &mut |e| names.push(e.name))?;
+    /// assert_eq!(names, ["app-235-101"]);
+    /// assert_eq!(report.totals.entries, 1);
+    /// assert!(report.entries.is_empty());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`scan_roots`](Self::scan_roots). `on_entry` may have been called
+    /// for some entries before an error (a [stop](Self::stop_flag)).
+    pub fn scan_root_with(
+        &self,
+        root: &Root,
+        inuse: &InUse,
+        on_entry: &mut dyn FnMut(Entry),
+    ) -> Result<RootReport> {
+        self.scan_root_each(root, inuse, false, on_entry)
+    }
+
+    /// The scan of one root: names listed once into one buffer and sorted,
+    /// families computed from the names, then the entries walked
+    /// [`CHUNK`] at a time (in parallel within a chunk) and handed to
+    /// `on_entry` in name order; `members`: whether the families list
+    /// their members (indexes in the order of `on_entry`'s calls).
+    fn scan_root_each(
+        &self,
+        root: &Root,
+        inuse: &InUse,
+        members: bool,
+        on_entry: &mut dyn FnMut(Entry),
+    ) -> Result<RootReport> {
         let path = root.path().to_owned();
         let dir = root.fd();
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
-        let names = list_names(dir, &path)?;
+        let names = list_names(dir, &path)?.sorted();
         let mut warnings: Vec<String> = root
             .followed()
             .iter()
@@ -220,37 +313,7 @@ impl Scanner {
             })
             .collect();
         self.check_stop(&path)?;
-        let mut entries = self.examine(&path, dir, &names, inuse, &mut warnings);
-        self.check_stop(&path)?;
-        entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
-        let (totals, groups) = report::summarize(&mut entries, lease::now_ms() as i64);
-        Ok(RootReport {
-            path,
-            filesystem,
-            totals,
-            groups,
-            entries,
-            warnings,
-        })
-    }
-
-    /// Walks and classifies the entries `names` of `dir`.
-    fn examine(
-        &self,
-        root: &Path,
-        dir: BorrowedFd<'_>,
-        names: &[OsString],
-        inuse: &InUse,
-        warnings: &mut Vec<String>,
-    ) -> Vec<Entry> {
-        let hits: Mutex<Vec<(usize, crate::inuse::Holder)>> = Mutex::new(Vec::new());
-        let kernel_hits: Mutex<Vec<(usize, crate::inuse::KernelUse)>> = Mutex::new(Vec::new());
-        let started = AtomicUsize::new(0);
-        let total = names.len();
-        let progress = self.progress.clone();
-        // The lease probe of each entry runs on the walking threads, when
-        // the walk reaches the entry itself.
-        let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
+        let mut families = report::Families::of(&names, lease::now_ms() as i64);
         // Live or free from one snapshot of `/proc/locks`: a scan takes no
         // lock (a program's own `flock(LOCK_NB)` must not fail because we
         // looked).
@@ -260,6 +323,65 @@ impl Scanner {
                 "cannot read /proc/locks ({e}): whether leases are held cannot be told"
             ));
         }
+        let mut totals = Totals::default();
+        let mut links = walk::HardLinks::new();
+        let started = AtomicUsize::new(0);
+        let mut given = 0usize;
+        let mut chunk: Vec<&OsStr> = Vec::with_capacity(CHUNK.min(names.len()));
+        for first in (0..names.len()).step_by(CHUNK) {
+            chunk.clear();
+            chunk.extend((first..names.len().min(first + CHUNK)).map(|i| names.get(i)));
+            let pass = Pass {
+                root: &path,
+                dir,
+                inuse,
+                locks: locks.as_ref().ok(),
+                started: &started,
+                total: names.len(),
+            };
+            let examined = self.examine(&pass, &chunk, &mut links, &mut warnings);
+            self.check_stop(&path)?;
+            for (i, mut entry) in examined {
+                totals.add(&entry);
+                entry.pattern = families.add(first + i, &entry, members.then_some(given));
+                given += 1;
+                on_entry(entry);
+            }
+        }
+        Ok(RootReport {
+            path,
+            filesystem,
+            totals,
+            groups: families.into_groups(),
+            entries: Vec::new(),
+            warnings,
+        })
+    }
+
+    /// Walks and classifies the entries `names` (one chunk) of the pass's
+    /// directory; gives them back with their indexes in `names`, in order,
+    /// without those that vanished.
+    fn examine(
+        &self,
+        pass: &Pass<'_>,
+        names: &[&OsStr],
+        links: &mut walk::HardLinks,
+        warnings: &mut Vec<String>,
+    ) -> Vec<(usize, Entry)> {
+        let Pass {
+            root,
+            dir,
+            inuse,
+            locks,
+            started,
+            total,
+        } = *pass;
+        let hits: Mutex<Vec<(usize, crate::inuse::Holder)>> = Mutex::new(Vec::new());
+        let kernel_hits: Mutex<Vec<(usize, crate::inuse::KernelUse)>> = Mutex::new(Vec::new());
+        let progress = self.progress.clone();
+        // The lease probe of each entry runs on the walking threads, when
+        // the walk reaches the entry itself.
+        let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
         let visit = |i: usize, v: &walk::Visit<'_>| {
             if self.stop_requested() {
                 return WalkState::Quit;
@@ -269,7 +391,7 @@ impl Scanner {
                 if let Some(p) = &progress {
                     p(n, total);
                 }
-                let _ = probes[i].set(probe_entry(dir, root, &names[i], v, locks.as_ref().ok()));
+                let _ = probes[i].set(probe_entry(dir, root, names[i], v, locks));
                 if v.is_mount_point() {
                     // In use by definition; never entered (the mounted
                     // filesystem may not answer).
@@ -290,7 +412,7 @@ impl Scanner {
             }
             WalkState::Continue
         };
-        let usages = walk::usage_many(dir, names, self.threads, &visit);
+        let usages = walk::usage_many_after(dir, names, self.threads, links, &visit);
         let mut hits = hits.into_inner().unwrap_or_else(|e| e.into_inner());
         let mut kernel_hits = kernel_hits.into_inner().unwrap_or_else(|e| e.into_inner());
         hits.sort_by_key(|(i, h)| (*i, h.pid));
@@ -344,31 +466,53 @@ impl Scanner {
                 .collect();
             facts.held |= !holders.is_empty() || !kernel.is_empty() || !sockets.is_empty();
             let (state, reason) = state::classify(&facts);
-            entries.push(Entry {
-                name: name.clone(),
-                pattern: String::new(),
-                kind: probed.kind,
-                state,
-                reason,
-                disk_bytes: usage.disk_bytes,
-                apparent_bytes: usage.apparent_bytes,
-                files: usage.files,
-                dirs: usage.dirs,
-                newest_mtime_ms: usage.newest_mtime_ms,
-                uid: probed.uid,
-                mode: probed.mode,
-                identity: probed.identity,
-                holders,
-                kernel,
-                sockets,
-                lease: probed.lease.clone(),
-                lease_invalid: probed.lease_invalid,
-                unreadable: usage.error_count,
-                mount_points: usage.mount_points,
-            });
+            entries.push((
+                i,
+                Entry {
+                    name: (*name).to_owned(),
+                    pattern: Arc::from(""),
+                    kind: probed.kind,
+                    state,
+                    reason,
+                    disk_bytes: usage.disk_bytes,
+                    apparent_bytes: usage.apparent_bytes,
+                    files: usage.files,
+                    dirs: usage.dirs,
+                    newest_mtime_ms: usage.newest_mtime_ms,
+                    uid: probed.uid,
+                    mode: probed.mode,
+                    identity: probed.identity,
+                    holders,
+                    kernel,
+                    sockets,
+                    lease: probed.lease.clone(),
+                    lease_invalid: probed.lease_invalid,
+                    unreadable: usage.error_count,
+                    mount_points: usage.mount_points,
+                },
+            ));
         }
         entries
     }
+}
+
+/// Entries walked at a time: what is held per entry while it is walked
+/// (its probe, its usage, its holders) is held for this many at most.
+/// Large enough that both cores stay busy, small enough to be a few MB.
+const CHUNK: usize = 4096;
+
+/// What every chunk of one root's scan shares.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    root: &'a Path,
+    dir: BorrowedFd<'a>,
+    inuse: &'a InUse,
+    /// `None` when `/proc/locks` could not be read.
+    locks: Option<&'a lease::Locks>,
+    /// Entries started, over all chunks (for the progress callback).
+    started: &'a AtomicUsize,
+    /// Entries in all.
+    total: usize,
 }
 
 /// What the probe of one entry found (its lease and identity).
@@ -380,7 +524,7 @@ struct Probed {
     identity: (u64, u64),
     /// The lease part of the facts; the in-use part is added later.
     facts: Facts,
-    lease: Option<lease::LeaseRecord>,
+    lease: Option<Box<lease::LeaseRecord>>,
     lease_invalid: bool,
     warning: Option<String>,
     vanished: bool,
@@ -433,12 +577,12 @@ fn probe_entry(
         Ok(Look::Live { holders, record }) => {
             facts.lock_held = Some(holders);
             facts.has_lease = true;
-            probed.lease = record;
+            probed.lease = record.map(Box::new);
         }
         Ok(Look::Free { record, .. }) => {
             match record {
                 RecordState::Missing => {}
-                RecordState::Valid(r) => probed.lease = Some(r),
+                RecordState::Valid(r) => probed.lease = Some(Box::new(r)),
                 RecordState::Invalid(_) => probed.lease_invalid = true,
             }
             facts.has_lease |= probed.lease.is_some() || probed.lease_invalid;
@@ -451,7 +595,7 @@ fn probe_entry(
                 lease::OwnerStatus::Unknown => None,
             });
             facts.has_lease |= record.is_some();
-            probed.lease = record;
+            probed.lease = record.map(Box::new);
         }
         Err(e)
             if e.io_error()
@@ -479,14 +623,13 @@ fn take_for<T>(list: &mut Vec<(usize, T)>, i: usize) -> Vec<T> {
 /// (per-user roots, which are roots of their own, and our quarantine, whose
 /// contents are already on their way out), told apart by owner and mode,
 /// not by name alone: see [`crate::root`].
-pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsString>> {
-    let mut names = read_names(dir, path)?;
-    names.retain(|name| !crate::root::is_own_dir(dir, name));
-    Ok(names)
+pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
+    let names = read_names(dir, path)?;
+    Ok(names.retain(|name| !crate::root::is_own_dir(dir, name)))
 }
 
-/// Every name in `dir` but `.` and `..`.
-pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsString>> {
+/// Every name in `dir` but `.` and `..`, in directory order.
+pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
     let fd = rustix::fs::openat(
         dir,
         ".",
@@ -494,16 +637,22 @@ pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<OsStrin
         Mode::empty(),
     )
     .map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
-    let mut names = Vec::new();
+    let mut names = Names::new();
     let mut buf = Vec::with_capacity(64 * 1024);
     let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
     while let Some(entry) = iter.next() {
         let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
-        let name = OsStr::from_bytes(entry.file_name().to_bytes());
-        if name == "." || name == ".." {
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
             continue;
         }
-        names.push(name.to_owned());
+        if !names.push(name) {
+            return Err(Error::io(
+                "cannot list root: its names take more than 4 GiB",
+                std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+            )
+            .at(path));
+        }
     }
     Ok(names)
 }

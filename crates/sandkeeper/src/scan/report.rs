@@ -1,9 +1,11 @@
 //! What a scan found: entries, their families, and totals.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::filesystem::Filesystem;
+use super::names::Names;
 use super::state::{EntryState, StateReason};
 use crate::inuse::{BlindSpot, Holder, KernelUse, Uninspectable};
 use crate::lease::LeaseRecord;
@@ -45,7 +47,11 @@ pub struct RootReport {
     pub totals: Totals,
     /// Name families, biggest (disk usage) first.
     pub groups: Vec<Group>,
-    /// Every top-level entry, sorted by name.
+    /// Every top-level entry, sorted by name (bytes); empty when the
+    /// scanner does not keep entries
+    /// ([`Scanner::keep_entries`](super::Scanner::keep_entries),
+    /// [`Scanner::scan_root_with`](super::Scanner::scan_root_with)):
+    /// [`totals`](Self::totals) counts them then.
     pub entries: Vec<Entry>,
     /// Entries that vanished or could not be read during the scan.
     pub warnings: Vec<String>,
@@ -85,6 +91,10 @@ pub struct StateCounts {
 
 impl StateCounts {
     fn add(&mut self, state: EntryState) {
+        self.add_n(state, 1);
+    }
+
+    fn add_n(&mut self, state: EntryState, n: u64) {
         let slot = match state {
             EntryState::Live => &mut self.live,
             EntryState::InUse => &mut self.in_use,
@@ -92,7 +102,7 @@ impl StateCounts {
             EntryState::Idle => &mut self.idle,
             EntryState::Unknown => &mut self.unknown,
         };
-        *slot += 1;
+        *slot += n;
     }
 
     /// The count for `state`.
@@ -122,6 +132,9 @@ pub struct Group {
     pub newest_ms: Option<i64>,
     /// Members by state.
     pub states: StateCounts,
+    /// Disk usage of the members by state, in bytes (the members'
+    /// [`disk_bytes`](Entry::disk_bytes) summed per state).
+    pub state_disk_bytes: StateCounts,
     /// Disk usage of the members a reap could remove (`orphaned`, and
     /// `idle` when a rule selects them), less those kept on purpose.
     pub reclaimable_bytes: u64,
@@ -131,7 +144,10 @@ pub struct Group {
     /// their state (`orphaned`), never in `reclaimable_bytes`, since a
     /// reap keeps them.
     pub kept: u64,
-    /// Indexes of the members in [`RootReport::entries`].
+    /// Indexes of the members in [`RootReport::entries`], ascending; empty
+    /// when the report does not keep its entries
+    /// ([`Scanner::keep_entries`](super::Scanner::keep_entries),
+    /// [`Scanner::scan_root_with`](super::Scanner::scan_root_with)).
     pub members: Vec<usize>,
 }
 
@@ -141,8 +157,9 @@ pub struct Group {
 pub struct Entry {
     /// The name (bytes, lossless).
     pub name: OsString,
-    /// The pattern of its family.
-    pub pattern: String,
+    /// The pattern of its family (one string shared by the family's
+    /// entries).
+    pub pattern: Arc<str>,
     /// What it is (directory, file, …).
     pub kind: FileKind,
     /// Its state.
@@ -171,8 +188,9 @@ pub struct Entry {
     pub kernel: Vec<KernelUse>,
     /// Bound unix sockets inside.
     pub sockets: Vec<PathBuf>,
-    /// Its lease record, when it has a valid one.
-    pub lease: Option<LeaseRecord>,
+    /// Its lease record, when it has a valid one (boxed: most entries
+    /// have none, and an entry stays small).
+    pub lease: Option<Box<LeaseRecord>>,
     /// Whether a lease file is present but invalid.
     pub lease_invalid: bool,
     /// Places inside that could not be read.
@@ -217,7 +235,7 @@ impl Entry {
 }
 
 impl Totals {
-    fn add(&mut self, entry: &Entry) {
+    pub(crate) fn add(&mut self, entry: &Entry) {
         self.entries += 1;
         self.disk_bytes += entry.disk_bytes;
         self.apparent_bytes += entry.apparent_bytes;
@@ -226,59 +244,95 @@ impl Totals {
     }
 }
 
-/// Sums all entries, groups them into families (biggest first, then by
-/// pattern), and writes each entry's pattern.
-/// `now_ms` decides which members are kept on purpose.
-pub(crate) fn summarize(entries: &mut [Entry], now_ms: i64) -> (Totals, Vec<Group>) {
-    let mut totals = Totals::default();
-    for entry in entries.iter() {
-        totals.add(entry);
-    }
-    let names: Vec<&OsString> = entries.iter().map(|e| &e.name).collect();
-    let families = pattern::group(&names);
-    let mut groups: Vec<Group> = families
-        .into_iter()
-        .map(|family| {
-            let mut group = Group {
+/// The families of one root's names, summed as the entries come: what a
+/// scan keeps per entry is the family's number (4 bytes), and per family
+/// one [`Group`].
+pub(crate) struct Families {
+    /// The family of each name, by the name's index.
+    of: Vec<u32>,
+    /// Each family's pattern, shared by its entries.
+    patterns: Vec<Arc<str>>,
+    groups: Vec<Group>,
+    /// The scan's time: which members are kept on purpose.
+    now_ms: i64,
+}
+
+impl Families {
+    /// Groups `names` into families (see [`pattern::group`]): names that
+    /// vanish during the scan still take part, so their neighbours' family
+    /// is the one the listing showed. `now_ms` decides which members are
+    /// kept on purpose.
+    pub(crate) fn of(names: &Names, now_ms: i64) -> Families {
+        let refs: Vec<&OsStr> = names.iter().collect();
+        let families = pattern::group(&refs);
+        drop(refs);
+        let mut of = vec![0u32; names.len()];
+        let mut patterns = Vec::with_capacity(families.len());
+        let mut groups = Vec::with_capacity(families.len());
+        for (n, family) in families.into_iter().enumerate() {
+            for &i in &family.members {
+                of[i] = n as u32;
+            }
+            patterns.push(Arc::from(family.pattern.as_str()));
+            groups.push(Group {
                 pattern: family.pattern,
                 totals: Totals::default(),
                 oldest_ms: None,
                 newest_ms: None,
                 states: StateCounts::default(),
+                state_disk_bytes: StateCounts::default(),
                 reclaimable_bytes: 0,
                 kept: 0,
-                members: family.members,
-            };
-            for &i in &group.members {
-                let entry = &entries[i];
-                group.totals.add(entry);
-                group.states.add(entry.state);
-                if entry
-                    .kept_until(now_ms, crate::reap::DEFAULT_MAX_KEEP)
-                    .is_some()
-                {
-                    group.kept += 1;
-                } else if entry.state.is_reclaimable() {
-                    group.reclaimable_bytes += entry.disk_bytes;
-                }
-                if let Some(m) = entry.newest_mtime_ms {
-                    group.oldest_ms = Some(group.oldest_ms.map_or(m, |o| o.min(m)));
-                    group.newest_ms = Some(group.newest_ms.map_or(m, |n| n.max(m)));
-                }
-            }
-            group
-        })
-        .collect();
-    for group in &groups {
-        for &i in &group.members {
-            entries[i].pattern.clone_from(&group.pattern);
+                members: Vec::new(),
+            });
+        }
+        Families {
+            of,
+            patterns,
+            groups,
+            now_ms,
         }
     }
-    groups.sort_by(|a, b| {
-        b.totals
-            .disk_bytes
-            .cmp(&a.totals.disk_bytes)
-            .then_with(|| a.pattern.cmp(&b.pattern))
-    });
-    (totals, groups)
+
+    /// Adds `entry`, name number `i`, to its family; `member`: its index
+    /// in the report's entries, when the families list their members.
+    /// Returns the family's pattern.
+    pub(crate) fn add(&mut self, i: usize, entry: &Entry, member: Option<usize>) -> Arc<str> {
+        let n = self.of[i] as usize;
+        let group = &mut self.groups[n];
+        group.totals.add(entry);
+        group.states.add(entry.state);
+        group.state_disk_bytes.add_n(entry.state, entry.disk_bytes);
+        if entry
+            .kept_until(self.now_ms, crate::reap::DEFAULT_MAX_KEEP)
+            .is_some()
+        {
+            group.kept += 1;
+        } else if entry.state.is_reclaimable() {
+            group.reclaimable_bytes += entry.disk_bytes;
+        }
+        if let Some(m) = entry.newest_mtime_ms {
+            group.oldest_ms = Some(group.oldest_ms.map_or(m, |o| o.min(m)));
+            group.newest_ms = Some(group.newest_ms.map_or(m, |n| n.max(m)));
+        }
+        group.members.extend(member);
+        Arc::clone(&self.patterns[n])
+    }
+
+    /// The families that have members, biggest (disk usage) first, then by
+    /// pattern.
+    pub(crate) fn into_groups(self) -> Vec<Group> {
+        let mut groups: Vec<Group> = self
+            .groups
+            .into_iter()
+            .filter(|g| g.totals.entries > 0)
+            .collect();
+        groups.sort_by(|a, b| {
+            b.totals
+                .disk_bytes
+                .cmp(&a.totals.disk_bytes)
+                .then_with(|| a.pattern.cmp(&b.pattern))
+        });
+        groups
+    }
 }

@@ -134,6 +134,22 @@ pub fn usage_many<S: AsRef<OsStr> + Sync>(
     threads: usize,
     visit: &(dyn Fn(usize, &Visit<'_>) -> WalkState + Sync),
 ) -> Vec<Result<Usage>> {
+    usage_many_after(parent, names, threads, &mut HardLinks::new(), visit)
+}
+
+/// As [`usage_many`], for a batch of entries that comes after the entries
+/// measured before with `counted`: a hard-linked inode already in
+/// `counted` is counted in none of this batch, and the inodes this batch
+/// counts are added to it. Measuring a long list batch by batch with one
+/// set gives the numbers of one [`usage_many`] over the whole list, in
+/// memory bounded by the batch (plus the hard-linked inodes).
+pub(crate) fn usage_many_after<S: AsRef<OsStr> + Sync>(
+    parent: BorrowedFd<'_>,
+    names: &[S],
+    threads: usize,
+    counted: &mut HardLinks,
+    visit: &(dyn Fn(usize, &Visit<'_>) -> WalkState + Sync),
+) -> Vec<Result<Usage>> {
     let threads = match threads {
         0 => cores(),
         n => n,
@@ -167,7 +183,9 @@ pub fn usage_many<S: AsRef<OsStr> + Sync>(
     };
 
     let mut results = Vec::with_capacity(names.len());
-    let mut owners: HashMap<(u64, u64), Claim> = HashMap::new();
+    // What earlier batches counted wins over any claim of this one: their
+    // claims are given the lowest number.
+    let mut owners: HashMap<(u64, u64), Claim> = std::mem::take(&mut counted.seen);
     let mut losers = Vec::new();
     for (done, links) in parts {
         results.extend(done);
@@ -185,6 +203,10 @@ pub fn usage_many<S: AsRef<OsStr> + Sync>(
                 }
             }
         }
+    }
+    counted.seen = owners;
+    for claim in counted.seen.values_mut() {
+        claim.seq = 0;
     }
     results.sort_unstable_by_key(|(i, _)| *i);
     for loser in losers {

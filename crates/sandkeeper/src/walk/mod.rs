@@ -95,6 +95,7 @@ use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
 pub(crate) use links::cores;
+pub(crate) use links::usage_many_after;
 pub use links::{usage_many, HardLinks};
 pub use walker::{Visit, Walker};
 

@@ -490,6 +490,8 @@ impl Watcher {
         drop(outcome);
         let mut scanner = Scanner::new();
         self.opts.reap.configure(&mut scanner);
+        // The gauges need the families' sums only.
+        scanner.keep_entries(false);
         for opened in rescan {
             match scanner.scan_roots(std::slice::from_ref(&opened)) {
                 Ok(fresh) => {
