@@ -26,6 +26,13 @@
 #                            the template and one copy live on it)
 #          LSOF=0|1          run lsof +D (default: only when SCALE <= 0.1)
 #          STRACE=0          skip the syscall counts
+#          PERF=DIR          also record one reap (of a fresh copy) with
+#                            `perf record -g` into DIR/reap.perf.data and
+#                            write `perf report` (children, callers) to
+#                            DIR/reap.perf.txt; needs perf
+#          SK=PATH           the sandkeeper binary to measure (default
+#                            target/release/sandkeeper, built here)
+# RUNS=0 skips the timings (only the syscall counts and PERF).
 #
 # Needs root (tmpfs, PID namespace), cargo, python3, strace, lsof. rmz and
 # diskus are installed into bench/.tools on first use. The reap and the scan
@@ -53,7 +60,8 @@ if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
             cargo install --quiet --locked --root "$tools" "$t" >&2
         fi
     done
-    cargo build --quiet --release -p sandkeeper-cli
+    [ -n "${SK:-}" ] || cargo build --quiet --release -p sandkeeper-cli
+    [ -z "${PERF:-}" ] || { mkdir -p "$PERF"; PERF=$(cd "$PERF" && pwd); export PERF; }
     work=$(mktemp -d "${TMPDIR:-/tmp}/sandkeeper-bench-reap.XXXXXX")
     # The tmpfs is mounted inside the namespace (private mounts): it goes
     # with the namespace whatever happens; the directory goes here.
@@ -68,7 +76,7 @@ fi
 
 # --- Inside the private PID and mount namespace, as PID 1. ---
 work=$SANDKEEPER_BENCH_INNER
-sk=$PWD/target/release/sandkeeper
+sk=${SK:-$PWD/target/release/sandkeeper}
 cleanup() {
     umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null || true
 }
@@ -173,6 +181,18 @@ du -x --max-depth=1 "$tpl" >/dev/null
 diskus -j2 "$tpl" >/dev/null
 
 declare -A times
+profile() {
+    [ -n "${PERF:-}" ] || return 0
+    fresh
+    perf record -q -g -o "$PERF/reap.perf.data" "$sk" reap "${reap_args[@]}" "$victim" >"$work/out" 2>&1
+    check_empty "reap under perf"
+    perf report -q -i "$PERF/reap.perf.data" --children --stdio --percent-limit 2 >"$PERF/reap.perf.txt" 2>/dev/null || true
+    echo "bench/reap: perf profile of one reap in $PERF/reap.perf.txt" >&2
+}
+if [ "$runs" = 0 ]; then
+    profile
+    [ "${STRACE:-1}" = 0 ] && exit 0
+fi
 for ((i = 0; i < runs; i++)); do
     for ((j = 0; j < ${#order[@]}; j++)); do
         tool=${order[$(((i + j) % ${#order[@]}))]}
@@ -196,6 +216,7 @@ if [ "$(find "$tpl" -mindepth 1 -maxdepth 1 | wc -l)" != "$entries" ]; then
     exit 1
 fi
 
+[ "$runs" = 0 ] || {
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 minimum() { tr ' ' '\n' | grep . | sort -n | head -1; }
 declare -A med low
@@ -233,6 +254,8 @@ echo "phases of the reap (medians): scan + decisions (reap --dry-run) $(awk -v t
     "the rest (claim, quarantine, re-check, delete) $(awk -v a="${med[reap]}" -v b="${med[dry-run]}" 'BEGIN { printf "%.3f s", (a - b) / 1e6 }')" \
     "= $(ratio "$((med[reap] - med[dry-run]))" "${med[rmz]}") rmz, $(ratio "$((med[reap] - med[dry-run]))" "${med[rm-rf]}") rm -rf"
 
+[ "$runs" = 0 ] || profile
+}
 [ "${STRACE:-1}" = 0 ] && exit 0
 # Syscall counts: one reap (of a fresh copy) and one scan.
 top_syscalls() { # top_syscalls FILE
