@@ -155,7 +155,12 @@ impl Reaper {
         };
         match target {
             Some(t) => self.remove_serially(dir, path, moved, &inuse, t, target_met, result),
-            None => self.remove_in_pool(path, moved, &inuse, result),
+            None => {
+                self.remove_in_pool(path, moved, &inuse, result);
+                // The last two workers out of the quarantine may each
+                // have left it to the other.
+                remove::tidy_quarantine(dir);
+            }
         }
         Ok(())
     }
