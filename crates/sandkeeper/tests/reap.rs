@@ -543,8 +543,14 @@ fn inner_batch_pool() {
             fs::create_dir_all(&dir).unwrap();
             fs::write(dir.join(format!("f{f}")), [i as u8; 64]).unwrap();
         }
-        // app-00 the oldest.
-        age_tree(&p(i), Duration::from_secs((100 - i as u64) * 86_400));
+        // app-00 the oldest; every directory, deepest first.
+        let age = Duration::from_secs((100 - i as u64) * 86_400);
+        age_tree(&deep, age);
+        age_tree(&p(i).join("sub"), age);
+        for d in 0..files.min(7) {
+            age_tree(&p(i).join(format!("d{d}")), age);
+        }
+        age_tree(&p(i), age);
     }
     let policy = Policy::builder()
         .matching("app-*")
@@ -585,7 +591,15 @@ fn inner_batch_pool() {
         .map(p)
         .collect();
     let got: Vec<PathBuf> = reap.removed.iter().map(|r| r.path.clone()).collect();
-    assert_eq!(got, want, "the rest removed, recorded oldest first");
+    assert_eq!(
+        got,
+        want,
+        "the rest removed, recorded oldest first; kept: {:?}",
+        reap.skipped
+            .iter()
+            .map(|k| (&k.path, k.reason.to_string()))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(events, want, "and told in that order");
     for i in [HELD_CWD, HELD_FD] {
         let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
