@@ -16,9 +16,12 @@
 //! threads of its own: thousands of small entries used to start and join
 //! a pool each); a large one may use the remover's own helper threads.
 //!
-//! With a free-space target the batch is done entry after entry on the
-//! calling thread instead, re-measuring the free space after each removal
-//! (the target decides whether the next one goes).
+//! With a free-space target, or a [stop flag](super::PolicyBuilder::stop_flag)
+//! (`watch` sets one), the batch is done entry after entry on the calling
+//! thread instead: the free space is re-measured after each removal (the
+//! target decides whether the next one goes), and a stop takes effect
+//! between two removals, exactly (with a pool, the removals already under
+//! way on other workers would finish first).
 //!
 //! # Why the check and the deletion are two walks
 //!
@@ -98,6 +101,10 @@ impl Reaper {
         result: &mut Recorder<'_>,
     ) -> Result<()> {
         let path = &report.path;
+        // A free-space target decides after each removal whether the next
+        // one goes; a stop flag (watch's) takes effect between two
+        // removals, exactly: both need the removals one after another.
+        let pooled = target.is_none() && self.policy.stop.is_none();
         let mut moved: Vec<Moved<'_, '_>> = Vec::new();
         for (i, reason) in batch {
             let entry = &report.entries[*i];
@@ -117,7 +124,7 @@ impl Reaper {
             let mut opts = RemoveOptions::new();
             // The leftovers of killed reapers were finished at the start.
             opts.expect(dev, ino).find_leftovers(false);
-            if target.is_none() && entry.files.saturating_add(entry.dirs) < LARGE {
+            if pooled && entry.files.saturating_add(entry.dirs) < LARGE {
                 // Deleted on a worker of the batch's pool, alone.
                 opts.threads(1);
             }
@@ -153,20 +160,20 @@ impl Reaper {
                 return Err(e);
             }
         };
-        match target {
-            Some(t) => self.remove_serially(dir, path, moved, &inuse, t, target_met, result),
-            None => {
-                self.remove_in_pool(path, moved, &inuse, result);
-                // The last two workers out of the quarantine may each
-                // have left it to the other.
-                remove::tidy_quarantine(dir);
-            }
+        if pooled {
+            self.remove_in_pool(path, moved, &inuse, result);
+            // The last two workers out of the quarantine may each have
+            // left it to the other.
+            remove::tidy_quarantine(dir);
+        } else {
+            self.remove_serially(dir, path, moved, &inuse, target, target_met, result);
         }
         Ok(())
     }
 
-    /// With a free-space target: check and remove one entry after another
-    /// on this thread, re-measuring the free space after each removal.
+    /// With a free-space target or a stop flag: check and remove one entry
+    /// after another on this thread, re-measuring the free space (with a
+    /// target) and looking at the stop flag before each removal.
     #[allow(clippy::too_many_arguments)]
     fn remove_serially(
         &self,
@@ -174,7 +181,7 @@ impl Reaper {
         path: &Path,
         moved: Vec<Moved<'_, '_>>,
         inuse: &InUse,
-        target: Target,
+        target: Option<Target>,
         target_met: &mut bool,
         result: &mut Recorder<'_>,
     ) {
@@ -192,7 +199,9 @@ impl Reaper {
             }
             record_outcome(path, m.entry, m.reason, m.q.remove(), result);
             drop(m.claim);
-            *target_met = scan::filesystem::free(dir).is_ok_and(|free| target.met(free));
+            if let Some(t) = target {
+                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+            }
         }
     }
 

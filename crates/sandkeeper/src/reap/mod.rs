@@ -46,8 +46,9 @@
 //! in it; what is held goes back to the calling thread to be put back,
 //! which records every outcome in the batch's order. With a free-space
 //! target the batches grow 1, 2, 4, … 64, so few entries are moved only to
-//! be put back, and their entries are checked and removed one after
-//! another (the target is re-measured after each).
+//! be put back; with a target or a stop flag, a batch's entries are
+//! checked and removed one after another (the target re-measured, the
+//! flag looked at, before each).
 //!
 //! A dry run decides on the scan alone, which takes no lock (live or free
 //! is read from `/proc/locks`), and removes nothing.
