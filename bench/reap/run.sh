@@ -32,6 +32,8 @@
 #                            DIR/reap.perf.txt; needs perf
 #          SK=PATH           the sandkeeper binary to measure (default
 #                            target/release/sandkeeper, built here)
+#          SK_BEFORE=PATH    also time this binary's reap in the same
+#                            rotation (an older build: before/after)
 # RUNS=0 skips the timings (only the syscall counts and PERF).
 #
 # Needs root (tmpfs, PID namespace), cargo, python3, strace, lsof. rmz and
@@ -175,6 +177,7 @@ rmz_all() { (cd "$victim" && shopt -s dotglob && exec rmz *); }
 lsof_on=${LSOF:-$(awk -v s="$scale" 'BEGIN { print (s <= 0.1) ? 1 : 0 }')}
 order=(reap rm-rf rmz scan du diskus dry-run)
 [ "$lsof_on" = 1 ] && command -v lsof >/dev/null && order+=(lsof)
+[ -n "${SK_BEFORE:-}" ] && order+=(reap-before)
 # Warm up (binaries, dentries of the template) once, untimed.
 "$sk" scan --json --entries "$tpl" >/dev/null
 du -x --max-depth=1 "$tpl" >/dev/null
@@ -198,6 +201,7 @@ for ((i = 0; i < runs; i++)); do
         tool=${order[$(((i + j) % ${#order[@]}))]}
         case $tool in
             reap) us=$(removal reap "$sk" reap "${reap_args[@]}" "$victim") ;;
+            reap-before) us=$(removal reap-before "$SK_BEFORE" reap "${reap_args[@]}" "$victim") ;;
             rm-rf) us=$(removal rm-rf rm_all) ;;
             rmz) us=$(removal rmz rmz_all) ;;
             scan) us=$(look "$sk" scan --json --entries "$tpl") ;;
@@ -235,6 +239,7 @@ for tool in "${order[@]}"; do
         diskus) label="diskus -j2" ;;
         dry-run) label="sandkeeper reap --dry-run (same rules)" ;;
         lsof) label="lsof +D" ;;
+        reap-before) label="the same reap, SK_BEFORE" ;;
     esac
     all=$(for t in ${times[$tool]}; do awk -v t="$t" 'BEGIN { printf "%.3f ", t / 1e6 }'; done)
     awk -v n="$label" -v m="${med[$tool]}" -v l="${low[$tool]}" -v all="$all" \
@@ -248,6 +253,8 @@ echo "reap / rmz               $(ratio "${med[reap]}" "${med[rmz]}")  ($(ratio "
 echo "reap / (scan + rmz)      $(ratio "${med[reap]}" "$((med[scan] + med[rmz]))")  ($(ratio "${low[reap]}" "$((low[scan] + low[rmz]))"))"
 echo "scan / du                $(ratio "${med[scan]}" "${med[du]}")  ($(ratio "${low[scan]}" "${low[du]}"))"
 echo "scan / diskus -j2        $(ratio "${med[scan]}" "${med[diskus]}")  ($(ratio "${low[scan]}" "${low[diskus]}"))   goal <= 0.9x"
+[ -n "${med[reap-before]:-}" ] && echo "reap / reap SK_BEFORE     $(ratio "${med[reap]}" "${med[reap-before]}")  ($(ratio "${low[reap]}" "${low[reap-before]}"));" \
+    "SK_BEFORE: reap / rm -rf $(ratio "${med[reap-before]}" "${med[rm-rf]}"), reap / rmz $(ratio "${med[reap-before]}" "${med[rmz]}")"
 [ -n "${med[lsof]:-}" ] && echo "scan / lsof +D           $(ratio "${med[scan]}" "${med[lsof]}")  ($(ratio "${low[scan]}" "${low[lsof]}"))"
 echo
 echo "phases of the reap (medians): scan + decisions (reap --dry-run) $(awk -v t="${med[dry-run]}" 'BEGIN { printf "%.3f s", t / 1e6 }');" \
