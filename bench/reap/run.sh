@@ -26,6 +26,15 @@
 #                            the template and one copy live on it)
 #          LSOF=0|1          run lsof +D (default: only when SCALE <= 0.1)
 #          STRACE=0          skip the syscall counts
+#          PERF=DIR          also record one reap (of a fresh copy) with
+#                            `perf record -g` into DIR/reap.perf.data and
+#                            write `perf report` (children, callers) to
+#                            DIR/reap.perf.txt; needs perf
+#          SK=PATH           the sandkeeper binary to measure (default
+#                            target/release/sandkeeper, built here)
+#          SK_BEFORE=PATH    also time this binary's reap in the same
+#                            rotation (an older build: before/after)
+# RUNS=0 skips the timings (only the syscall counts and PERF).
 #
 # Needs root (tmpfs, PID namespace), cargo, python3, strace, lsof. rmz and
 # diskus are installed into bench/.tools on first use. The reap and the scan
@@ -53,7 +62,8 @@ if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
             cargo install --quiet --locked --root "$tools" "$t" >&2
         fi
     done
-    cargo build --quiet --release -p sandkeeper-cli
+    [ -n "${SK:-}" ] || cargo build --quiet --release -p sandkeeper-cli
+    [ -z "${PERF:-}" ] || { mkdir -p "$PERF"; PERF=$(cd "$PERF" && pwd); export PERF; }
     work=$(mktemp -d "${TMPDIR:-/tmp}/sandkeeper-bench-reap.XXXXXX")
     # The tmpfs is mounted inside the namespace (private mounts): it goes
     # with the namespace whatever happens; the directory goes here.
@@ -68,7 +78,7 @@ fi
 
 # --- Inside the private PID and mount namespace, as PID 1. ---
 work=$SANDKEEPER_BENCH_INNER
-sk=$PWD/target/release/sandkeeper
+sk=${SK:-$PWD/target/release/sandkeeper}
 cleanup() {
     umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null || true
 }
@@ -167,17 +177,31 @@ rmz_all() { (cd "$victim" && shopt -s dotglob && exec rmz *); }
 lsof_on=${LSOF:-$(awk -v s="$scale" 'BEGIN { print (s <= 0.1) ? 1 : 0 }')}
 order=(reap rm-rf rmz scan du diskus dry-run)
 [ "$lsof_on" = 1 ] && command -v lsof >/dev/null && order+=(lsof)
+[ -n "${SK_BEFORE:-}" ] && order+=(reap-before)
 # Warm up (binaries, dentries of the template) once, untimed.
 "$sk" scan --json --entries "$tpl" >/dev/null
 du -x --max-depth=1 "$tpl" >/dev/null
 diskus -j2 "$tpl" >/dev/null
 
 declare -A times
+profile() {
+    [ -n "${PERF:-}" ] || return 0
+    fresh
+    perf record -q -g -o "$PERF/reap.perf.data" "$sk" reap "${reap_args[@]}" "$victim" >"$work/out" 2>&1
+    check_empty "reap under perf"
+    perf report -q -i "$PERF/reap.perf.data" --children --stdio --percent-limit 2 >"$PERF/reap.perf.txt" 2>/dev/null || true
+    echo "bench/reap: perf profile of one reap in $PERF/reap.perf.txt" >&2
+}
+if [ "$runs" = 0 ]; then
+    profile
+    [ "${STRACE:-1}" = 0 ] && exit 0
+fi
 for ((i = 0; i < runs; i++)); do
     for ((j = 0; j < ${#order[@]}; j++)); do
         tool=${order[$(((i + j) % ${#order[@]}))]}
         case $tool in
             reap) us=$(removal reap "$sk" reap "${reap_args[@]}" "$victim") ;;
+            reap-before) us=$(removal reap-before "$SK_BEFORE" reap "${reap_args[@]}" "$victim") ;;
             rm-rf) us=$(removal rm-rf rm_all) ;;
             rmz) us=$(removal rmz rmz_all) ;;
             scan) us=$(look "$sk" scan --json --entries "$tpl") ;;
@@ -196,6 +220,7 @@ if [ "$(find "$tpl" -mindepth 1 -maxdepth 1 | wc -l)" != "$entries" ]; then
     exit 1
 fi
 
+[ "$runs" = 0 ] || {
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 minimum() { tr ' ' '\n' | grep . | sort -n | head -1; }
 declare -A med low
@@ -214,6 +239,7 @@ for tool in "${order[@]}"; do
         diskus) label="diskus -j2" ;;
         dry-run) label="sandkeeper reap --dry-run (same rules)" ;;
         lsof) label="lsof +D" ;;
+        reap-before) label="the same reap, SK_BEFORE" ;;
     esac
     all=$(for t in ${times[$tool]}; do awk -v t="$t" 'BEGIN { printf "%.3f ", t / 1e6 }'; done)
     awk -v n="$label" -v m="${med[$tool]}" -v l="${low[$tool]}" -v all="$all" \
@@ -227,12 +253,16 @@ echo "reap / rmz               $(ratio "${med[reap]}" "${med[rmz]}")  ($(ratio "
 echo "reap / (scan + rmz)      $(ratio "${med[reap]}" "$((med[scan] + med[rmz]))")  ($(ratio "${low[reap]}" "$((low[scan] + low[rmz]))"))"
 echo "scan / du                $(ratio "${med[scan]}" "${med[du]}")  ($(ratio "${low[scan]}" "${low[du]}"))"
 echo "scan / diskus -j2        $(ratio "${med[scan]}" "${med[diskus]}")  ($(ratio "${low[scan]}" "${low[diskus]}"))   goal <= 0.9x"
+[ -n "${med[reap-before]:-}" ] && echo "reap / reap SK_BEFORE     $(ratio "${med[reap]}" "${med[reap-before]}")  ($(ratio "${low[reap]}" "${low[reap-before]}"));" \
+    "SK_BEFORE: reap / rm -rf $(ratio "${med[reap-before]}" "${med[rm-rf]}"), reap / rmz $(ratio "${med[reap-before]}" "${med[rmz]}")"
 [ -n "${med[lsof]:-}" ] && echo "scan / lsof +D           $(ratio "${med[scan]}" "${med[lsof]}")  ($(ratio "${low[scan]}" "${low[lsof]}"))"
 echo
 echo "phases of the reap (medians): scan + decisions (reap --dry-run) $(awk -v t="${med[dry-run]}" 'BEGIN { printf "%.3f s", t / 1e6 }');" \
     "the rest (claim, quarantine, re-check, delete) $(awk -v a="${med[reap]}" -v b="${med[dry-run]}" 'BEGIN { printf "%.3f s", (a - b) / 1e6 }')" \
     "= $(ratio "$((med[reap] - med[dry-run]))" "${med[rmz]}") rmz, $(ratio "$((med[reap] - med[dry-run]))" "${med[rm-rf]}") rm -rf"
 
+[ "$runs" = 0 ] || profile
+}
 [ "${STRACE:-1}" = 0 ] && exit 0
 # Syscall counts: one reap (of a fresh copy) and one scan.
 top_syscalls() { # top_syscalls FILE

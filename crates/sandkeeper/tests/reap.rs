@@ -500,3 +500,137 @@ fn inner_clock_step() {
         }
     }
 }
+
+/// The batch's pool (`reap/execute.rs`): the entries of one batch are
+/// checked and removed in parallel, after one `/proc` pass taken once the
+/// whole batch is in the quarantine. Two entries start being used after
+/// the scan found them free (a working directory, an open file deep
+/// inside) but before the reaper moves them: each one's check after the
+/// move finds its holder, and it is put back, intact and under its name,
+/// while the rest of the same batch goes (large entries, which may use the
+/// remover's own threads, among them). What happened is recorded in the
+/// batch's order, oldest first, however the workers finished.
+#[test]
+fn a_batch_puts_back_what_became_held_and_removes_the_rest_in_parallel() {
+    run_in_pid_namespace(
+        "a_batch_puts_back_what_became_held_and_removes_the_rest_in_parallel",
+        "inner_batch_pool",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_batch_pool() {
+    use sandkeeper::reap::ReapEvent;
+    use sandkeeper::root::Root;
+
+    if !in_namespace() {
+        return;
+    }
+    const ENTRIES: usize = 40;
+    const LARGE: [usize; 3] = [3, 20, 37];
+    const HELD_CWD: usize = 11;
+    const HELD_FD: usize = 29;
+    let root = sandbox!().unwrap();
+    let p = |i: usize| root.path().join(format!("app-{i:02}"));
+    for i in 0..ENTRIES {
+        let deep = p(i).join("sub/deep");
+        fs::create_dir_all(&deep).unwrap();
+        fs::write(deep.join("file"), format!("entry {i}")).unwrap();
+        let files = if LARGE.contains(&i) { 700 } else { 5 };
+        for f in 0..files {
+            let dir = p(i).join(format!("d{}", f % 7));
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join(format!("f{f}")), [i as u8; 64]).unwrap();
+        }
+        // app-00 the oldest; every directory, deepest first.
+        let age = Duration::from_secs((100 - i as u64) * 86_400);
+        age_tree(&deep, age);
+        age_tree(&p(i).join("sub"), age);
+        for d in 0..files.min(7) {
+            age_tree(&p(i).join(format!("d{d}")), age);
+        }
+        age_tree(&p(i), age);
+    }
+    let policy = Policy::builder()
+        .matching("app-*")
+        .older_than(Duration::from_secs(3600))
+        .grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    let opened = Root::open_exact(root.path()).unwrap();
+    let mut holders = Vec::new();
+    let mut events = Vec::new();
+    let report = Reaper::new(policy)
+        .reap_roots_with(&[opened], &mut |event| match event {
+            ReapEvent::Scanned(scanned) => {
+                assert!(scanned.entries.iter().all(|e| e.state == EntryState::Idle));
+                // After the scan, before the claims and moves.
+                holders.push(spawn_ready(
+                    Command::new("sh")
+                        .arg("-c")
+                        .arg("echo ready; exec sleep 600")
+                        .current_dir(p(HELD_CWD).join("sub")),
+                ));
+                holders.push(spawn_ready(
+                    Command::new("sh")
+                        .arg("-c")
+                        .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
+                        .arg("sh")
+                        .arg(p(HELD_FD).join("sub/deep/file")),
+                ));
+            }
+            ReapEvent::Removed(r) => events.push(r.path.clone()),
+            _ => {}
+        })
+        .unwrap();
+    let reap = &report.roots[0];
+    assert!(reap.errors.is_empty(), "{:?}", reap.errors);
+    let want: Vec<PathBuf> = (0..ENTRIES)
+        .filter(|i| ![HELD_CWD, HELD_FD].contains(i))
+        .map(p)
+        .collect();
+    let got: Vec<PathBuf> = reap.removed.iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        got,
+        want,
+        "the rest removed, recorded oldest first; kept: {:?}",
+        reap.skipped
+            .iter()
+            .map(|k| (&k.path, k.reason.to_string()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(events, want, "and told in that order");
+    for i in [HELD_CWD, HELD_FD] {
+        let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
+        assert!(
+            matches!(&skip.reason, KeepReason::Changed(what) if !what.is_empty()),
+            "app-{i:02}: {:?}",
+            skip.reason
+        );
+        assert_eq!(
+            fs::read_to_string(p(i).join("sub/deep/file")).unwrap(),
+            format!("entry {i}"),
+            "app-{i:02} put back intact"
+        );
+        assert_eq!(snapshot(&p(i)).len(), 6, "app-{i:02}: every file");
+    }
+    for i in 0..ENTRIES {
+        assert_eq!(
+            p(i).exists(),
+            [HELD_CWD, HELD_FD].contains(&i),
+            "app-{i:02}"
+        );
+    }
+    let left: BTreeSet<String> = fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with(".sandkeeper-lease"))
+        .collect();
+    assert_eq!(
+        left,
+        [format!("app-{HELD_CWD:02}"), format!("app-{HELD_FD:02}")].into(),
+        "nothing else left, no quarantine"
+    );
+    drop(holders);
+}

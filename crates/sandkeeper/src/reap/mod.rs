@@ -40,8 +40,15 @@
 //! Steps 1–3 run for up to 64 entries, then one `/proc` pass serves step 4
 //! for each of them (a pass costs about 25 ms on a busy host; one per entry
 //! would make a reap of thousands take minutes); each entry's check still
-//! follows its own move. With a free-space target the batches grow 1, 2,
-//! 4, … 64, so few entries are moved only to be put back.
+//! follows its own move. Steps 4 and 6 then run on one pool of worker
+//! threads for the whole batch, largest entry first: each entry's check
+//! walk is complete, and found nothing, before its worker unlinks anything
+//! in it; what is held goes back to the calling thread to be put back,
+//! which records every outcome in the batch's order. With a free-space
+//! target the batches grow 1, 2, 4, … 64, so few entries are moved only to
+//! be put back; with a target or a stop flag, a batch's entries are
+//! checked and removed one after another (the target re-measured, the
+//! flag looked at, before each).
 //!
 //! A dry run decides on the scan alone, which takes no lock (live or free
 //! is read from `/proc/locks`), and removes nothing.
@@ -57,11 +64,10 @@
 
 mod clock;
 mod events;
+mod execute;
 mod policy;
 mod verdict;
 
-use std::ffi::OsStr;
-use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
 pub use events::ReapEvent;
@@ -69,12 +75,8 @@ pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::inuse::InUse;
-use crate::lease::{self, Claim, Probe};
-use crate::remove::{self, Quarantined, RemoveOptions, Restore};
 use crate::root::Root;
 use crate::scan::{self, Entry, EntryState, RootReport, Scanner};
-use crate::walk::{self, FileKind, WalkState};
 use events::Recorder;
 
 /// How many entries are claimed and moved into the quarantine before one
@@ -434,366 +436,6 @@ impl Reaper {
         } else {
             None
         }
-    }
-
-    /// Claims a batch, moves each entry into the quarantine, checks each
-    /// against one `/proc` pass taken after all those moves, then removes
-    /// each one that nothing holds and puts back the others.
-    fn reap_batch(
-        &self,
-        dir: BorrowedFd<'_>,
-        report: &RootReport,
-        batch: &[(usize, ReapReason)],
-        target: Option<Target>,
-        target_met: &mut bool,
-        result: &mut Recorder<'_>,
-    ) -> Result<()> {
-        let path = &report.path;
-        let mut moved = Vec::new();
-        for (i, reason) in batch {
-            let entry = &report.entries[*i];
-            if let Some(why) = self.halted(*target_met) {
-                result.kept(skipped(path, entry, why));
-                continue;
-            }
-            let claim = match claim(dir, path, entry) {
-                Ok(claim) => claim,
-                Err(Gone) => continue,
-                Err(Changed(what)) => {
-                    result.kept(skipped(path, entry, KeepReason::Changed(what)));
-                    continue;
-                }
-            };
-            let (dev, ino) = entry.identity;
-            let mut opts = RemoveOptions::new();
-            // The leftovers of killed reapers were finished at the start.
-            opts.expect(dev, ino).find_leftovers(false);
-            match remove::quarantine_entry(dir, &entry.name, &opts) {
-                Ok(q) => moved.push((entry, reason, claim, q)),
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => match raced_by_owner(dir, entry, &e) {
-                    Some(what) => result.kept(skipped(path, entry, KeepReason::Changed(what))),
-                    None => result.failed(ReapError {
-                        path: path.join(&entry.name),
-                        error: e.to_string(),
-                    }),
-                },
-            }
-        }
-        if moved.is_empty() {
-            return Ok(());
-        }
-        // Taken after every move of the batch: whatever starts using an
-        // entry after this pass can no longer reach it by its path.
-        let inuse = match self.scanner.in_use() {
-            Ok(inuse) => inuse,
-            Err(e) => {
-                for (entry, _, claim, q) in moved {
-                    put_back(path, entry, q, KeepReason::Unknown, result);
-                    drop(claim);
-                }
-                return Err(e);
-            }
-        };
-        for (entry, reason, claim, q) in moved {
-            if let Some(why) = self.halted(*target_met) {
-                put_back(path, entry, q, why, result);
-                drop(claim);
-                continue;
-            }
-            if let Some(what) = still_unused(path, entry, &q, &inuse) {
-                put_back(path, entry, q, KeepReason::Changed(what), result);
-                drop(claim);
-                continue;
-            }
-            match q.remove() {
-                Ok(removal) => record_removal(path, entry, reason, &removal, result),
-                Err(e) => result.failed(ReapError {
-                    path: path.join(&entry.name),
-                    error: e.to_string(),
-                }),
-            }
-            drop(claim);
-            if let Some(t) = target {
-                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
-            }
-        }
-        Ok(())
-    }
-
-    /// Deals with what killed reapers left in the quarantine of `dir`:
-    /// condemned entries are deleted; pending ones (moved in, never
-    /// cleared) are checked against a fresh `/proc` pass, then removed if
-    /// nothing holds them, else put back (or left pending when their name
-    /// is taken or unknown).
-    fn finish_leftovers(&self, dir: BorrowedFd<'_>, root: &Path, out: &mut Recorder<'_>) {
-        let opts = RemoveOptions::new();
-        out.finished_leftovers(
-            remove::finish_quarantine(dir, &opts)
-                .map(|r| r.leftovers_removed().entries())
-                .unwrap_or(0),
-        );
-        let pending = match remove::pending_leftovers(dir, &opts) {
-            Ok(pending) => pending,
-            Err(e) => {
-                out.failed(ReapError {
-                    path: root.to_owned(),
-                    error: format!("cannot check what an interrupted reap left: {e}"),
-                });
-                return;
-            }
-        };
-        if pending.is_empty() {
-            return;
-        }
-        let inuse = self.scanner.in_use();
-        for q in pending {
-            let here = root.join(q.path_in_parent());
-            let shown = q
-                .original_name()
-                .map_or_else(|| here.clone(), |name| root.join(name));
-            let claim = match q.is_dir() {
-                true => match lease::probe_at(q.dir(), &here, q.name_in_quarantine()) {
-                    Ok(Probe::Free(claim)) if claim.identity() == q.identity() => Some(claim),
-                    _ => {
-                        keep_leftover(
-                            out,
-                            root,
-                            &shown,
-                            q,
-                            "its lock is held or it cannot be opened",
-                        );
-                        continue;
-                    }
-                },
-                false => None,
-            };
-            let why = match &inuse {
-                Ok(inuse) => check_quarantined(root, q.original_name(), &q, inuse),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(why) = why {
-                keep_leftover(out, root, &shown, q, &why);
-                drop(claim);
-                continue;
-            }
-            match q.remove() {
-                Ok(r) => out.finished_leftovers(r.removed().entries()),
-                Err(e) => out.failed(ReapError {
-                    path: here,
-                    error: e.to_string(),
-                }),
-            }
-            drop(claim);
-        }
-    }
-}
-
-/// Keeps a pending leftover of an interrupted reap: put back, or left in
-/// the quarantine when its name is taken or unknown.
-fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
-    let note = match q.restore() {
-        Restore::Restored => {
-            format!("left in the quarantine by an interrupted reap; {why}: put back")
-        }
-        Restore::KeptInQuarantine(at) => format!(
-            "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
-             (its name is taken or unknown), checked again by every reap",
-            root.join(at).display()
-        ),
-    };
-    out.kept(Skipped {
-        path: shown.to_owned(),
-        pattern: std::sync::Arc::from(""),
-        state: EntryState::Unknown,
-        reason: KeepReason::Changed(note),
-        disk_bytes: 0,
-    });
-}
-
-/// Puts a quarantined entry back and records why it stays. If its name was
-/// taken meanwhile it stays pending in the quarantine (never deleted
-/// without a fresh check), and the record says where.
-fn put_back(
-    root: &Path,
-    entry: &Entry,
-    q: Quarantined<'_>,
-    why: KeepReason,
-    result: &mut Recorder<'_>,
-) {
-    let why = match q.restore() {
-        Restore::Restored => why,
-        Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(
-            "{}; its name was taken meanwhile, so it stays in the quarantine at {}, \
-             checked again by every reap and removed only once nothing uses it",
-            why_text(&why),
-            root.join(at).display()
-        )),
-    };
-    result.kept(skipped(root, entry, why));
-}
-
-fn why_text(why: &KeepReason) -> String {
-    match why {
-        KeepReason::Changed(what) => what.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Records a finished removal: removed, or what was left of it.
-fn record_removal(
-    root: &Path,
-    entry: &Entry,
-    reason: &ReapReason,
-    removal: &remove::RemovalReport,
-    result: &mut Recorder<'_>,
-) {
-    if removal.is_complete() {
-        // The scan measured it (its disk usage is what was freed); the
-        // remover does not re-stat.
-        result.removed(removed(root, entry, reason.clone()));
-        return;
-    }
-    let left: Vec<String> = removal
-        .left()
-        .iter()
-        .take(5)
-        .map(|l| format!("{}: {}", l.path().display(), l.reason()))
-        .collect();
-    result.failed(ReapError {
-        path: root.join(&entry.name),
-        error: format!(
-            "{} could not be removed: {}",
-            crate::human::plural(removal.left().len() as u64, "item", "items"),
-            left.join("; ")
-        ),
-    });
-}
-
-/// After a failed move into the quarantine: whether the failure was a race
-/// with the entry's owner, not an error. The scanned inode was claimed,
-/// but its name held another one when the remover looked or moved (a
-/// program removed its directory and made it again, or swapped it: the
-/// remover says so, [`Error::replaced`]), or the name holds another one or
-/// nothing now: what has the name was never scanned, so it is left alone
-/// (a benign race, `changed`; the next reap judges it afresh). Any other
-/// failure on the scanned inode is the removal's own: an error.
-fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
-    const RECREATED: &str = "re-created under its name during the reap (a race with its owner); \
-                             the new one is left alone";
-    if err.replaced() {
-        return Some(RECREATED.into());
-    }
-    match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) if (st.st_dev, st.st_ino) == entry.identity => None,
-        Ok(_) => Some(RECREATED.into()),
-        Err(rustix::io::Errno::NOENT) => Some("gone from its name during the reap".into()),
-        Err(_) => None,
-    }
-}
-
-fn is_not_found(e: &Error) -> bool {
-    e.io_error()
-        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// Why an entry could not be claimed.
-enum ClaimFailure {
-    /// It vanished: someone else removed it; nothing to report.
-    Gone,
-    /// It became live, or is not what was scanned.
-    Changed(String),
-}
-use ClaimFailure::{Changed, Gone};
-
-/// Takes the entry's lock (directories) and checks it is the scanned inode.
-/// Anything else (a file, socket, symlink) has no lock: its identity is
-/// checked, and the move into the quarantine checks it again.
-fn claim(
-    dir: BorrowedFd<'_>,
-    root: &Path,
-    entry: &Entry,
-) -> std::result::Result<Option<Claim>, ClaimFailure> {
-    if entry.kind != FileKind::Dir {
-        return match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if (st.st_dev, st.st_ino) == entry.identity => Ok(None),
-            Ok(_) => Err(Changed("replaced by another file".into())),
-            Err(_) => Err(Gone),
-        };
-    }
-    match lease::probe_at(dir, root, &entry.name) {
-        Ok(Probe::Free(claim)) if claim.identity() == entry.identity => Ok(Some(claim)),
-        Ok(Probe::Free(_)) => Err(Changed("replaced by another directory".into())),
-        Ok(Probe::Live { .. }) => Err(Changed("its lock is now held".into())),
-        Ok(Probe::MountPoint) => Err(Changed("a filesystem is mounted on it".into())),
-        Ok(_) => Err(Changed("it can no longer be opened".into())),
-        Err(e) if is_not_found(&e) => Err(Gone),
-        Err(e) => Err(Changed(e.to_string())),
-    }
-}
-
-/// Checks a quarantined entry against an in-use index taken after it was
-/// moved; `Some(what)` if anything holds it, or the index cannot tell.
-fn still_unused(root: &Path, entry: &Entry, q: &Quarantined<'_>, inuse: &InUse) -> Option<String> {
-    check_quarantined(root, Some(&entry.name), q, inuse)
-}
-
-/// See [`still_unused`]. Path-based kernel users (mounts, loop devices,
-/// overlays, bound unix sockets) are asked about the entry's old path
-/// (`original`, when known) and its path in the quarantine (mounts of
-/// other mount namespaces move with it); everything else is found by
-/// walking the entry in the quarantine through descriptors.
-fn check_quarantined(
-    root: &Path,
-    original: Option<&OsStr>,
-    q: &Quarantined<'_>,
-    inuse: &InUse,
-) -> Option<String> {
-    if !inuse.is_complete() {
-        return Some("some processes cannot be inspected".into());
-    }
-    let paths = original
-        .map(|name| root.join(name))
-        .into_iter()
-        .chain([root.join(q.path_in_parent())]);
-    for path in paths {
-        if let Some(k) = inuse.kernel_users_under(&path).first() {
-            return Some(k.to_string());
-        }
-        if let Some(s) = inuse.socket_paths_under(&path).first() {
-            return Some(format!("unix socket {}", s.display()));
-        }
-    }
-    let mut found: Option<String> = None;
-    let mut links = walk::HardLinks::new();
-    let walked = walk::usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
-        if v.is_mount_point() {
-            // Something is mounted on it: in use by definition.
-            found = Some("a filesystem is mounted on it".into());
-            return WalkState::Quit;
-        }
-        if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
-            found = Some(h.to_string());
-            return WalkState::Quit;
-        }
-        if let Some(k) = inuse.kernel_users_of(v.dev(), v.ino()).next() {
-            found = Some(k.to_string());
-            return WalkState::Quit;
-        }
-        WalkState::Continue
-    });
-    match walked {
-        Ok(_) if found.is_some() => found,
-        Ok(usage) if usage.error_count > 0 => Some(format!(
-            "{} inside cannot be read",
-            crate::human::plural(usage.error_count, "place", "places")
-        )),
-        Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
-            "a mount point inside ({})",
-            usage.mount_points[0].display()
-        )),
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
     }
 }
 

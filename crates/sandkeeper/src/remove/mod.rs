@@ -99,7 +99,7 @@ const ATIME: Atime = Atime::Update;
 
 pub use entry::{Quarantined, Restore};
 pub use finish::finish_quarantine;
-pub(crate) use quarantine::is_own_quarantine_at;
+pub(crate) use quarantine::{is_own_quarantine_at, tidy as tidy_quarantine};
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 
 /// The most worker threads the automatic choice uses: unlinking contends on

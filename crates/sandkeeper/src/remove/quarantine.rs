@@ -435,6 +435,37 @@ impl Quarantine {
     }
 }
 
+/// Removes the quarantine this process used last in `parent` if it is
+/// empty and no removal (of any process) is using it: what
+/// [`Quarantine::close`] does, for when the last removals out of it
+/// closed at the same moment (each one's `LOCK_EX` attempt failed on the
+/// other's share, so neither removed it). Best effort and quiet: a
+/// quarantine still in use, not empty, or not ours stays.
+pub(crate) fn tidy(parent: BorrowedFd<'_>) {
+    let Ok(parent_st) = fs_at::fstat_dir(parent, NO_STATX) else {
+        return;
+    };
+    let Some(name) = last_used(parent_st.id) else {
+        return;
+    };
+    let euid = rustix::process::geteuid().as_raw();
+    let fence = Fence::of(&parent_st);
+    let Ok(Opened::Dir(fd, st)) = fs_at::open_dir_stat(parent, &name, ATIME, &fence, NO_STATX)
+    else {
+        return;
+    };
+    if st.uid != euid || st.perm != 0o700 {
+        return;
+    }
+    Quarantine {
+        fd,
+        st,
+        name,
+        pending: Vec::new(),
+    }
+    .close(parent);
+}
+
 /// The names in the directory `dir`, without `.` and `..`.
 pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     let fd = rustix::fs::openat(

@@ -1,0 +1,614 @@
+//! Carrying out a reap's decisions in one root: claim, move into the
+//! quarantine, check against a `/proc` pass taken after the move, remove
+//! (or put back); and first, what killed reapers left in the quarantine.
+//!
+//! # One pool per batch
+//!
+//! A batch's entries are claimed and moved one after another (cheap: a
+//! lock, a rename, a `statx`), then one `/proc` pass serves them all. Then
+//! a pool of worker threads (one per core, at most 8), started once for the
+//! batch, takes the moved entries, largest first: for each, the in-use
+//! check walks it in the quarantine against that pass, and only when the
+//! walk is complete and found nothing does the same worker delete it; a
+//! held entry goes back to the calling thread, which puts it back. The
+//! calling thread records every outcome, in the batch's order, as the
+//! workers finish them. A small entry is deleted on its worker alone (no
+//! threads of its own: thousands of small entries used to start and join
+//! a pool each); a large one may use the remover's own helper threads.
+//!
+//! With a free-space target, or a [stop flag](super::PolicyBuilder::stop_flag)
+//! (`watch` sets one), the batch is done entry after entry on the calling
+//! thread instead: the free space is re-measured after each removal (the
+//! target decides whether the next one goes), and a stop takes effect
+//! between two removals, exactly (with a pool, the removals already under
+//! way on other workers would finish first).
+//!
+//! # Why the check and the deletion are two walks
+//!
+//! The check must see the whole entry before its first unlink: a held
+//! file deep inside keeps every other file of the entry too. A walk that
+//! deleted as it checked would unlink before it knew. A walk that
+//! recorded the tree for the deletion to replay would cost memory in the
+//! size of the tree (the walks are bounded by its depth), and would save
+//! little: the deletion must list every directory again anyway (what a
+//! process that had a directory open added since is only found by
+//! listing; `rmdir` fails on it), and its confinement comes from its own
+//! descriptor-relative steps, never from a record a hostile owner of files
+//! inside could have made stale. So each entry is walked twice, once to
+//! check and once to delete, but the entries are walked in parallel.
+
+use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Mutex, PoisonError};
+
+use super::events::Recorder;
+use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
+use crate::error::{Error, Result};
+use crate::inuse::InUse;
+use crate::lease::{self, Claim, Probe};
+use crate::remove::{self, Quarantined, RemovalReport, RemoveOptions, Restore};
+use crate::scan::{self, Entry, EntryState, RootReport};
+use crate::walk::{self, FileKind, WalkState};
+
+/// The most worker threads a batch's pool starts (as the remover's own
+/// automatic choice: unlinking contends on filesystem locks).
+const POOL_MAX: usize = 8;
+
+/// Entries with at least this many files and directories (as scanned) may
+/// use the remover's helper threads besides their worker; smaller ones
+/// are deleted on their worker alone.
+const LARGE: u64 = 512;
+
+/// What a batch keeps of an entry while a worker deals with it.
+struct Held<'r> {
+    entry: &'r Entry,
+    reason: &'r ReapReason,
+    claim: Option<Claim>,
+}
+
+/// An entry of a batch that is in the quarantine, with its claim.
+struct Moved<'r, 'd> {
+    entry: &'r Entry,
+    reason: &'r ReapReason,
+    claim: Option<Claim>,
+    q: Quarantined<'d>,
+}
+
+/// What a worker did with a moved entry.
+enum Outcome<'d> {
+    /// Checked, found unused, and deleted (or what deleting it left).
+    Removed(Result<RemovalReport>),
+    /// The check found it held (or could not tell): to be put back.
+    Held(String, Quarantined<'d>),
+    /// A stop was asked for before it was checked: to be put back.
+    Halted(Quarantined<'d>),
+}
+
+impl Reaper {
+    /// Claims a batch, moves each entry into the quarantine, checks each
+    /// against one `/proc` pass taken after all those moves, then removes
+    /// each one that nothing holds and puts back the others (see the
+    /// [module docs](self)).
+    pub(super) fn reap_batch(
+        &self,
+        dir: BorrowedFd<'_>,
+        report: &RootReport,
+        batch: &[(usize, ReapReason)],
+        target: Option<Target>,
+        target_met: &mut bool,
+        result: &mut Recorder<'_>,
+    ) -> Result<()> {
+        let path = &report.path;
+        // A free-space target decides after each removal whether the next
+        // one goes; a stop flag (watch's) takes effect between two
+        // removals, exactly: both need the removals one after another.
+        let pooled = target.is_none() && self.policy.stop.is_none();
+        let mut moved: Vec<Moved<'_, '_>> = Vec::new();
+        for (i, reason) in batch {
+            let entry = &report.entries[*i];
+            if let Some(why) = self.halted(*target_met) {
+                result.kept(skipped(path, entry, why));
+                continue;
+            }
+            let claim = match claim(dir, path, entry) {
+                Ok(claim) => claim,
+                Err(Gone) => continue,
+                Err(Changed(what)) => {
+                    result.kept(skipped(path, entry, KeepReason::Changed(what)));
+                    continue;
+                }
+            };
+            let (dev, ino) = entry.identity;
+            let mut opts = RemoveOptions::new();
+            // The leftovers of killed reapers were finished at the start.
+            opts.expect(dev, ino).find_leftovers(false);
+            if pooled && entry.files.saturating_add(entry.dirs) < LARGE {
+                // Deleted on a worker of the batch's pool, alone.
+                opts.threads(1);
+            }
+            match remove::quarantine_entry(dir, &entry.name, &opts) {
+                Ok(q) => moved.push(Moved {
+                    entry,
+                    reason,
+                    claim,
+                    q,
+                }),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => match raced_by_owner(dir, entry, &e) {
+                    Some(what) => result.kept(skipped(path, entry, KeepReason::Changed(what))),
+                    None => result.failed(ReapError {
+                        path: path.join(&entry.name),
+                        error: e.to_string(),
+                    }),
+                },
+            }
+        }
+        if moved.is_empty() {
+            return Ok(());
+        }
+        // Taken after every move of the batch: whatever starts using an
+        // entry after this pass can no longer reach it by its path.
+        let inuse = match self.scanner.in_use() {
+            Ok(inuse) => inuse,
+            Err(e) => {
+                for m in moved {
+                    put_back(path, m.entry, m.q, KeepReason::Unknown, result);
+                    drop(m.claim);
+                }
+                return Err(e);
+            }
+        };
+        if pooled {
+            self.remove_in_pool(path, moved, &inuse, result);
+            // The last two workers out of the quarantine may each have
+            // left it to the other.
+            remove::tidy_quarantine(dir);
+        } else {
+            self.remove_serially(dir, path, moved, &inuse, target, target_met, result);
+        }
+        Ok(())
+    }
+
+    /// With a free-space target or a stop flag: check and remove one entry
+    /// after another on this thread, re-measuring the free space (with a
+    /// target) and looking at the stop flag before each removal.
+    #[allow(clippy::too_many_arguments)]
+    fn remove_serially(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        moved: Vec<Moved<'_, '_>>,
+        inuse: &InUse,
+        target: Option<Target>,
+        target_met: &mut bool,
+        result: &mut Recorder<'_>,
+    ) {
+        let mut walker = walk::Walker::new();
+        for m in moved {
+            if let Some(why) = self.halted(*target_met) {
+                put_back(path, m.entry, m.q, why, result);
+                drop(m.claim);
+                continue;
+            }
+            if let Some(what) = still_unused(path, m.entry, &m.q, inuse, &mut walker) {
+                put_back(path, m.entry, m.q, KeepReason::Changed(what), result);
+                drop(m.claim);
+                continue;
+            }
+            record_outcome(path, m.entry, m.reason, m.q.remove(), result);
+            drop(m.claim);
+            if let Some(t) = target {
+                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+            }
+        }
+    }
+
+    /// Without a target: the batch's pool checks and removes the moved
+    /// entries in parallel, largest first; this thread records the
+    /// outcomes in the batch's order and puts back what is held.
+    fn remove_in_pool<'r, 'd>(
+        &self,
+        path: &Path,
+        moved: Vec<Moved<'r, 'd>>,
+        inuse: &InUse,
+        result: &mut Recorder<'_>,
+    ) {
+        let count = moved.len();
+        // Popped from the end: the largest go first, so that no worker is
+        // left with a large one at the end while the others idle.
+        let mut queue: Vec<(usize, Moved<'r, 'd>)> = moved.into_iter().enumerate().collect();
+        queue.sort_by_key(|(_, m)| m.entry.files.saturating_add(m.entry.dirs));
+        let queue = Mutex::new(queue);
+        let workers = walk::cores().clamp(1, POOL_MAX).min(count);
+        let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
+        let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
+            let mut walker = walk::Walker::new();
+            loop {
+                let next = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+                let Some((at, m)) = next else { break };
+                let Moved {
+                    entry,
+                    reason,
+                    claim,
+                    q,
+                } = m;
+                let outcome = if self.policy.stop_requested() {
+                    Outcome::Halted(q)
+                } else {
+                    match still_unused(path, entry, &q, inuse, &mut walker) {
+                        Some(what) => Outcome::Held(what, q),
+                        // The check walked all of it and found nothing:
+                        // only now is anything in it unlinked.
+                        None => Outcome::Removed(q.remove()),
+                    }
+                };
+                let held = Held {
+                    entry,
+                    reason,
+                    claim,
+                };
+                if tx.send((at, held, outcome)).is_err() {
+                    break;
+                }
+            }
+        };
+        let mut done: Vec<Option<(Held<'r>, Outcome<'d>)>> = (0..count).map(|_| None).collect();
+        let mut next = 0;
+        std::thread::scope(|scope| {
+            let mut started = 0;
+            for _ in 0..workers {
+                let tx = tx.clone();
+                let work = &work;
+                let spawned = std::thread::Builder::new()
+                    .name("sandkeeper-reap".into())
+                    .spawn_scoped(scope, move || work(tx));
+                if spawned.is_ok() {
+                    started += 1;
+                }
+            }
+            if started == 0 {
+                // No thread to be had: this one does it all.
+                work(tx);
+            } else {
+                drop(tx);
+            }
+            for (at, held, outcome) in rx {
+                done[at] = Some((held, outcome));
+                while let Some(Some((held, outcome))) = done.get_mut(next).map(Option::take) {
+                    record(path, held, outcome, result);
+                    next += 1;
+                }
+            }
+        });
+        // Only when a worker panicked (the panic is passed on by the
+        // scope, so this is not reached) could a slot be empty; what its
+        // handle held stays pending in the quarantine.
+        for (held, outcome) in done.into_iter().flatten() {
+            record(path, held, outcome, result);
+        }
+    }
+
+    /// Deals with what killed reapers left in the quarantine of `dir`:
+    /// condemned entries are deleted; pending ones (moved in, never
+    /// cleared) are checked against a fresh `/proc` pass, then removed if
+    /// nothing holds them, else put back (or left pending when their name
+    /// is taken or unknown).
+    pub(super) fn finish_leftovers(
+        &self,
+        dir: BorrowedFd<'_>,
+        root: &Path,
+        out: &mut Recorder<'_>,
+    ) {
+        let opts = RemoveOptions::new();
+        out.finished_leftovers(
+            remove::finish_quarantine(dir, &opts)
+                .map(|r| r.leftovers_removed().entries())
+                .unwrap_or(0),
+        );
+        let pending = match remove::pending_leftovers(dir, &opts) {
+            Ok(pending) => pending,
+            Err(e) => {
+                out.failed(ReapError {
+                    path: root.to_owned(),
+                    error: format!("cannot check what an interrupted reap left: {e}"),
+                });
+                return;
+            }
+        };
+        if pending.is_empty() {
+            return;
+        }
+        let inuse = self.scanner.in_use();
+        let mut walker = walk::Walker::new();
+        for q in pending {
+            let here = root.join(q.path_in_parent());
+            let shown = q
+                .original_name()
+                .map_or_else(|| here.clone(), |name| root.join(name));
+            let claim = match q.is_dir() {
+                true => match lease::probe_at(q.dir(), &here, q.name_in_quarantine()) {
+                    Ok(Probe::Free(claim)) if claim.identity() == q.identity() => Some(claim),
+                    _ => {
+                        keep_leftover(
+                            out,
+                            root,
+                            &shown,
+                            q,
+                            "its lock is held or it cannot be opened",
+                        );
+                        continue;
+                    }
+                },
+                false => None,
+            };
+            let why = match &inuse {
+                Ok(inuse) => check_quarantined(root, q.original_name(), &q, inuse, &mut walker),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = why {
+                keep_leftover(out, root, &shown, q, &why);
+                drop(claim);
+                continue;
+            }
+            match q.remove() {
+                Ok(r) => out.finished_leftovers(r.removed().entries()),
+                Err(e) => out.failed(ReapError {
+                    path: here,
+                    error: e.to_string(),
+                }),
+            }
+            drop(claim);
+        }
+    }
+}
+
+/// Records what a worker did with an entry, putting it back if it is
+/// held; then lets its claim go.
+fn record(path: &Path, held: Held<'_>, outcome: Outcome<'_>, result: &mut Recorder<'_>) {
+    let Held {
+        entry,
+        reason,
+        claim,
+    } = held;
+    match outcome {
+        Outcome::Removed(removal) => record_outcome(path, entry, reason, removal, result),
+        Outcome::Held(what, q) => put_back(path, entry, q, KeepReason::Changed(what), result),
+        Outcome::Halted(q) => put_back(path, entry, q, KeepReason::Stopped, result),
+    }
+    drop(claim);
+}
+
+/// Records a removal's outcome: removed, what was left of it, or why it
+/// could not be started.
+fn record_outcome(
+    root: &Path,
+    entry: &Entry,
+    reason: &ReapReason,
+    removal: Result<RemovalReport>,
+    result: &mut Recorder<'_>,
+) {
+    match removal {
+        Ok(removal) => record_removal(root, entry, reason, &removal, result),
+        Err(e) => result.failed(ReapError {
+            path: root.join(&entry.name),
+            error: e.to_string(),
+        }),
+    }
+}
+
+/// Keeps a pending leftover of an interrupted reap: put back, or left in
+/// the quarantine when its name is taken or unknown.
+fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
+    let note = match q.restore() {
+        Restore::Restored => {
+            format!("left in the quarantine by an interrupted reap; {why}: put back")
+        }
+        Restore::KeptInQuarantine(at) => format!(
+            "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
+             (its name is taken or unknown), checked again by every reap",
+            root.join(at).display()
+        ),
+    };
+    out.kept(Skipped {
+        path: shown.to_owned(),
+        pattern: std::sync::Arc::from(""),
+        state: EntryState::Unknown,
+        reason: KeepReason::Changed(note),
+        disk_bytes: 0,
+    });
+}
+
+/// Puts a quarantined entry back and records why it stays. If its name was
+/// taken meanwhile it stays pending in the quarantine (never deleted
+/// without a fresh check), and the record says where.
+fn put_back(
+    root: &Path,
+    entry: &Entry,
+    q: Quarantined<'_>,
+    why: KeepReason,
+    result: &mut Recorder<'_>,
+) {
+    let why = match q.restore() {
+        Restore::Restored => why,
+        Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(
+            "{}; its name was taken meanwhile, so it stays in the quarantine at {}, \
+             checked again by every reap and removed only once nothing uses it",
+            why_text(&why),
+            root.join(at).display()
+        )),
+    };
+    result.kept(skipped(root, entry, why));
+}
+
+fn why_text(why: &KeepReason) -> String {
+    match why {
+        KeepReason::Changed(what) => what.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Records a finished removal: removed, or what was left of it.
+fn record_removal(
+    root: &Path,
+    entry: &Entry,
+    reason: &ReapReason,
+    removal: &RemovalReport,
+    result: &mut Recorder<'_>,
+) {
+    if removal.is_complete() {
+        // The scan measured it (its disk usage is what was freed); the
+        // remover does not re-stat.
+        result.removed(removed(root, entry, reason.clone()));
+        return;
+    }
+    let left: Vec<String> = removal
+        .left()
+        .iter()
+        .take(5)
+        .map(|l| format!("{}: {}", l.path().display(), l.reason()))
+        .collect();
+    result.failed(ReapError {
+        path: root.join(&entry.name),
+        error: format!(
+            "{} could not be removed: {}",
+            crate::human::plural(removal.left().len() as u64, "item", "items"),
+            left.join("; ")
+        ),
+    });
+}
+
+/// After a failed move into the quarantine: whether the failure was a race
+/// with the entry's owner, not an error. The scanned inode was claimed,
+/// but its name held another one when the remover looked or moved (a
+/// program removed its directory and made it again, or swapped it: the
+/// remover says so, [`Error::replaced`]), or the name holds another one or
+/// nothing now: what has the name was never scanned, so it is left alone
+/// (a benign race, `changed`; the next reap judges it afresh). Any other
+/// failure on the scanned inode is the removal's own: an error.
+fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
+    const RECREATED: &str = "re-created under its name during the reap (a race with its owner); \
+                             the new one is left alone";
+    if err.replaced() {
+        return Some(RECREATED.into());
+    }
+    match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if (st.st_dev, st.st_ino) == entry.identity => None,
+        Ok(_) => Some(RECREATED.into()),
+        Err(rustix::io::Errno::NOENT) => Some("gone from its name during the reap".into()),
+        Err(_) => None,
+    }
+}
+
+fn is_not_found(e: &Error) -> bool {
+    e.io_error()
+        .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Why an entry could not be claimed.
+enum ClaimFailure {
+    /// It vanished: someone else removed it; nothing to report.
+    Gone,
+    /// It became live, or is not what was scanned.
+    Changed(String),
+}
+use ClaimFailure::{Changed, Gone};
+
+/// Takes the entry's lock (directories) and checks it is the scanned inode.
+/// Anything else (a file, socket, symlink) has no lock: its identity is
+/// checked, and the move into the quarantine checks it again.
+fn claim(
+    dir: BorrowedFd<'_>,
+    root: &Path,
+    entry: &Entry,
+) -> std::result::Result<Option<Claim>, ClaimFailure> {
+    if entry.kind != FileKind::Dir {
+        return match rustix::fs::statat(dir, &entry.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if (st.st_dev, st.st_ino) == entry.identity => Ok(None),
+            Ok(_) => Err(Changed("replaced by another file".into())),
+            Err(_) => Err(Gone),
+        };
+    }
+    match lease::probe_at(dir, root, &entry.name) {
+        Ok(Probe::Free(claim)) if claim.identity() == entry.identity => Ok(Some(claim)),
+        Ok(Probe::Free(_)) => Err(Changed("replaced by another directory".into())),
+        Ok(Probe::Live { .. }) => Err(Changed("its lock is now held".into())),
+        Ok(Probe::MountPoint) => Err(Changed("a filesystem is mounted on it".into())),
+        Ok(_) => Err(Changed("it can no longer be opened".into())),
+        Err(e) if is_not_found(&e) => Err(Gone),
+        Err(e) => Err(Changed(e.to_string())),
+    }
+}
+
+/// Checks a quarantined entry against an in-use index taken after it was
+/// moved; `Some(what)` if anything holds it, or the index cannot tell.
+fn still_unused(
+    root: &Path,
+    entry: &Entry,
+    q: &Quarantined<'_>,
+    inuse: &InUse,
+    walker: &mut walk::Walker,
+) -> Option<String> {
+    check_quarantined(root, Some(&entry.name), q, inuse, walker)
+}
+
+/// See [`still_unused`]. Path-based kernel users (mounts, loop devices,
+/// overlays, bound unix sockets) are asked about the entry's old path
+/// (`original`, when known) and its path in the quarantine (mounts of
+/// other mount namespaces move with it); everything else is found by
+/// walking the entry in the quarantine through descriptors.
+fn check_quarantined(
+    root: &Path,
+    original: Option<&OsStr>,
+    q: &Quarantined<'_>,
+    inuse: &InUse,
+    walker: &mut walk::Walker,
+) -> Option<String> {
+    if !inuse.is_complete() {
+        return Some("some processes cannot be inspected".into());
+    }
+    let paths = original
+        .map(|name| root.join(name))
+        .into_iter()
+        .chain([root.join(q.path_in_parent())]);
+    for path in paths {
+        if let Some(k) = inuse.kernel_users_under(&path).first() {
+            return Some(k.to_string());
+        }
+        if let Some(s) = inuse.socket_paths_under(&path).first() {
+            return Some(format!("unix socket {}", s.display()));
+        }
+    }
+    let mut found: Option<String> = None;
+    let mut links = walk::HardLinks::new();
+    let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
+        if v.is_mount_point() {
+            // Something is mounted on it: in use by definition.
+            found = Some("a filesystem is mounted on it".into());
+            return WalkState::Quit;
+        }
+        if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
+            found = Some(h.to_string());
+            return WalkState::Quit;
+        }
+        if let Some(k) = inuse.kernel_users_of(v.dev(), v.ino()).next() {
+            found = Some(k.to_string());
+            return WalkState::Quit;
+        }
+        WalkState::Continue
+    });
+    match walked {
+        Ok(_) if found.is_some() => found,
+        Ok(usage) if usage.error_count > 0 => Some(format!(
+            "{} inside cannot be read",
+            crate::human::plural(usage.error_count, "place", "places")
+        )),
+        Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
+            "a mount point inside ({})",
+            usage.mount_points[0].display()
+        )),
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
