@@ -73,6 +73,7 @@ mod fs_at;
 pub mod inuse;
 pub mod json;
 pub mod lease;
+pub mod leaks;
 #[cfg(feature = "config")]
 pub mod metrics;
 pub mod output;
