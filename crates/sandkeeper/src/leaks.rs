@@ -503,7 +503,11 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(Errno::LOOP) => {
+        // O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR (or ELOOP).
+        Err(Errno::LOOP | Errno::NOTDIR)
+            if rustix::fs::lstat(path)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink) =>
+        {
             return Err(Error::new(
                 ErrorKind::UnsafeRoot,
                 "refusing a report directory that is a symlink",
@@ -514,7 +518,7 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
         Err(e @ (Errno::NOENT | Errno::NOTDIR)) => {
             return Err(Error::new(
                 ErrorKind::UnusableRoot,
-                "no report directory there (nothing was recorded yet?)",
+                "no report directory there (missing, or not a directory)",
             )
             .at(path)
             .with_source(e.into()))

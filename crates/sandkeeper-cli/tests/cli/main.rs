@@ -3,6 +3,7 @@
 
 mod completions;
 mod config;
+mod nextest;
 mod reap;
 mod run;
 mod scan;
