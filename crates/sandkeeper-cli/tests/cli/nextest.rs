@@ -209,3 +209,103 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
     assert!(text.contains("fixture tests::leaves_a_daemon: 1 daemon killed"), "{text}");
     assert!(text.contains("2 of 4 tests leaked"), "{text}");
 }
+
+/// Records are hostile input: escapes in names are shown escaped, files
+/// that are not records are skipped with a warning (exit 1), a directory
+/// that cannot be trusted is refused (exit 2).
+#[test]
+fn report_treats_records_as_hostile() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let scratch = sandbox!().unwrap();
+    let bin = env!("CARGO_BIN_EXE_sandkeeper");
+    let leaks = scratch.path().join("leaks");
+
+    // Nothing recorded yet: the directory is made, nothing leaked.
+    let out = Command::new(bin)
+        .args(["run", "--root"])
+        .arg(scratch.path())
+        .arg("--report-dir")
+        .arg(&leaks)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        fs::metadata(&leaks).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let out = Command::new(bin).arg("report").arg(&leaks).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("no test leaked: 1 test in 1 run"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // A leaking run named by a hostile test name.
+    let out = Command::new(bin)
+        .args(["run", "--root"])
+        .arg(scratch.path())
+        .arg("--report-dir")
+        .arg(&leaks)
+        .env("NEXTEST_BINARY_ID", "evil")
+        .env("NEXTEST_TEST_NAME", "t\x1b]0;owned\x07")
+        .args(["--", "sh", "-c", "mkdir \"$TMPDIR/x\""])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "quiet: {}", String::from_utf8_lossy(&out.stderr));
+    fs::write(leaks.join("garbage.json"), b"\x1b[2J{not json").unwrap();
+    fs::write(leaks.join("big.json"), vec![b' '; 70 * 1024]).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", leaks.join("link.json")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &leaks.join("fifo.json"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    fs::write(leaks.join(".half.tmp"), b"ignored").unwrap();
+    let out = Command::new(bin).arg("report").arg(&leaks).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!text.contains('\x1b') && !err.contains('\x1b'), "{text}{err}");
+    assert!(text.contains("evil t\\x1b]0;owned\\x07: 1 entry"), "{text}");
+    assert_eq!(err.matches("skipped record").count(), 4, "{err}");
+
+    // Directories that cannot be trusted.
+    let missing = Command::new(bin)
+        .arg("report")
+        .arg(scratch.path().join("none"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let link = scratch.path().join("link");
+    std::os::unix::fs::symlink(&leaks, &link).unwrap();
+    for args in [vec!["report"], vec!["run", "--report-dir"]] {
+        let mut cmd = Command::new(bin);
+        cmd.args(&args).arg(&link);
+        if args[0] == "run" {
+            cmd.args(["--", "true"]);
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} on a symlink");
+    }
+    let shared = scratch.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new(bin)
+        .arg("run")
+        .arg("--report-dir")
+        .arg(&shared)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a directory others may write");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("others may write"));
+}
