@@ -770,8 +770,19 @@ mod tests {
             ("name type", "binary_id", json!(7)),
             ("both exits", "signal", json!(9)),
             ("huge exit", "exit_code", json!(1u64 << 40)),
-            ("many families", "families", json!(vec![json!({"pattern":"a","count":1,"disk_bytes":1}); MAX_FAMILIES + 1])),
-            ("family type", "families", json!([{"pattern": 1, "count": 1, "disk_bytes": 1}])),
+            (
+                "many families",
+                "families",
+                json!(vec![
+                    json!({"pattern":"a","count":1,"disk_bytes":1});
+                    MAX_FAMILIES + 1
+                ]),
+            ),
+            (
+                "family type",
+                "families",
+                json!([{"pattern": 1, "count": 1, "disk_bytes": 1}]),
+            ),
         ];
         for (row, key, value) in cases {
             let mut v = good.clone();

@@ -72,8 +72,8 @@ mod error;
 mod fs_at;
 pub mod inuse;
 pub mod json;
-pub mod lease;
 pub mod leaks;
+pub mod lease;
 #[cfg(feature = "config")]
 pub mod metrics;
 pub mod output;

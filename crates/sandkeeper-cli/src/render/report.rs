@@ -22,7 +22,11 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 
 /// A test's name for a terminal: every byte escaped, at most 200 characters.
 fn label(t: &TestLeaks) -> String {
-    Untrusted::text(&t.label()).bare().max_chars(200).to_cow().into_owned()
+    Untrusted::text(&t.label())
+        .bare()
+        .max_chars(200)
+        .to_cow()
+        .into_owned()
 }
 
 fn families(fams: &[LeftoverFamily], omitted: u64) -> String {
@@ -103,9 +107,13 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
             )
         })
         .collect();
-    let unlisted = read.problem_count.saturating_sub(read.problems.len() as u64);
+    let unlisted = read
+        .problem_count
+        .saturating_sub(read.problems.len() as u64);
     if unlisted > 0 {
-        out.push(format!("skipped {unlisted} more unusable record(s) in {dir}"));
+        out.push(format!(
+            "skipped {unlisted} more unusable record(s) in {dir}"
+        ));
     }
     if read.truncated {
         out.push(format!(
@@ -132,7 +140,10 @@ pub fn json(dir: &Path, read: &ReadRecords, summary: &Summary) -> String {
     path_field(&mut m, "dir", dir.as_os_str());
     m.insert("runs".into(), summary.runs.into());
     m.insert("tests".into(), summary.tests.into());
-    m.insert("leaking_tests".into(), (summary.leaking.len() as u64).into());
+    m.insert(
+        "leaking_tests".into(),
+        (summary.leaking.len() as u64).into(),
+    );
     m.insert("entries".into(), summary.entries.into());
     m.insert("disk_bytes".into(), summary.disk_bytes.into());
     m.insert("daemons".into(), summary.daemons.into());

@@ -130,7 +130,14 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
 
     let mut cargo = Command::new("cargo");
     cargo
-        .args(["nextest", "run", "--offline", "--no-fail-fast", "--color", "never"])
+        .args([
+            "nextest",
+            "run",
+            "--offline",
+            "--no-fail-fast",
+            "--color",
+            "never",
+        ])
         .current_dir(&ws)
         // No dependencies, no debug info: a build of seconds.
         .env("CARGO_TARGET_DIR", scratch.path().join("target"))
@@ -159,7 +166,11 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
     );
 
     // The daemon was stopped when its test ended.
-    let pid: u32 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: u32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(!pid_exists(pid), "the daemon {pid} was killed");
     // Every test's TMPDIR is gone.
     assert_eq!(names(&runs), Vec::<std::ffi::OsString>::new());
@@ -200,13 +211,20 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
     assert_eq!(doc["leaks"][1]["daemons"], 1);
     assert_eq!(doc["leaks"][1]["entries"], 0);
 
-    let text = Command::new(bin).arg("report").arg(&leaks).output().unwrap();
+    let text = Command::new(bin)
+        .arg("report")
+        .arg(&leaks)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.starts_with("fixture tests::leaks_a_dir: 1 entry"),
         "{text}"
     );
-    assert!(text.contains("fixture tests::leaves_a_daemon: 1 daemon killed"), "{text}");
+    assert!(
+        text.contains("fixture tests::leaves_a_daemon: 1 daemon killed"),
+        "{text}"
+    );
     assert!(text.contains("2 of 4 tests leaked"), "{text}");
 }
 
@@ -235,7 +253,11 @@ fn report_treats_records_as_hostile() {
         fs::metadata(&leaks).unwrap().permissions().mode() & 0o777,
         0o700
     );
-    let out = Command::new(bin).arg("report").arg(&leaks).output().unwrap();
+    let out = Command::new(bin)
+        .arg("report")
+        .arg(&leaks)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("no test leaked: 1 test in 1 run"),
@@ -255,7 +277,11 @@ fn report_treats_records_as_hostile() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(out.stderr.is_empty(), "quiet: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "quiet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     fs::write(leaks.join("garbage.json"), b"\x1b[2J{not json").unwrap();
     fs::write(leaks.join("big.json"), vec![b' '; 70 * 1024]).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", leaks.join("link.json")).unwrap();
@@ -268,13 +294,20 @@ fn report_treats_records_as_hostile() {
     )
     .unwrap();
     fs::write(leaks.join(".half.tmp"), b"ignored").unwrap();
-    let out = Command::new(bin).arg("report").arg(&leaks).output().unwrap();
+    let out = Command::new(bin)
+        .arg("report")
+        .arg(&leaks)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let (text, err) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    assert!(!text.contains('\x1b') && !err.contains('\x1b'), "{text}{err}");
+    assert!(
+        !text.contains('\x1b') && !err.contains('\x1b'),
+        "{text}{err}"
+    );
     assert!(text.contains("evil t\\x1b]0;owned\\x07: 1 entry"), "{text}");
     assert_eq!(err.matches("skipped record").count(), 4, "{err}");
 
