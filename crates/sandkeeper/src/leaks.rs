@@ -619,6 +619,9 @@ impl TestLeaks {
     }
 }
 
+/// A test (and, outside nextest, its command): what records are grouped by.
+type TestKey = (TestId, Vec<String>);
+
 /// The tests of a report directory, leaking ones worst first.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -641,9 +644,8 @@ pub struct Summary {
 impl Summary {
     /// Groups `records` by test and ranks the leaking ones.
     pub fn of(records: &[Record]) -> Summary {
-        let mut by_test: BTreeMap<(TestId, Vec<String>), TestLeaks> = BTreeMap::new();
-        let mut families: BTreeMap<(TestId, Vec<String>), BTreeMap<String, (u64, u64)>> =
-            BTreeMap::new();
+        let mut by_test: BTreeMap<TestKey, TestLeaks> = BTreeMap::new();
+        let mut families: BTreeMap<TestKey, BTreeMap<String, (u64, u64)>> = BTreeMap::new();
         for r in records {
             // Outside nextest the command tells runs apart.
             let key = (

@@ -287,7 +287,7 @@ fn report_treats_records_as_hostile() {
     std::os::unix::fs::symlink("/etc/passwd", leaks.join("link.json")).unwrap();
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &leaks.join("fifo.json"),
+        leaks.join("fifo.json"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o600),
         0,
