@@ -163,6 +163,21 @@ impl Record {
             daemons_stopped: outcome.stopped.signalled as u64,
             daemons_killed: outcome.stopped.killed as u64,
         }
+        .fit()
+    }
+
+    /// Drops listed families (counting them as omitted), then trailing
+    /// arguments, until the record is at most [`MAX_RECORD_BYTES`]: names
+    /// full of characters JSON escapes can be six times their length.
+    fn fit(mut self) -> Record {
+        while self.to_json().len() > MAX_RECORD_BYTES {
+            if self.families.pop().is_some() {
+                self.families_omitted += 1;
+            } else if self.command.pop().is_none() {
+                break;
+            }
+        }
+        self
     }
 
     /// Whether the run left anything: an entry, or a daemon.
@@ -827,11 +842,62 @@ mod tests {
     }
 
     #[test]
+    fn records_full_of_escapes_are_cut_to_fit() {
+        let nasty = cut(&"\u{1}".repeat(MAX_TEXT));
+        let mut r = record(&nasty, 1, 1, 0);
+        r.test.binary_id = Some(nasty.clone());
+        r.command = vec![nasty.clone(); MAX_ARGS];
+        r.families = vec![
+            LeftoverFamily {
+                pattern: nasty.clone(),
+                count: 1,
+                disk_bytes: 1
+            };
+            MAX_FAMILIES
+        ];
+        assert!(r.to_json().len() > MAX_RECORD_BYTES, "the case is too big");
+        let r = r.fit();
+        let text = r.to_json();
+        assert!(text.len() <= MAX_RECORD_BYTES);
+        assert_eq!(
+            r.families.len() as u64 + r.families_omitted,
+            MAX_FAMILIES as u64
+        );
+        assert_eq!(Record::parse(text.as_bytes()).unwrap(), r);
+    }
+
+    #[test]
     fn cut_keeps_characters_whole() {
         let s = "é".repeat(MAX_TEXT);
         let c = cut(&s);
         assert!(c.len() <= MAX_TEXT && c.chars().all(|ch| ch == 'é'));
         assert_eq!(cut("short"), "short");
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary bytes never panic the parser (named like the other
+        /// record fuzzers, so CI runs it with many more cases).
+        #[test]
+        fn fuzz_record_parser_leak_records(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Record::parse(&bytes);
+        }
+
+        /// Any record written (any names, cut to the limits) reads back.
+        #[test]
+        fn written_records_read_back(
+            name in any::<String>(),
+            pattern in any::<String>(),
+            entries in any::<u64>(),
+            bytes in any::<u64>(),
+        ) {
+            let mut r = record(&cut(&name), entries, bytes, 0);
+            r.families = vec![LeftoverFamily { pattern: cut(&pattern), count: 1, disk_bytes: bytes }];
+            let text = r.to_json();
+            prop_assert!(text.len() <= MAX_RECORD_BYTES);
+            prop_assert_eq!(Record::parse(text.as_bytes()).unwrap(), r);
+        }
     }
 
     #[test]
