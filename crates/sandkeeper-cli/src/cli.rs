@@ -68,6 +68,12 @@ pub enum Command {
     #[command(after_help = RUN_HELP)]
     Run(RunArgs),
 
+    /// Say which tests leaked, worst first, from the records `run
+    /// --report-dir DIR` wrote (one per test under cargo-nextest; see
+    /// docs/nextest.md).
+    #[command(after_help = REPORT_HELP)]
+    Report(ReportArgs),
+
     /// The host backstop: reap by a config file's rules every interval, and
     /// at once, oldest first, when a root crosses its high watermark; log
     /// each removal; write Prometheus metrics. SIGHUP reloads the config,
@@ -293,6 +299,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub report_json: Option<PathBuf>,
 
+    /// Write one record of this run (the nextest test's binary id and name,
+    /// exit status, leftovers by family, daemons killed) as a new file into
+    /// DIR, made if missing (it must be yours and writable only by you);
+    /// the leftover line is not printed. `sandkeeper report DIR` sums them up.
+    #[arg(long, value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+
     /// Give the command a private tmpfs as TMPDIR, in its own mount namespace:
     /// the kernel frees it when the run's last process exits, and it cannot
     /// fill the host's temp filesystem. Fails if the kernel does not allow it.
@@ -311,6 +324,21 @@ pub struct RunArgs {
         value_name = "CMD"
     )]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// Exit statuses of `report`.
+const REPORT_HELP: &str = "Exit status: 0 no test leaked; 1 a test left entries or daemons, or a record could not be read; 2 DIR cannot be used (missing, a symlink, not a directory).";
+
+/// `sandkeeper report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The directory `sandkeeper run --report-dir` wrote its records into.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// Print one JSON document (schema sandkeeper.report/v1, see docs/report-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `sandkeeper watch`.

@@ -52,6 +52,7 @@ where
         Some(Command::Ls(args)) => commands::ls::run(&args, &printer),
         Some(Command::Explain(args)) => commands::explain::run(&args, &printer),
         Some(Command::Run(args)) => commands::run::run(&args, &printer),
+        Some(Command::Report(args)) => commands::report::run(&args, &printer),
         Some(Command::Watch(args)) => commands::watch::run(&args, &printer),
         Some(Command::Completions(args)) => commands::completions::completions(&args),
         Some(Command::Man(args)) => commands::completions::man(&args, &printer),

@@ -77,6 +77,7 @@ mod fs_at;
 pub mod human;
 pub mod inuse;
 pub mod json;
+pub mod leaks;
 pub mod lease;
 #[cfg(feature = "config")]
 pub mod metrics;

@@ -260,7 +260,7 @@ impl OutputFile {
 /// returns an `O_RDONLY|O_DIRECTORY` descriptor of it: resolved as roots
 /// are ([`crate::root`]), and every directory on the way vetted by
 /// [`check_dir`].
-fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
+pub(crate) fn open_dir_safely(path: &Path) -> Result<OwnedFd> {
     let me = rustix::process::geteuid().as_raw();
     let vet = |st: &Stat, at: &Path| check_dir(st, me, at);
     let how = Chase {

@@ -5,6 +5,7 @@ pub mod completions;
 pub mod explain;
 pub mod ls;
 pub mod reap;
+pub mod report;
 pub mod run;
 pub mod scan;
 pub mod watch;

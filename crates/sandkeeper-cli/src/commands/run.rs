@@ -1,6 +1,7 @@
 //! `sandkeeper run -- CMD`: a private TMPDIR that is gone afterwards.
 
 use rustix::process::Signal;
+use sandkeeper::leaks::{Record, RecordDir, TestId};
 use sandkeeper::output::OutputFile;
 use sandkeeper::run::Run;
 use sandkeeper::supervise::{Exit, Signaller};
@@ -36,6 +37,12 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         .as_deref()
         .map(OutputFile::open)
         .transpose()?;
+    // The same for the record directory (made if missing).
+    let record_dir = args
+        .report_dir
+        .as_deref()
+        .map(RecordDir::open)
+        .transpose()?;
     // Before any thread exists: an --isolate namespace is per thread.
     let prepared = run.prepare()?;
     // Forward signals from before the command starts, so none is lost.
@@ -60,8 +67,11 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         keep_for: args.keep_for,
         outcome: &outcome,
     };
-    if let Some(line) = report.line(&name) {
-        printer.note(&line);
+    // With --report-dir the record says it: the test's output stays clean.
+    if record_dir.is_none() {
+        if let Some(line) = report.line(&name) {
+            printer.note(&line);
+        }
     }
     if let Some(note) = fate_note(outcome.fate, &outcome.dir) {
         printer.note(&note);
@@ -74,6 +84,15 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         if let Err(e) = file.write(report.json().as_bytes(), 0o644) {
             let mut err = CliError::from(e);
             err.message = format!("cannot write the report: {}", err.message);
+            err.status = exit_codes::PARTIAL;
+            return Err(err);
+        }
+    }
+    if let Some(dir) = &record_dir {
+        let record = Record::of(&outcome, TestId::from_env(), &args.command);
+        if let Err(e) = dir.write(&record) {
+            let mut err = CliError::from(e);
+            err.message = format!("cannot write the run's record: {}", err.message);
             err.status = exit_codes::PARTIAL;
             return Err(err);
         }

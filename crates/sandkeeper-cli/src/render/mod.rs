@@ -8,6 +8,7 @@ pub mod explain;
 pub mod ls;
 pub mod metrics;
 pub mod reap;
+pub mod report;
 pub mod run;
 pub mod scan;
 pub mod watch;

@@ -1,0 +1,186 @@
+//! What `sandkeeper report` says: the tests that leaked, worst first, and
+//! the `--json` document (schema `sandkeeper.report/v1`,
+//! docs/report-json.md).
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use sandkeeper::leaks::{ReadRecords, Summary, TestLeaks};
+use sandkeeper::run::LeftoverFamily;
+use serde_json::{json, Map, Value};
+
+use super::escape::Untrusted;
+use super::path_field;
+use crate::humanize::{sanitize, size};
+
+/// Families shown per test in the text.
+const SHOWN_FAMILIES: usize = 3;
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A test's name for a terminal: every byte escaped, at most 200 characters.
+fn label(t: &TestLeaks) -> String {
+    Untrusted::text(&t.label())
+        .bare()
+        .max_chars(200)
+        .to_cow()
+        .into_owned()
+}
+
+fn families(fams: &[LeftoverFamily], omitted: u64) -> String {
+    let mut shown: Vec<String> = fams
+        .iter()
+        .take(SHOWN_FAMILIES)
+        .map(|f| {
+            format!(
+                "{} {} {}",
+                Untrusted::text(&f.pattern).max_chars(80).to_cow(),
+                f.count,
+                size(f.disk_bytes)
+            )
+        })
+        .collect();
+    let more = (fams.len().saturating_sub(SHOWN_FAMILIES) as u64).saturating_add(omitted);
+    if more > 0 {
+        shown.push(format!("{} more", plural(more, "family", "families")));
+    }
+    shown.join(", ")
+}
+
+/// The text: one line per leaking test, worst first, then a total; or
+/// one line saying nothing leaked.
+pub fn text(summary: &Summary) -> String {
+    let mut out = String::new();
+    for t in &summary.leaking {
+        let mut parts = Vec::new();
+        if t.entries > 0 {
+            parts.push(format!(
+                "{}, {} ({})",
+                plural(t.entries, "entry", "entries"),
+                size(t.disk_bytes),
+                families(&t.families, t.families_omitted)
+            ));
+        }
+        if t.daemons > 0 {
+            parts.push(format!("{} killed", plural(t.daemons, "daemon", "daemons")));
+        }
+        let runs = if t.runs > 1 {
+            format!(" [{} runs]", t.runs)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!("{}: {}{runs}\n", label(t), parts.join("; ")));
+    }
+    if summary.leaking.is_empty() {
+        out.push_str(&format!(
+            "no test leaked: {} in {}, nothing left in TMPDIR, no daemons\n",
+            plural(summary.tests, "test", "tests"),
+            plural(summary.runs, "run", "runs")
+        ));
+    } else {
+        out.push_str(&format!(
+            "{} of {} leaked: {}, {}; {} (in {})\n",
+            summary.leaking.len(),
+            plural(summary.tests, "test", "tests"),
+            plural(summary.entries, "entry", "entries"),
+            size(summary.disk_bytes),
+            plural(summary.daemons, "daemon", "daemons"),
+            plural(summary.runs, "run", "runs")
+        ));
+    }
+    out
+}
+
+/// The warnings: unusable records, a truncated read, an empty directory.
+pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
+    let dir = sanitize(dir.as_os_str().as_bytes());
+    let mut out: Vec<String> = read
+        .problems
+        .iter()
+        .map(|p| {
+            format!(
+                "skipped record {}: {}",
+                Untrusted::os(&p.name).max_chars(120).to_cow(),
+                Untrusted::text(&p.reason).bare().max_chars(300).to_cow()
+            )
+        })
+        .collect();
+    let unlisted = read
+        .problem_count
+        .saturating_sub(read.problems.len() as u64);
+    if unlisted > 0 {
+        out.push(format!(
+            "skipped {unlisted} more unusable record(s) in {dir}"
+        ));
+    }
+    if read.truncated {
+        out.push(format!(
+            "read only the first {} records of {dir}",
+            sandkeeper::leaks::MAX_RECORDS
+        ));
+    }
+    if read.records.is_empty() && read.problem_count == 0 {
+        out.push(format!(
+            "no records in {dir}: did the tests run under `sandkeeper run --report-dir {dir}`?"
+        ));
+    }
+    out
+}
+
+fn family_value(f: &LeftoverFamily) -> Value {
+    json!({"pattern": f.pattern, "count": f.count, "disk_bytes": f.disk_bytes})
+}
+
+/// The `--json` document (schema `sandkeeper.report/v1`).
+pub fn json(dir: &Path, read: &ReadRecords, summary: &Summary) -> String {
+    let mut m = Map::new();
+    m.insert("schema".into(), "sandkeeper.report/v1".into());
+    path_field(&mut m, "dir", dir.as_os_str());
+    m.insert("runs".into(), summary.runs.into());
+    m.insert("tests".into(), summary.tests.into());
+    m.insert(
+        "leaking_tests".into(),
+        (summary.leaking.len() as u64).into(),
+    );
+    m.insert("entries".into(), summary.entries.into());
+    m.insert("disk_bytes".into(), summary.disk_bytes.into());
+    m.insert("daemons".into(), summary.daemons.into());
+    m.insert(
+        "leaks".into(),
+        summary
+            .leaking
+            .iter()
+            .map(|t| {
+                json!({
+                    "binary_id": t.test.binary_id,
+                    "test_name": t.test.test_name,
+                    "command": t.command,
+                    "runs": t.runs,
+                    "failed_runs": t.failed_runs,
+                    "entries": t.entries,
+                    "disk_bytes": t.disk_bytes,
+                    "families": t.families.iter().map(family_value).collect::<Vec<_>>(),
+                    "families_omitted": t.families_omitted,
+                    "daemons": t.daemons,
+                    "daemons_killed": t.daemons_killed,
+                })
+            })
+            .collect::<Vec<_>>()
+            .into(),
+    );
+    m.insert(
+        "unreadable".into(),
+        read.problems
+            .iter()
+            .map(|p| json!({"name": p.name.to_string_lossy(), "reason": p.reason}))
+            .collect::<Vec<_>>()
+            .into(),
+    );
+    m.insert("unreadable_count".into(), read.problem_count.into());
+    m.insert("truncated".into(), read.truncated.into());
+    let mut text = serde_json::to_string_pretty(&Value::Object(m)).unwrap_or_default();
+    text.push('\n');
+    text
+}
