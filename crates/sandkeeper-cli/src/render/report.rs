@@ -112,7 +112,8 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
         .saturating_sub(read.problems.len() as u64);
     if unlisted > 0 {
         out.push(format!(
-            "skipped {unlisted} more unusable record(s) in {dir}"
+            "skipped {} in {dir}",
+            crate::humanize::plural(unlisted, "more unusable record", "more unusable records")
         ));
     }
     if read.truncated {

@@ -180,9 +180,9 @@ pub fn warnings(report: &Report) -> Vec<String> {
     let assumed_all = sandkeeper::inuse::assume_unseen_free_from_env().unwrap_or(false);
     if assumed_all && !report.assumed.is_empty() {
         out.push(format!(
-            "assumed to use nothing ({}=1): {} process(es) that could not be inspected; entries they use may be removed",
+            "assumed to use nothing ({}=1): {} that could not be inspected; entries they use may be removed",
             sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
-            report.assumed.len()
+            plural(report.assumed.len() as u64, "process", "processes")
         ));
     }
     for a in report.assumed.iter().filter(|_| !assumed_all) {
@@ -221,12 +221,14 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         // Root may read every process's /proc entries unless something
         // above root forbids it.
         format!(
-            "{n} process(es) hidden even from root: a sandbox or security module prevents reading /proc/{}/… ({first})",
+            "{} hidden even from root: a sandbox or security module prevents reading /proc/{}/… ({first})",
+            plural(n as u64, "process", "processes"),
             first.pid
         )
     } else {
         format!(
-            "{n} process(es) of other users (or root) cannot be inspected by uid {euid} ({first}); a descriptor they opened before a chmod, or received over a unix socket, needs no access to your files"
+            "{} of other users (or root) cannot be inspected by uid {euid} ({first}); a descriptor they opened before a chmod, or received over a unix socket, needs no access to your files",
+            plural(n as u64, "process", "processes")
         )
     };
     let vouch = if n <= SHOWN {

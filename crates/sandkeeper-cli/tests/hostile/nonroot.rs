@@ -131,7 +131,7 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
     assert!(mine.join("free-1").exists() && mine.join("held-1").exists());
     let why = at(
         reap,
-        "12 process(es) of other users (or root) cannot be inspected by uid 65534",
+        "12 processes of other users (or root) cannot be inspected by uid 65534",
     );
     assert!(reap.contains("opened before a chmod"), "{reap}");
     assert!(
@@ -144,7 +144,7 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
     assert!(scan.contains("EXIT 0"), "{scan}");
     let assumed = at(
         scan,
-        "assumed to use nothing (SANDKEEPER_ASSUME_UNSEEN_FREE=1): 12 process(es)",
+        "assumed to use nothing (SANDKEEPER_ASSUME_UNSEEN_FREE=1): 12 processes",
     );
     assert!(assumed < at(scan, "FAMILY"), "{scan}");
     assert!(
