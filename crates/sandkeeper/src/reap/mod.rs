@@ -14,7 +14,7 @@
 //!    symlink has no lock;
 //! 2. checks it is still the inode that was scanned;
 //! 3. moves it into the root's quarantine under a pending name
-//!    ([`remove::quarantine_entry`]), checking that the inode that arrived
+//!    ([`remove::quarantine_entry`](crate::remove::quarantine_entry)), checking that the inode that arrived
 //!    is the one claimed: from now on no new path lookup reaches it (on a
 //!    filesystem without a free inode or block, a directory becomes its
 //!    own quarantine: made the reaper's, mode 0700, renamed in place);
