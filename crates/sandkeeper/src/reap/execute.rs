@@ -611,12 +611,8 @@ fn check_quarantined(
                 0 => PathBuf::from(q.name_in_quarantine()),
                 _ => Path::new(q.name_in_quarantine()).join(v.path()),
             };
-            let answer = crate::inuse::open_elsewhere(
-                q.dir(),
-                below.as_os_str(),
-                (v.dev(), v.ino()),
-                locks,
-            );
+            let answer =
+                crate::inuse::open_elsewhere(q.dir(), below.as_os_str(), (v.dev(), v.ino()), locks);
             match answer {
                 crate::inuse::OpenElsewhere::No => {}
                 crate::inuse::OpenElsewhere::Yes => {

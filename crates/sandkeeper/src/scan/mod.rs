@@ -565,9 +565,9 @@ impl Asked {
                 };
                 open_elsewhere(dir, below.as_os_str(), (v.dev(), v.ino()), locks)
             }
-            None => OpenElsewhere::CannotTell(crate::inuse::CannotTell::Failed {
-                errno: libc::EIO,
-            }),
+            None => {
+                OpenElsewhere::CannotTell(crate::inuse::CannotTell::Failed { errno: libc::EIO })
+            }
         };
         match answer {
             OpenElsewhere::No => {}

@@ -292,7 +292,12 @@ fn reap_child() {
         .expect("scan as nobody");
     println!("ASSUMES {}", report.assumes_unseen_free);
     for e in &report.roots[0].entries {
-        println!("STATE {} {} ({})", e.name.to_string_lossy(), e.state, e.reason);
+        println!(
+            "STATE {} {} ({})",
+            e.name.to_string_lossy(),
+            e.state,
+            e.reason
+        );
     }
     let policy = sandkeeper::reap::Policy::builder()
         .matching("app-*")
