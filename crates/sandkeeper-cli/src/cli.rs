@@ -150,6 +150,15 @@ pub struct RuleArgs {
     /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
     #[arg(long)]
     pub trust_pid_namespace: bool,
+
+    /// Assume that every process this user cannot inspect (root's, other
+    /// users') holds nothing under the roots. Regular files you own are
+    /// still asked (a write lease): one open in such a process keeps its
+    /// entry. What it assumes is their working directories, roots and open
+    /// directories, which no user can check. Reported as an assumption.
+    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
+    #[arg(long)]
+    pub assume_unseen_free: bool,
 }
 
 /// `sandkeeper reap`.
@@ -201,6 +210,15 @@ pub struct LsArgs {
     /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
     #[arg(long)]
     pub trust_pid_namespace: bool,
+
+    /// Assume that every process this user cannot inspect (root's, other
+    /// users') holds nothing under the roots. Regular files you own are
+    /// still asked (a write lease): one open in such a process keeps its
+    /// entry. What it assumes is their working directories, roots and open
+    /// directories, which no user can check. Reported as an assumption.
+    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
+    #[arg(long)]
+    pub assume_unseen_free: bool,
 }
 
 /// `sandkeeper explain`.
@@ -249,6 +267,15 @@ pub struct ScanArgs {
     /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
     #[arg(long)]
     pub trust_pid_namespace: bool,
+
+    /// Assume that every process this user cannot inspect (root's, other
+    /// users') holds nothing under the roots. Regular files you own are
+    /// still asked (a write lease): one open in such a process keeps its
+    /// entry. What it assumes is their working directories, roots and open
+    /// directories, which no user can check. Reported as an assumption.
+    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
+    #[arg(long)]
+    pub assume_unseen_free: bool,
 
     /// Walking threads (default: one per core).
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
@@ -377,6 +404,15 @@ pub struct WatchArgs {
     /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
     #[arg(long)]
     pub trust_pid_namespace: bool,
+
+    /// Assume that every process this user cannot inspect (root's, other
+    /// users') holds nothing under the roots. Regular files you own are
+    /// still asked (a write lease): one open in such a process keeps its
+    /// entry. What it assumes is their working directories, roots and open
+    /// directories, which no user can check. Reported as an assumption.
+    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
+    #[arg(long)]
+    pub assume_unseen_free: bool,
 }
 
 /// `sandkeeper completions`.

@@ -114,6 +114,8 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     }
     let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
     reaper.scanner().trust_pid_namespace(trust);
+    let assume = super::assume_unseen_free(args.rules.assume_unseen_free, false)?;
+    reaper.scanner().assume_unseen_free(assume);
     let inuse = reaper.scanner().in_use()?;
     let report = reaper.scanner().scan_root(root, &inuse)?;
     let Some(index) = report

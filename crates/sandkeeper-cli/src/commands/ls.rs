@@ -16,6 +16,7 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         scanner.ignore_pid(pid);
     }
     scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
+    scanner.assume_unseen_free(super::assume_unseen_free(args.assume_unseen_free, false)?);
     let report = scanner.scan_roots(&roots)?;
     let text = if args.json {
         render::ls::json(&report)

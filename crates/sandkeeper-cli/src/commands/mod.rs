@@ -32,6 +32,15 @@ pub fn trust_pid_namespace(flag: bool, config: bool) -> Result<bool, CliError> {
     Ok(flag || config || env)
 }
 
+/// Whether every uninspectable process is assumed to hold nothing:
+/// `--assume-unseen-free`, the config's `assume_unseen_free = true`, or
+/// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`, which is checked even when one of the
+/// others says yes (a bad value is an error, never silently ignored).
+pub fn assume_unseen_free(flag: bool, config: bool) -> Result<bool, CliError> {
+    let env = sandkeeper::inuse::assume_unseen_free_from_env()?;
+    Ok(flag || config || env)
+}
+
 /// What the roots are opened for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {

@@ -29,6 +29,8 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             }
             let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
             reaper.scanner().trust_pid_namespace(trust);
+            let assume = super::assume_unseen_free(args.rules.assume_unseen_free, false)?;
+            reaper.scanner().assume_unseen_free(assume);
             reaper.reap_roots(&roots)?
         }
     };
@@ -87,6 +89,8 @@ pub fn reap_configured(
     opts.ignore_pids = args.rules.ignore_pids.clone();
     opts.trust_pid_namespace =
         super::trust_pid_namespace(args.rules.trust_pid_namespace, config.trust_pid_namespace)?;
+    opts.assume_unseen_free =
+        super::assume_unseen_free(args.rules.assume_unseen_free, config.assume_unseen_free)?;
     let mut merged: Option<ReapReport> = None;
     for (root, open) in config.roots.iter().zip(opened) {
         let outcome = watch::reap_root(root, open, &opts, Mode::Cycle, &mut |event| {

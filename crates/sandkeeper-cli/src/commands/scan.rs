@@ -23,6 +23,7 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         scanner.ignore_pid(pid);
     }
     scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
+    scanner.assume_unseen_free(super::assume_unseen_free(args.assume_unseen_free, false)?);
     let bar = printer.progress_allowed().then(progress_bar);
     if let Some(bar) = &bar {
         let bar = bar.clone();

@@ -50,6 +50,7 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
     opts.reap.dry_run = args.dry_run;
     opts.reap.ignore_pids = args.ignore_pids.clone();
     opts.reap.trust_pid_namespace = super::trust_pid_namespace(args.trust_pid_namespace, false)?;
+    opts.reap.assume_unseen_free = super::assume_unseen_free(args.assume_unseen_free, false)?;
     opts.reap.stop = Some(signals.stop_flag());
     opts.config_path = args.config.clone();
     opts.metrics = args.metrics_file.is_some();

@@ -74,6 +74,10 @@ pub fn text(
     for u in inuse.uninspectable() {
         let _ = writeln!(out, "  could not inspect: {}", escape::line(&u.to_string()));
     }
+    if inuse.assumes_unseen_free() && !inuse.assumed().is_empty() {
+        let line = super::scan::assumed_unseen(inuse.assumed().len());
+        let _ = writeln!(out, "  {}", escape::line(&line));
+    }
     for b in inuse.blind_spots() {
         let _ = writeln!(out, "  blind spot: {}", escape::line(&b.to_string()));
     }

@@ -177,13 +177,9 @@ pub fn warnings(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     let euid = rustix::process::geteuid().as_raw();
     out.extend(unseen_advice(&report.uninspectable, euid));
-    let assumed_all = sandkeeper::inuse::assume_unseen_free_from_env().unwrap_or(false);
+    let assumed_all = report.assumes_unseen_free;
     if assumed_all && !report.assumed.is_empty() {
-        out.push(format!(
-            "assumed to use nothing ({}=1): {} that could not be inspected; entries they use may be removed",
-            sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
-            plural(report.assumed.len() as u64, "process", "processes")
-        ));
+        out.push(assumed_unseen(report.assumed.len()));
     }
     for a in report.assumed.iter().filter(|_| !assumed_all) {
         out.push(format!("assumed to use nothing (--ignore-pid): {a}"));
@@ -203,6 +199,20 @@ pub fn warnings(report: &Report) -> Vec<String> {
         out.extend(root.warnings.iter().cloned());
     }
     out
+}
+
+/// The line that names the switch that assumes every uninspectable process
+/// holds nothing, and what it still checks; `count`: how many were assumed.
+pub fn assumed_unseen(count: usize) -> String {
+    format!(
+        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), so only their working directories, roots and open directories were assumed: entries they use that way may be removed",
+        sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
+        sandkeeper::human::plural(
+            count as u64,
+            "process that could not be inspected",
+            "processes that could not be inspected"
+        )
+    )
 }
 
 /// How many to name one by one; beyond that, the count and one command.
@@ -242,7 +252,7 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         )
     } else {
         format!(
-            "if you know none of them uses anything under these roots, vouch for all {n} at once: run again with {}=1 in the environment",
+            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked",
             sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
         )
     };

@@ -89,11 +89,24 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
         .unwrap();
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let mine = sb.path().join("mine");
-    for dir in [&mine, &mine.join("free-1"), &mine.join("held-1")] {
+    for dir in [
+        &mine,
+        &mine.join("free-1"),
+        &mine.join("held-1"),
+        &mine.join("file-1"),
+    ] {
         fs::create_dir(dir).unwrap();
         fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
         chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
     }
+    fs::write(mine.join("free-1/data"), b"x").unwrap();
+    chown(mine.join("free-1/data"), Some(NOBODY), Some(NOBODY)).unwrap();
+    fs::write(mine.join("file-1/data"), b"x").unwrap();
+    chown(mine.join("file-1/data"), Some(NOBODY), Some(NOBODY)).unwrap();
+    age_tree(
+        &mine.join("file-1"),
+        std::time::Duration::from_secs(3 * 86400),
+    );
     age_tree(
         &mine.join("free-1"),
         std::time::Duration::from_secs(3 * 86400),
@@ -109,10 +122,13 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
         bin=$0; root=$1
         for i in 1 2 3 4 5 6 7 8 9 10; do sleep 600 & done
         (cd "$root/held-1" && exec sleep 600) &
+        (exec 3<"$root/file-1/data"; exec sleep 600) &
         nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
         nobody "$bin" reap --match '*' --older-than 1d "$root" 2>&1
         echo "EXIT $?"
         SANDKEEPER_ASSUME_UNSEEN_FREE=1 nobody "$bin" scan --entries "$root" 2>&1
+        echo "EXIT $?"
+        nobody "$bin" scan --assume-unseen-free --json "$root" 2>/dev/null
         echo "EXIT $?"
     "#;
     let out = sh(
@@ -124,27 +140,35 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
         &[(TRUST_PID_NAMESPACE_ENV, "1")],
     );
     let all = text(&out);
-    let (reap, scan) = all
+    let (reap, rest) = all
+        .split_once("EXIT 0\n")
+        .unwrap_or_else(|| panic!("{all}"));
+    let (scan, json) = rest
         .split_once("EXIT 0\n")
         .unwrap_or_else(|| panic!("{all}"));
     // Nothing held is reaped; nothing unprovable either.
     assert!(mine.join("free-1").exists() && mine.join("held-1").exists());
+    assert!(mine.join("file-1").exists());
     let why = at(
         reap,
-        "12 processes of other users (or root) cannot be inspected by uid 65534",
+        "13 processes of other users (or root) cannot be inspected by uid 65534",
     );
     assert!(reap.contains("opened before a chmod"), "{reap}");
     assert!(
-        reap.contains("vouch for all 12 at once: run again with SANDKEEPER_ASSUME_UNSEEN_FREE=1"),
+        reap.contains(
+            "vouch for all 13 at once: run again with --assume-unseen-free \
+             (or SANDKEEPER_ASSUME_UNSEEN_FREE=1 in the environment)"
+        ),
         "{reap}"
     );
     assert!(why < at(reap, "removed"), "the reason comes first:\n{reap}");
     // With the switch, named in the output, the user's free entry is
     // reclaimable.
-    assert!(scan.contains("EXIT 0"), "{scan}");
+    assert!(json.ends_with("EXIT 0\n"), "{json}");
     let assumed = at(
         scan,
-        "assumed to use nothing (SANDKEEPER_ASSUME_UNSEEN_FREE=1): 12 processes",
+        "assumed to use nothing (--assume-unseen-free, SANDKEEPER_ASSUME_UNSEEN_FREE=1): \
+         13 processes that could not be inspected; files you own were still asked",
     );
     assert!(assumed < at(scan, "FAMILY"), "{scan}");
     assert!(
@@ -152,4 +176,14 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
             .any(|l| l.starts_with("idle") && l.ends_with("free-1")),
         "{scan}"
     );
+    // A file of the user's that a root process holds stays in use, switch
+    // or not: the kernel was asked (a write lease).
+    assert!(
+        scan.lines()
+            .any(|l| l.starts_with("in_use") && l.ends_with("file-1")),
+        "{scan}"
+    );
+    // The flag does what the variable does, and the JSON says so.
+    assert!(json.contains("\"assumes_unseen_free\": true"), "{json}");
+    assert!(json.contains("\"in_use\": 1"), "{json}");
 }

@@ -82,6 +82,11 @@ pub struct Config {
     /// `trust_pid_namespace = true`: every process that can reach the
     /// roots is in this pid namespace (default `false`).
     pub trust_pid_namespace: bool,
+    /// `assume_unseen_free = true`: every process that cannot be inspected
+    /// is assumed to hold nothing under the roots; regular files the caller
+    /// owns are still asked (default `false`; see
+    /// [`InUseOptions::assume_unseen_free`](crate::inuse::InUseOptions::assume_unseen_free)).
+    pub assume_unseen_free: bool,
 }
 
 /// One `[[root]]`.
@@ -272,6 +277,7 @@ impl Config {
             interval: DEFAULT_INTERVAL,
             poll: DEFAULT_POLL,
             trust_pid_namespace: false,
+            assume_unseen_free: false,
             roots: vec![RootConfig {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
@@ -539,6 +545,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         poll,
         roots,
         trust_pid_namespace: raw.trust_pid_namespace.unwrap_or(false),
+        assume_unseen_free: raw.assume_unseen_free.unwrap_or(false),
     })
 }
 
@@ -548,6 +555,7 @@ struct RawConfig {
     interval: Option<Spanned<toml::Value>>,
     poll: Option<Spanned<toml::Value>>,
     trust_pid_namespace: Option<bool>,
+    assume_unseen_free: Option<bool>,
     #[serde(default)]
     root: Vec<RawRoot>,
 }
@@ -838,7 +846,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 17] = [
+        const KEYS: [&str; 18] = [
             "interval",
             "poll",
             "path",
@@ -856,6 +864,7 @@ mod tests {
             "keep_last",
             "owner",
             "trust_pid_namespace",
+            "assume_unseen_free",
         ];
 
         fn value() -> impl Strategy<Value = String> {
@@ -965,6 +974,18 @@ keep_last = 3
 
     /// Issue 10, finding 5(a): trusting the pid namespace is one explicit
     /// top-level key, off by default.
+    #[test]
+    fn assume_unseen_free_key() {
+        let root = "[[root]]\npath = \"/tmp\"\n";
+        assert!(!parse_str(root).unwrap().assume_unseen_free);
+        assert!(!Config::defaults().assume_unseen_free);
+        let on = format!("assume_unseen_free = true\n{root}");
+        assert!(parse_str(&on).unwrap().assume_unseen_free);
+        let bad = format!("assume_unseen_free = 1\n{root}");
+        let err = parse_str(&bad).unwrap_err().to_string();
+        assert!(err.contains("expected a boolean"), "{err}");
+    }
+
     #[test]
     fn trust_pid_namespace_key() {
         let root = "[[root]]\npath = \"/tmp\"\n";

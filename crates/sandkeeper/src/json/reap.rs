@@ -82,6 +82,7 @@ pub fn reap(report: &ReapReport) -> String {
         "freed_bytes": report.freed_bytes(),
         "roots": roots,
         "assumed_blind_spots": super::scan::assumed_blind_spots(&report.scan),
+        "assumes_unseen_free": report.scan.assumes_unseen_free,
     });
     let mut text = super::pretty(&doc);
     text.push('\n');

@@ -69,6 +69,7 @@ impl Serialize for Document<'_> {
             .collect();
         m.serialize_entry("blind_spots", &blind)?;
         m.serialize_entry("assumed_blind_spots", &assumed_blind_spots(self.report))?;
+        m.serialize_entry("assumes_unseen_free", &self.report.assumes_unseen_free)?;
         m.end()
     }
 }

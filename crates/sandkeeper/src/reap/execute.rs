@@ -39,7 +39,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Mutex, PoisonError};
 
@@ -582,6 +582,16 @@ fn check_quarantined(
     }
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
+    // Processes whose holdings were not read (vouched for): each regular
+    // file is asked whether it is open anywhere else (a write lease,
+    // `inuse::open_elsewhere`); one that is, or cannot be asked, keeps it.
+    let locks = match inuse.has_unread_processes() {
+        true => match crate::lease::Locks::read() {
+            Ok(locks) => Some(locks),
+            Err(e) => return Some(format!("cannot read /proc/locks ({e})")),
+        },
+        false => None,
+    };
     let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
         if v.is_mount_point() {
             // Something is mounted on it: in use by definition.
@@ -595,6 +605,31 @@ fn check_quarantined(
         if let Some(k) = inuse.kernel_users_of(v.dev(), v.ino()).next() {
             found = Some(k.to_string());
             return WalkState::Quit;
+        }
+        if let (Some(locks), FileKind::File) = (&locks, v.kind()) {
+            let below = match v.depth() {
+                0 => PathBuf::from(q.name_in_quarantine()),
+                _ => Path::new(q.name_in_quarantine()).join(v.path()),
+            };
+            let answer =
+                crate::inuse::open_elsewhere(q.dir(), below.as_os_str(), (v.dev(), v.ino()), locks);
+            match answer {
+                crate::inuse::OpenElsewhere::No => {}
+                crate::inuse::OpenElsewhere::Yes => {
+                    found = Some(format!(
+                        "{} is open in a process that could not be inspected",
+                        below.display()
+                    ));
+                    return WalkState::Quit;
+                }
+                crate::inuse::OpenElsewhere::CannotTell(why) => {
+                    found = Some(format!(
+                        "{} cannot be asked whether it is open: {why}",
+                        below.display()
+                    ));
+                    return WalkState::Quit;
+                }
+            }
         }
         WalkState::Continue
     });

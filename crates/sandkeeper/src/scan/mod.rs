@@ -75,6 +75,7 @@ pub type Progress = Arc<dyn Fn(usize, usize) + Send + Sync>;
 pub struct Scanner {
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
+    assume_unseen_free: Option<bool>,
     threads: usize,
     progress: Option<Progress>,
     stop: Option<Arc<AtomicBool>>,
@@ -87,6 +88,7 @@ impl std::fmt::Debug for Scanner {
         f.debug_struct("Scanner")
             .field("ignore_pids", &self.ignore_pids)
             .field("trust_pid_namespace", &self.trust_pid_namespace)
+            .field("assume_unseen_free", &self.assume_unseen_free)
             .field("threads", &self.threads)
             .field("keep_entries", &!self.drop_entries)
             .finish_non_exhaustive()
@@ -115,6 +117,17 @@ impl Scanner {
     /// assumed under [`Report::assumed_blind_spots`].
     pub fn trust_pid_namespace(&mut self, yes: bool) -> &mut Scanner {
         self.trust_pid_namespace = Some(yes);
+        self
+    }
+
+    /// Assumes that every process that cannot be inspected holds nothing
+    /// under the roots (default: `false`, unless
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`); see
+    /// [`InUseOptions::assume_unseen_free`]. Regular files the caller owns
+    /// are still asked (a write lease): one that such a process holds keeps
+    /// its entry `in_use`. [`Report::assumes_unseen_free`] says so.
+    pub fn assume_unseen_free(&mut self, yes: bool) -> &mut Scanner {
+        self.assume_unseen_free = Some(yes);
         self
     }
 
@@ -177,6 +190,9 @@ impl Scanner {
         if let Some(yes) = self.trust_pid_namespace {
             opts.trust_pid_namespace(yes);
         }
+        if let Some(yes) = self.assume_unseen_free {
+            opts.assume_unseen_free(yes);
+        }
         InUse::collect(&opts)
     }
 
@@ -221,6 +237,7 @@ impl Scanner {
             assumed: inuse.assumed().to_vec(),
             blind_spots: inuse.blind_spots().to_vec(),
             assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
+            assumes_unseen_free: inuse.assumes_unseen_free(),
             started_ms,
         })
     }
@@ -382,6 +399,14 @@ impl Scanner {
         // The lease probe of each entry runs on the walking threads, when
         // the walk reaches the entry itself.
         let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
+        // Processes whose holdings were not read (uninspectable, or vouched
+        // for): each regular file is asked whether it is open anywhere
+        // else (a write lease, `inuse::open_elsewhere`).
+        let ask = inuse.has_unread_processes();
+        let asked: Vec<Asked> = match ask {
+            true => names.iter().map(|_| Asked::default()).collect(),
+            false => Vec::new(),
+        };
         let visit = |i: usize, v: &walk::Visit<'_>| {
             if self.stop_requested() {
                 return WalkState::Quit;
@@ -409,6 +434,9 @@ impl Scanner {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((i, k.clone()));
+            }
+            if ask && v.kind() == FileKind::File {
+                asked[i].ask(dir, names[i], v, locks);
             }
             WalkState::Continue
         };
@@ -452,6 +480,10 @@ impl Scanner {
             facts.uninspectable = uninspectable;
             facts.blind_spot = blind_spot;
             facts.unreadable = usage.error_count as usize;
+            if let Some(a) = asked.get(i) {
+                facts.open_elsewhere = a.open_elsewhere.load(Ordering::Relaxed);
+                facts.unasked = a.unasked.load(Ordering::Relaxed);
+            }
             let holders: Vec<_> = take_for(&mut hits, i);
             let mut kernel: Vec<_> = take_for(&mut kernel_hits, i);
             for k in inuse.kernel_users_under(&path) {
@@ -500,6 +532,54 @@ impl Scanner {
 /// (its probe, its usage, its holders) is held for this many at most.
 /// Large enough that both cores stay busy, small enough to be a few MB.
 const CHUNK: usize = 4096;
+
+/// What the kernel said about one entry's regular files
+/// ([`crate::inuse::open_elsewhere`]), counted by the walking threads.
+#[derive(Debug, Default)]
+struct Asked {
+    /// Files open elsewhere (a write lease refused).
+    open_elsewhere: AtomicUsize,
+    /// Files that could not be asked (not the caller's, unreadable, no
+    /// leases on the filesystem, replaced meanwhile).
+    unasked: AtomicUsize,
+}
+
+impl Asked {
+    /// Asks about the regular file `v` of the entry `name` of `dir`, by a
+    /// path below `dir` (no symlink, no mount on the way); `locks`: the
+    /// snapshot of `/proc/locks` (`None`: unreadable, nothing can be
+    /// asked).
+    fn ask(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        v: &walk::Visit<'_>,
+        locks: Option<&lease::Locks>,
+    ) {
+        use crate::inuse::{open_elsewhere, OpenElsewhere};
+        let answer = match locks {
+            Some(locks) => {
+                let below = match v.depth() {
+                    0 => PathBuf::from(name),
+                    _ => Path::new(name).join(v.path()),
+                };
+                open_elsewhere(dir, below.as_os_str(), (v.dev(), v.ino()), locks)
+            }
+            None => {
+                OpenElsewhere::CannotTell(crate::inuse::CannotTell::Failed { errno: libc::EIO })
+            }
+        };
+        match answer {
+            OpenElsewhere::No => {}
+            OpenElsewhere::Yes => {
+                self.open_elsewhere.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {
+                self.unasked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
 
 /// What every chunk of one root's scan shares.
 #[derive(Clone, Copy)]

@@ -31,6 +31,15 @@ pub struct Report {
     /// ([`Scanner::trust_pid_namespace`](super::Scanner::trust_pid_namespace)):
     /// processes there are assumed to use nothing.
     pub assumed_blind_spots: Vec<BlindSpot>,
+    /// Whether every process that could not be inspected was assumed to
+    /// hold nothing (`SANDKEEPER_ASSUME_UNSEEN_FREE=1`,
+    /// [`Scanner::assume_unseen_free`](super::Scanner::assume_unseen_free)):
+    /// they are listed in [`assumed`](Self::assumed), and output should say
+    /// so. Regular files the caller owns were still asked (a write lease),
+    /// so the assumption covers only their directories (a working
+    /// directory, root or open directory of such a process), `O_PATH`
+    /// descriptors, and what could not be asked (`unknown` then).
+    pub assumes_unseen_free: bool,
     /// When the scan started, ms since the Unix epoch.
     pub started_ms: i64,
 }

@@ -34,6 +34,11 @@ pub struct ReapOptions {
     /// config); when `false`, `SANDKEEPER_TRUST_PID_NAMESPACE=1` still
     /// trusts it, as for any [`Scanner`](crate::scan::Scanner).
     pub trust_pid_namespace: bool,
+    /// Every uninspectable process is assumed to hold nothing
+    /// (`--assume-unseen-free`, or the config); when `false`,
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE=1` still assumes it, as for any
+    /// [`Scanner`](crate::scan::Scanner).
+    pub assume_unseen_free: bool,
     /// Raised to stop before the next removal (and during a scan).
     pub stop: Option<Arc<AtomicBool>>,
 }
@@ -53,6 +58,9 @@ impl ReapOptions {
         }
         if self.trust_pid_namespace {
             scanner.trust_pid_namespace(true);
+        }
+        if self.assume_unseen_free {
+            scanner.assume_unseen_free(true);
         }
     }
 }

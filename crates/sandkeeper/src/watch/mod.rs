@@ -174,8 +174,8 @@ pub enum PressureEnd {
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct WatchOptions {
-    /// How each root is reaped. Its `trust_pid_namespace` is or-ed with
-    /// the config's; its `stop` flag stops the loop too.
+    /// How each root is reaped. Its `trust_pid_namespace` and
+    /// `assume_unseen_free` are or-ed with the config's; its `stop` flag stops the loop too.
     pub reap: ReapOptions,
     /// The config file given explicitly, for reloads (`None`: the default
     /// places, [`config::locate`]).
@@ -211,6 +211,8 @@ pub struct Watcher {
     opts: WatchOptions,
     /// The caller's `trust_pid_namespace`, whatever the config says.
     trust_caller: bool,
+    /// The caller's `assume_unseen_free`, whatever the config says.
+    assume_caller: bool,
     metrics: Metrics,
     roots: HashMap<PathBuf, RootState>,
 }
@@ -219,14 +221,17 @@ impl Watcher {
     /// A loop over `config`.
     pub fn new(config: Config, opts: WatchOptions) -> Watcher {
         let trust_caller = opts.reap.trust_pid_namespace;
+        let assume_caller = opts.reap.assume_unseen_free;
         let mut watcher = Watcher {
             config,
             opts,
             trust_caller,
+            assume_caller,
             metrics: Metrics::new(),
             roots: HashMap::new(),
         };
         watcher.opts.reap.trust_pid_namespace = trust_caller || watcher.config.trust_pid_namespace;
+        watcher.opts.reap.assume_unseen_free = assume_caller || watcher.config.assume_unseen_free;
         if watcher.config.source.is_some() {
             watcher.metrics.set_config_ok(true);
         }
@@ -368,6 +373,8 @@ impl Watcher {
                 self.config = config;
                 self.opts.reap.trust_pid_namespace =
                     self.trust_caller || self.config.trust_pid_namespace;
+                self.opts.reap.assume_unseen_free =
+                    self.assume_caller || self.config.assume_unseen_free;
                 self.metrics.set_config_ok(true);
                 driver.event(WatchEvent::Reloaded {
                     path: &path,

@@ -275,3 +275,170 @@ fn inner_lease() {
         "the probe broke a holder's lease"
     );
 }
+
+/// The scan and the reap, run as uid 65534 over `SK_BASE` (with or without
+/// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`, as the parent set it): one
+/// `STATE name state` line per entry, then one `REMOVED name` line per
+/// entry the reaper removed.
+#[test]
+#[ignore = "helper process entry point, run by a_user_reaps_what_nobody_holds"]
+fn reap_child() {
+    let Some(base) = std::env::var_os("SK_BASE") else {
+        return;
+    };
+    let base = PathBuf::from(base);
+    let report = sandkeeper::scan::Scanner::new()
+        .scan(&[&base])
+        .expect("scan as nobody");
+    println!("ASSUMES {}", report.assumes_unseen_free);
+    for e in &report.roots[0].entries {
+        println!(
+            "STATE {} {} ({})",
+            e.name.to_string_lossy(),
+            e.state,
+            e.reason
+        );
+    }
+    let policy = sandkeeper::reap::Policy::builder()
+        .matching("app-*")
+        .grace(std::time::Duration::ZERO)
+        .build()
+        .unwrap();
+    let reaped = sandkeeper::reap::Reaper::new(policy)
+        .reap(&[&base])
+        .expect("reap as nobody");
+    for r in &reaped.roots[0].removed {
+        println!("REMOVED {}", r.path.file_name().unwrap().to_string_lossy());
+    }
+}
+
+/// As uid 65534 with root's and another user's processes present (none of
+/// which the user can inspect): an entry of the user's files that nobody
+/// holds is still `unknown` without the switch (a hidden process's working
+/// directory cannot be proven absent), and reaped with it; an entry whose
+/// file a hidden process holds (opened before a `chmod`, in flight over a
+/// unix socket, mapped with its descriptor closed) is `in_use` and never
+/// reaped, switch or not; an entry that is only a hidden process's working
+/// directory is kept without the switch.
+#[test]
+fn a_user_reaps_what_nobody_holds() {
+    run_in_pid_namespace("a_user_reaps_what_nobody_holds", "nonroot::inner_reap");
+}
+
+#[test]
+#[ignore = "run inside a private pid namespace by a_user_reaps_what_nobody_holds"]
+fn inner_reap() {
+    if !in_namespace() {
+        return;
+    }
+    let sb = sandkeeper::sandbox!().unwrap();
+    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // Processes of root and of another user that hold nothing of the
+    // user's: they make the scan incomplete for uid 65534.
+    let _root_idle = python(None, "print('ready', flush=True); time.sleep(600)", &[]);
+    let _other_idle = python(
+        Some(OTHER),
+        "print('ready', flush=True); time.sleep(600)",
+        &[],
+    );
+    let run = |assume: bool| -> (Vec<String>, Vec<String>, String) {
+        let base = sb.path().join(if assume { "with" } else { "without" });
+        fs::create_dir(&base).unwrap();
+        chown(&base, Some(NOBODY), Some(NOBODY)).unwrap();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+        let data = |name: &str| base.join(name).join("data");
+        let mut holders = Vec::new();
+
+        entry(&base, "app-free");
+        fs::create_dir(base.join("app-free/sub")).unwrap();
+        fs::write(base.join("app-free/sub/more"), b"y").unwrap();
+        chown(base.join("app-free/sub"), Some(NOBODY), Some(NOBODY)).unwrap();
+        chown(base.join("app-free/sub/more"), Some(NOBODY), Some(NOBODY)).unwrap();
+
+        let dir = entry(&base, "app-chmod-after-open");
+        holders.push(python(
+            Some(OTHER),
+            "f = open(sys.argv[1]); print('ready', flush=True); time.sleep(600)",
+            &[&data("app-chmod-after-open")],
+        ));
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+
+        entry(&base, "app-scm-in-flight");
+        holders.push(python(
+            None,
+            "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n\
+             fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+             socket.send_fds(a, [b'x'], [fd]); os.close(fd)\n\
+             print('ready', flush=True); time.sleep(600)",
+            &[&data("app-scm-in-flight")],
+        ));
+
+        entry(&base, "app-mmap");
+        holders.push(python(
+            None,
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+             m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ); os.close(fd)\n\
+             print('ready', flush=True); time.sleep(600)",
+            &[&data("app-mmap")],
+        ));
+
+        // Only a directory: root's working directory, nothing open.
+        let cwd = entry(&base, "app-cwd");
+        holders.push(python(
+            None,
+            "os.chdir(sys.argv[1]); print('ready', flush=True); time.sleep(600)",
+            &[&cwd],
+        ));
+
+        let mut cmd = test_command(&SETPRIV_NOBODY, "nonroot::reap_child");
+        cmd.env("SK_BASE", &base);
+        if assume {
+            cmd.env("SANDKEEPER_ASSUME_UNSEEN_FREE", "1");
+        } else {
+            cmd.env_remove("SANDKEEPER_ASSUME_UNSEEN_FREE");
+        }
+        let exit = Helper::spawn(cmd).wait();
+        assert!(exit.success, "scan/reap as nobody failed: {exit:?}");
+        let pick = |key: &str| -> Vec<String> {
+            exit.stdout
+                .iter()
+                .filter_map(|l| l.strip_prefix(key))
+                .map(|l| l.split(" (").next().unwrap().to_owned())
+                .collect()
+        };
+        let (states, mut removed) = (pick("STATE "), pick("REMOVED "));
+        removed.sort();
+        drop(holders);
+        (states, removed, format!("{exit:?}"))
+    };
+
+    let (states, removed, out) = run(false);
+    assert_eq!(
+        states,
+        [
+            "app-chmod-after-open in_use",
+            "app-cwd unknown",
+            "app-free unknown",
+            "app-mmap in_use",
+            "app-scm-in-flight in_use",
+        ],
+        "{out}"
+    );
+    assert!(removed.is_empty(), "removed without the switch: {out}");
+
+    let (states, removed, out) = run(true);
+    assert_eq!(
+        states,
+        [
+            "app-chmod-after-open in_use",
+            "app-cwd idle",
+            "app-free idle",
+            "app-mmap in_use",
+            "app-scm-in-flight in_use",
+        ],
+        "{out}"
+    );
+    // The switch covers directories only: every held file stays.
+    assert_eq!(removed, ["app-cwd", "app-free"], "{out}");
+    assert!(out.contains("ASSUMES true"), "{out}");
+}
