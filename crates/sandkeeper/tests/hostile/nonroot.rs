@@ -22,6 +22,7 @@ use sandkeeper::inuse::{open_elsewhere, CannotTell, OpenElsewhere};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{NOBODY, SETPRIV_NOBODY};
 use sandkeeper_testkit::process::{spawn_ready, test_command, Helper, Spawned};
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::identity;
 
 /// Another unprivileged user, neither root nor the reaper.
@@ -121,9 +122,9 @@ fn inner_lease() {
     if !in_namespace() {
         return;
     }
-    let sb = sandkeeper::sandbox!().unwrap();
-    // The sandbox (root's, 0700) opened to all for the other users.
-    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    // Other users work inside: a scratch whose every ancestor they can
+    // search (a checkout may sit under a private directory).
+    let sb = Scratch::reachable_by_others("nonroot-lease");
     let base = sb.path().join("base");
     fs::create_dir(&base).unwrap();
     fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
@@ -331,8 +332,7 @@ fn inner_reap() {
     if !in_namespace() {
         return;
     }
-    let sb = sandkeeper::sandbox!().unwrap();
-    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = Scratch::reachable_by_others("nonroot-reap");
     // Processes of root and of another user that hold nothing of the
     // user's: they make the scan incomplete for uid 65534.
     let _root_idle = python(None, "print('ready', flush=True); time.sleep(600)", &[]);
