@@ -64,6 +64,10 @@ struct Shapes<'a> {
     buf: Vec<u8>,
 }
 
+/// The first-word id of a name of one word: never handed out (ids count
+/// distinct first words, fewer than `u32::MAX`).
+const NO_FIRST: u32 = u32::MAX;
+
 impl<'a> Shapes<'a> {
     fn ids(&mut self, p: Name<'a, '_>) -> (u32, u32) {
         self.buf.clear();
@@ -81,11 +85,13 @@ impl<'a> Shapes<'a> {
                 next
             }
         };
-        let first_end = p
-            .tokens
-            .iter()
-            .find(|t| t.class != Class::Sep)
-            .map_or(0, |t| t.end);
+        let mut words = p.tokens.iter().filter(|t| t.class != Class::Sep);
+        let first_end = words.next().map_or(0, |t| t.end);
+        if words.next().is_none() {
+            // The first word's id is only asked for places after it: a
+            // name of one word (`f0000001`, often unique) needs none.
+            return (skeleton, NO_FIRST);
+        }
         let next = self.firsts.len() as u32;
         let first = *self.firsts.entry(p.text(0, first_end)).or_insert(next);
         (skeleton, first)
