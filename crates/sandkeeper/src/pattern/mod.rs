@@ -130,11 +130,16 @@
 //!
 //! The result depends only on the *set* of names: families are sorted by
 //! pattern (byte order), members by index. Names are bucketed by key, so
-//! grouping is linear in the total length of the names apart from sorting:
-//! each name is read once into one shared token store (about 80 bytes per
-//! name at peak beyond the names themselves for 1,000,000 short names), and
-//! the passes walk the names three times in order. `bench/families/run.sh`
-//! reports the time for 50,000 names and the memory per name. The hashes
+//! grouping is linear in the total length of the names apart from sorting.
+//! No tokens are kept: each pass reads a name again from its bytes (three
+//! walks in order, plus one per bucket), so what `group` keeps per name is
+//! two `u32` ids while reading, then one `u32` index in key order and, for
+//! the bucket at hand, where its varying parts are (about 16 bytes per name
+//! at peak beyond the names themselves for 1,000,000 short names, the
+//! result's member lists included). [`group_with`] reads names from any
+//! source (one buffer and offsets), without a slice of references.
+//! `bench/families/run.sh` reports the time for 50,000 names and the
+//! memory per name. The hashes
 //! of names' bytes are std's keyed SipHash, so names chosen to collide
 //! cannot make grouping quadratic.
 //!
@@ -184,7 +189,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use glob::{escape_into, glob_match, parse_glob};
-use read::{Names, PieceKind, Pieces};
+use read::{Parsed, Piece, PieceKind};
+use shape::Reader;
 
 /// One family of names, e.g. `app-235-*`.
 ///
@@ -224,23 +230,77 @@ impl Family {
 /// assert_eq!(families[1].pattern, "app-nodes-resolve-*");
 /// ```
 pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
-    let mut buckets: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    group_with(names.len(), |i| names[i].as_ref().as_bytes())
+}
+
+/// [`group`] for names that are not in a slice: `name(i)` gives the bytes
+/// of name `i`, for `i` in `0..len` (e.g. from one buffer of names and
+/// their offsets, without a slice of references beside it). It is called
+/// several times per name and must give the same bytes each time.
+///
+/// ```
+/// let buffer = b"app-235-4100app-235-4242tmp";
+/// let ends = [12, 24, 27];
+/// let families = sandkeeper::pattern::group_with(ends.len(), |i| {
+///     &buffer[if i == 0 { 0 } else { ends[i - 1] }..ends[i]]
+/// });
+/// assert_eq!(families[0].pattern, "app-235-*");
+/// assert_eq!(families[0].members, [0, 1]);
+/// assert_eq!(families[1].pattern, "tmp");
+/// ```
+///
+/// # Panics
+///
+/// When `len` is more than `u32::MAX` (indexes are kept as `u32`).
+pub fn group_with<'a>(len: usize, name: impl Fn(usize) -> &'a [u8]) -> Vec<Family> {
+    assert!(
+        u32::try_from(len).is_ok(),
+        "pattern::group_with: {len} names; at most {} can be grouped at once",
+        u32::MAX
+    );
+    // Each name's key, as an id in order of first sight.
+    let mut keys: HashMap<Vec<u8>, u32> = HashMap::new();
+    let mut of: Vec<u32> = Vec::with_capacity(len);
     let mut key = Vec::new();
-    let parsed = shape::read(names, |index, name| {
+    let mut reader = shape::read(len, name, |_, name| {
         key.clear();
         name.key(&mut key);
         // Only a bucket's first name pays for an owned key.
-        match buckets.get_mut(key.as_slice()) {
-            Some(members) => members.push(index),
+        let next = keys.len() as u32;
+        let id = match keys.get(key.as_slice()) {
+            Some(&id) => id,
             None => {
-                buckets.insert(key.clone(), vec![index]);
+                keys.insert(key.clone(), next);
+                next
             }
-        }
+        };
+        of.push(id);
     });
+    let buckets = keys.len();
+    drop(keys);
 
+    // The names sorted by key (a counting sort: ascending within a key).
+    let mut starts = vec![0u32; buckets + 1];
+    for &k in &of {
+        starts[k as usize + 1] += 1;
+    }
+    for b in 0..buckets {
+        starts[b + 1] += starts[b];
+    }
+    let mut order = vec![0u32; len];
+    let mut next = starts.clone();
+    for (n, &k) in of.iter().enumerate() {
+        order[next[k as usize] as usize] = n as u32;
+        next[k as usize] += 1;
+    }
+    drop(next);
+    drop(of);
+
+    let mut scratch = Scratch::default();
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
-    for members in buckets.into_values() {
-        for family in bucket_families(&parsed, members) {
+    for b in 0..buckets {
+        let members = &order[starts[b] as usize..starts[b + 1] as usize];
+        for family in bucket_families(&mut reader, &mut scratch, members) {
             let all = by_pattern.entry(family.pattern).or_default();
             match all.is_empty() {
                 true => *all = family.members,
@@ -248,6 +308,7 @@ pub fn group<S: AsRef<OsStr>>(names: &[S]) -> Vec<Family> {
             }
         }
     }
+    drop(order);
     let mut families: Vec<Family> = by_pattern
         .into_iter()
         .map(|(pattern, mut members)| {
@@ -319,47 +380,98 @@ fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest:
     values.len()
 }
 
-/// The families of one bucket (names with equal keys, so equal piece
-/// layouts).
-fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) -> Vec<Family> {
-    // The members' pieces, by position in `members` (`m` below).
-    let mut pieces = Pieces::with_capacity(members.len());
-    for &m in &members {
-        pieces.push(parsed.name(m));
-    }
-    let pieces = pieces;
-    let layout = pieces.of(0);
-    let text = |m: usize, p: usize| {
-        let piece = pieces.of(m)[p];
-        &parsed.bytes(members[m])[piece.start as usize..piece.end as usize]
-    };
-    let n = members.len();
-    let last_var = layout.iter().rposition(|p| p.kind != PieceKind::Lit);
+/// Buffers [`bucket_families`] reuses from bucket to bucket.
+#[derive(Default)]
+struct Scratch<'a> {
+    parsed: Option<Parsed<'a>>,
+    pieces: Vec<Piece>,
+    layout: Vec<Piece>,
+    /// Per member, the byte range of each varying place.
+    ranges: Vec<(u32, u32)>,
+}
 
-    // Per varying place: is any member random there, how many values, the
-    // longest value.
+/// The families of one bucket (names with equal keys, so equal piece
+/// layouts): its members are read again, one after another, keeping only
+/// where their varying places are.
+fn bucket_families<'a, F: Fn(usize) -> &'a [u8]>(
+    reader: &mut Reader<'a, F>,
+    scratch: &mut Scratch<'a>,
+    members: &[u32],
+) -> Vec<Family> {
+    let n = members.len();
+    let parsed = scratch.parsed.get_or_insert_with(|| Parsed {
+        bytes: &[],
+        tokens: Vec::new(),
+    });
+    // The first member's pieces are the layout, and its literal pieces'
+    // text is every member's (equal keys).
+    reader.final_tokens(members[0] as usize, parsed, None);
+    let layout = &mut scratch.layout;
+    layout.clear();
+    parsed.name().pieces_into(layout);
+    let layout = &scratch.layout;
+    let bytes0 = reader.bytes(members[0] as usize);
+    let vars: Vec<usize> = (0..layout.len())
+        .filter(|&p| layout[p].kind != PieceKind::Lit)
+        .collect();
+    let v = vars.len();
+    let ranges = &mut scratch.ranges;
+    ranges.clear();
+    ranges.reserve_exact(n * v);
+    let mut random = vec![false; v];
+    let mut longest = vec![0usize; v];
+    if v > 0 {
+        for (m, &i) in members.iter().enumerate() {
+            let pieces = match m {
+                0 => layout.as_slice(),
+                _ => {
+                    reader.final_tokens(i as usize, parsed, None);
+                    scratch.pieces.clear();
+                    parsed.name().pieces_into(&mut scratch.pieces);
+                    debug_assert_eq!(scratch.pieces.len(), layout.len());
+                    scratch.pieces.as_slice()
+                }
+            };
+            for (k, &p) in vars.iter().enumerate() {
+                let piece = pieces[p];
+                ranges.push((piece.start, piece.end));
+                random[k] |= piece.kind == PieceKind::Var { num: false };
+                longest[k] = longest[k].max((piece.end - piece.start) as usize);
+            }
+        }
+    }
+    let ranges = &scratch.ranges;
+    let reader = &*reader;
+    // The text of varying place `k` (the `k`th varying piece) of member `m`.
+    let text = |m: usize, k: usize| {
+        let (start, end) = ranges[m * v + k];
+        &reader.bytes(members[m] as usize)[start as usize..end as usize]
+    };
+    let last_var = vars.last().copied();
+
+    // Per varying place: is any member random there, the longest value,
+    // and how many values (counted when needed).
     struct Place {
         piece: usize,
         random: bool,
-        distinct: usize,
         longest: usize,
         last: bool,
     }
-    let places: Vec<Place> = (0..layout.len())
-        .filter(|&p| layout[p].kind != PieceKind::Lit)
-        .map(|p| {
-            // Distinct values by sorting (no hashing of names' bytes).
-            let longest = (0..n).map(|m| text(m, p).len()).max().unwrap_or(0);
-            let distinct = distinct_values((0..n).map(|m| text(m, p)), longest);
-            Place {
-                piece: p,
-                random: (0..n).any(|m| pieces.of(m)[p].kind == PieceKind::Var { num: false }),
-                distinct,
-                longest,
-                last: Some(p) == last_var,
-            }
+    let places: Vec<Place> = vars
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| Place {
+            piece: p,
+            random: random[k],
+            longest: longest[k],
+            last: Some(p) == last_var,
         })
         .collect();
+    // Distinct values by sorting (no hashing of names' bytes).
+    let mut distinct: Vec<Option<usize>> = vec![None; v];
+    let mut distinct_at = |k: usize| {
+        *distinct[k].get_or_insert_with(|| distinct_values((0..n).map(|m| text(m, k)), longest[k]))
+    };
     // A pid, counter or random part: always `*`.
     let pid_like = |pl: &Place| {
         pl.random || pl.longest > TAG_MAX_DIGITS || (pl.last && pl.longest == TAG_MAX_DIGITS)
@@ -378,25 +490,24 @@ fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) 
 
     // Split by tags that take several values: always when the name ends in
     // a pid or random part (`app-235-*`, `app-17-*`), otherwise when they
-    // take few values and another place is nearly unique per name.
-    let unique = |pl: &Place| pl.distinct * 10 >= n * 9;
-    let splits: Vec<usize> = places
-        .iter()
-        .enumerate()
-        .filter(|&(i, pl)| {
-            tag(i, pl)
-                && !pl.last
-                && pl.distinct >= 2
-                && (last_pid_like
-                    || (pl.distinct * 2 <= n
-                        && places.iter().enumerate().any(|(j, q)| j != i && unique(q))))
-        })
-        .map(|(_, pl)| pl.piece)
-        .collect();
+    // take few values and another place is nearly unique per name. Places
+    // are named by their index `k` among the varying places.
+    let mut splits: Vec<usize> = Vec::new();
+    for (i, pl) in places.iter().enumerate() {
+        if !(tag(i, pl) && !pl.last && distinct_at(i) >= 2) {
+            continue;
+        }
+        let split = last_pid_like
+            || (distinct_at(i) * 2 <= n
+                && (0..places.len()).any(|j| j != i && distinct_at(j) * 10 >= n * 9));
+        if split {
+            splits.push(i);
+        }
+    }
     let literal_places: Vec<bool> = places
         .iter()
         .enumerate()
-        .map(|(i, pl)| tag(i, pl) && (pl.distinct == 1 || splits.contains(&pl.piece)))
+        .map(|(i, pl)| tag(i, pl) && (distinct_at(i) == 1 || splits.contains(&i)))
         .collect();
 
     // Without splits the bucket is one family, all of `members`: its
@@ -404,22 +515,25 @@ fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) 
     let mut sorted: Vec<usize> = vec![0];
     if !splits.is_empty() {
         let mut keyed: Vec<(Vec<&[u8]>, usize)> = (0..n)
-            .map(|m| (splits.iter().map(|&p| text(m, p)).collect(), m))
+            .map(|m| (splits.iter().map(|&k| text(m, k)).collect(), m))
             .collect();
         keyed.sort_unstable();
         sorted = keyed.into_iter().map(|(_, m)| m).collect();
     }
     let mut families = Vec::new();
-    for chunk in sorted.chunk_by(|&a, &b| splits.iter().all(|&p| text(a, p) == text(b, p))) {
+    for chunk in sorted.chunk_by(|&a, &b| splits.iter().all(|&k| text(a, k) == text(b, k))) {
         let m0 = chunk[0];
         let mut pattern = String::new();
         let mut kept_alnum = false;
-        let mut places = places.iter().zip(&literal_places).peekable();
+        let mut places = places.iter().zip(&literal_places).enumerate().peekable();
         for (p, piece) in layout.iter().enumerate() {
-            let place = places.next_if(|(pl, _)| pl.piece == p);
-            let literal = place.is_none_or(|(_, &literal)| literal);
+            let place = places.next_if(|(_, (pl, _))| pl.piece == p);
+            let literal = place.is_none_or(|(_, (_, &literal))| literal);
             if literal {
-                let t = text(m0, p);
+                let t = match place {
+                    Some((k, _)) => text(m0, k),
+                    None => &bytes0[piece.start as usize..piece.end as usize],
+                };
                 kept_alnum |=
                     t.iter().any(u8::is_ascii_alphanumeric) || piece.kind != PieceKind::Lit;
                 escape_into(&mut pattern, t);
@@ -429,7 +543,7 @@ fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) 
         }
         if n == 1 && !kept_alnum {
             pattern.clear();
-            escape_into(&mut pattern, parsed.bytes(members[m0]));
+            escape_into(&mut pattern, reader.bytes(members[m0] as usize));
         }
         families.push((pattern, chunk));
     }
@@ -437,14 +551,14 @@ fn bucket_families<S: AsRef<OsStr>>(parsed: &Names<'_, S>, members: Vec<usize>) 
         // One family: all of them, in order.
         return vec![Family {
             pattern: std::mem::take(pattern),
-            members,
+            members: members.iter().map(|&i| i as usize).collect(),
         }];
     }
     families
         .into_iter()
         .map(|(pattern, chunk)| Family {
             pattern,
-            members: chunk.iter().map(|&m| members[m]).collect(),
+            members: chunk.iter().map(|&m| members[m] as usize).collect(),
         })
         .collect()
 }

@@ -1,9 +1,6 @@
 //! Reading names: tokens, their classes, and the passes that compare a
 //! name with the others of its shape.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-
 use super::known;
 
 /// Digits after letters that are a number whatever the letters look like
@@ -98,121 +95,6 @@ pub(super) struct Piece {
     pub(super) kind: PieceKind,
 }
 
-/// The pieces of all names, in one allocation.
-pub(super) struct Pieces {
-    all: Vec<Piece>,
-    /// Where each name's pieces start in `all` (one more entry at the end).
-    at: Vec<u32>,
-}
-
-impl Pieces {
-    pub(super) fn with_capacity(names: usize) -> Self {
-        let mut at = Vec::with_capacity(names + 1);
-        at.push(0);
-        Pieces {
-            all: Vec::with_capacity(names * 2),
-            at,
-        }
-    }
-
-    /// Adds the next name's pieces.
-    pub(super) fn push(&mut self, name: Name<'_, '_>) {
-        name.pieces_into(&mut self.all);
-        self.at.push(self.all.len() as u32);
-    }
-
-    /// The pieces of name `m`.
-    pub(super) fn of(&self, m: usize) -> &[Piece] {
-        &self.all[self.at[m] as usize..self.at[m + 1] as usize]
-    }
-}
-
-/// Every name's tokens, in one allocation: what [`group`](super::group)
-/// keeps per name is its tokens and where they are (its bytes are read
-/// from the input).
-pub(super) struct Names<'a, S> {
-    input: &'a [S],
-    tokens: Vec<Token>,
-    /// Each name's tokens: `tokens[start..end]`.
-    spans: Vec<(u32, u32)>,
-}
-
-impl<'a, S: AsRef<OsStr>> Names<'a, S> {
-    /// Reads each name on its own (see [`Parsed::new`]).
-    /// Calls `read(index, name)` for each name as soon as it is read.
-    pub(super) fn read(input: &'a [S], mut read: impl FnMut(usize, Name<'a, '_>)) -> Self {
-        let count = input.len();
-        let mut all = Names {
-            input,
-            tokens: Vec::with_capacity(count),
-            spans: Vec::with_capacity(count),
-        };
-        let mut windows = Vec::new();
-        let mut scratch = Parsed {
-            bytes: &[],
-            tokens: Vec::new(),
-        };
-        for (n, name) in input.iter().enumerate() {
-            let bytes = name.as_ref().as_bytes();
-            scratch.read(bytes, &mut windows);
-            let start = all.tokens.len() as u32;
-            all.tokens.extend_from_slice(&scratch.tokens);
-            all.spans.push((start, all.tokens.len() as u32));
-            read(
-                n,
-                Name {
-                    bytes,
-                    tokens: &all.tokens[start as usize..],
-                },
-            );
-        }
-        // The store grew by doubling; give back what no name uses.
-        all.tokens.shrink_to_fit();
-        all
-    }
-
-    pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
-        self.input[n].as_ref().as_bytes()
-    }
-
-    pub(super) fn name(&self, n: usize) -> Name<'a, '_> {
-        let (start, end) = self.spans[n];
-        Name {
-            bytes: self.bytes(n),
-            tokens: &self.tokens[start as usize..end as usize],
-        }
-    }
-
-    pub(super) fn tokens_mut(&mut self, n: usize) -> (&'a [u8], &mut [Token]) {
-        let (start, end) = self.spans[n];
-        (
-            self.bytes(n),
-            &mut self.tokens[start as usize..end as usize],
-        )
-    }
-
-    /// Copies name `n` into `scratch` to change it there.
-    pub(super) fn load(&self, n: usize, scratch: &mut Parsed<'a>) {
-        let (start, end) = self.spans[n];
-        scratch.bytes = self.bytes(n);
-        scratch.tokens.clear();
-        scratch
-            .tokens
-            .extend_from_slice(&self.tokens[start as usize..end as usize]);
-    }
-
-    /// Writes `scratch` back as name `n`'s tokens (never more tokens than
-    /// it had: passes only merge tokens).
-    pub(super) fn store(&mut self, n: usize, scratch: &Parsed<'a>) {
-        let (start, end) = self.spans[n];
-        let len = scratch.tokens.len() as u32;
-        assert!(len <= end - start, "a pass only merges tokens");
-        let start_at = start as usize;
-        self.tokens[start_at..start_at + len as usize].copy_from_slice(&scratch.tokens);
-        self.spans[n].1 = start + len;
-    }
-}
-
 /// One name's bytes and tokens, read only.
 #[derive(Clone, Copy)]
 pub(super) struct Name<'a, 't> {
@@ -224,9 +106,17 @@ pub(super) struct Name<'a, 't> {
 const VAR: [u8; 2] = [0, 1];
 
 impl<'a> Parsed<'a> {
+    /// The name as read so far.
+    pub(super) fn name(&self) -> Name<'a, '_> {
+        Name {
+            bytes: self.bytes,
+            tokens: &self.tokens,
+        }
+    }
+
     /// Reads one name on its own into `self` (its token buffer reused):
     /// generator windows, words, UUIDs (slugs come with
-    /// [`super::shape::neighbour_passes`]).
+    /// [`super::shape::read`]).
     pub(super) fn read(&mut self, bytes: &'a [u8], windows: &mut Vec<known::Window>) {
         known::windows(bytes, windows);
         let mut next_window = windows.iter().copied().peekable();

@@ -4,10 +4,10 @@
 //! input, so the outcome does not depend on the order of the names.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::read::{is_sep, stem, Class, Name, Names, Parsed, Token};
+use super::known;
+use super::read::{is_sep, stem, Class, Name, Parsed, Token};
 
 /// Words of five or more bytes can be promoted to random (see the module
 /// docs); shorter ones (`dev`, `ICE`, `font`) never are.
@@ -64,6 +64,10 @@ struct Shapes<'a> {
     buf: Vec<u8>,
 }
 
+/// The first-word id of a name of one word: never handed out (ids count
+/// distinct first words, fewer than `u32::MAX`).
+const NO_FIRST: u32 = u32::MAX;
+
 impl<'a> Shapes<'a> {
     fn ids(&mut self, p: Name<'a, '_>) -> (u32, u32) {
         self.buf.clear();
@@ -81,57 +85,160 @@ impl<'a> Shapes<'a> {
                 next
             }
         };
-        let first_end = p
-            .tokens
-            .iter()
-            .find(|t| t.class != Class::Sep)
-            .map_or(0, |t| t.end);
+        let mut words = p.tokens.iter().filter(|t| t.class != Class::Sep);
+        let first_end = words.next().map_or(0, |t| t.end);
+        if words.next().is_none() {
+            // The first word's id is only asked for places after it: a
+            // name of one word (`f0000001`, often unique) needs none.
+            return (skeleton, NO_FIRST);
+        }
         let next = self.firsts.len() as u32;
         let first = *self.firsts.entry(p.text(0, first_end)).or_insert(next);
         (skeleton, first)
     }
 }
 
-/// Reads every name (see [`Names::read`]) and runs both passes over them
-/// (slugs first: they change the shapes the second sees), calling
-/// `done(index, name)` for each name once it is final. Each pass walks the
-/// names once, in order.
-pub(super) fn read<'a, S: AsRef<OsStr>>(
-    input: &'a [S],
-    mut done: impl FnMut(usize, Name<'a, '_>),
-) -> Names<'a, S> {
-    let mut shapes = Shapes {
-        skeletons: HashMap::new(),
-        firsts: HashMap::new(),
-        buf: Vec::new(),
-    };
-    let mut ids: Vec<(u32, u32)> = Vec::with_capacity(input.len());
-    let mut slug_counts = SlugCounts::default();
-    let mut names = Names::read(input, |_, name| {
-        let id = shapes.ids(name);
-        ids.push(id);
-        slug_counts.add(name, id);
-    });
-    let slug_at = slug_counts.places();
+/// The names' source, the counts both passes gathered, and scratch space:
+/// what is needed to read any name again, to its final tokens, from its
+/// bytes alone ([`Reader::final_tokens`]). Nothing per name is kept here.
+pub(super) struct Reader<'a, F> {
+    source: F,
+    shapes: Shapes<'a>,
+    slug_at: IdSet<(u32, u32, u32)>,
+    lookalikes: Lookalikes,
+    windows: Vec<known::Window>,
+    marks: Vec<usize>,
+}
 
-    let mut lookalikes = Lookalikes::default();
+/// Reads every name (see [`Parsed::read`]) and runs both passes over them
+/// (slugs first: they change the shapes the second sees), calling
+/// `done(index, name)` for each name once it is final. Names are read from
+/// their bytes again for each pass instead of keeping their tokens: what is
+/// kept per name is two ids (8 bytes), and only while this runs. The first
+/// walk reads every name; the second only the names slugs may change; the
+/// third every name again.
+pub(super) fn read<'a, F: Fn(usize) -> &'a [u8]>(
+    len: usize,
+    source: F,
+    mut done: impl FnMut(usize, Name<'a, '_>),
+) -> Reader<'a, F> {
+    let mut r = Reader {
+        source,
+        shapes: Shapes {
+            skeletons: HashMap::new(),
+            firsts: HashMap::new(),
+            buf: Vec::new(),
+        },
+        slug_at: IdSet::default(),
+        lookalikes: Lookalikes::default(),
+        windows: Vec::new(),
+        marks: Vec::new(),
+    };
     let mut scratch = Parsed {
         bytes: &[],
         tokens: Vec::new(),
     };
-    let mut marks: Vec<usize> = Vec::new();
-    for (n, id) in ids.iter_mut().enumerate() {
-        if apply_slugs(&mut names, n, *id, &slug_at, &mut scratch, &mut marks) {
-            *id = shapes.ids(names.name(n));
+    let mut ids: Vec<(u32, u32)> = Vec::with_capacity(len);
+    let mut slug_counts = SlugCounts::default();
+    // Names whose tokens the slug pass may change: counted for look-alikes
+    // after it.
+    let mut later: Vec<usize> = Vec::new();
+    for n in 0..len {
+        scratch.read((r.source)(n), &mut r.windows);
+        let p = scratch.name();
+        let id = r.shapes.ids(p);
+        ids.push(id);
+        slug_counts.add(p, id);
+        if may_change(p) {
+            later.push(n);
+        } else {
+            r.lookalikes.add(p, id);
         }
-        lookalikes.add(names.name(n), *id);
     }
+    r.slug_at = slug_counts.places();
+
+    for &n in &later {
+        scratch.read((r.source)(n), &mut r.windows);
+        if r.apply_slugs(&mut scratch, Some(ids[n])) {
+            ids[n] = r.shapes.ids(scratch.name());
+        }
+        r.lookalikes.add(scratch.name(), ids[n]);
+    }
+    drop(later);
     for (n, &id) in ids.iter().enumerate() {
-        let (bytes, tokens) = names.tokens_mut(n);
-        lookalikes.apply(bytes, tokens, id);
-        done(n, names.name(n));
+        r.final_tokens(n, &mut scratch, Some(id));
+        done(n, scratch.name());
     }
-    names
+    r
+}
+
+impl<'a, F: Fn(usize) -> &'a [u8]> Reader<'a, F> {
+    /// Name `n`'s bytes.
+    pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
+        (self.source)(n)
+    }
+
+    /// Reads name `n` into `scratch` as both passes left it. `ids` are its
+    /// ids after the slug pass when known (they are found again otherwise).
+    pub(super) fn final_tokens(
+        &mut self,
+        n: usize,
+        scratch: &mut Parsed<'a>,
+        ids: Option<(u32, u32)>,
+    ) {
+        let bytes = (self.source)(n);
+        scratch.read(bytes, &mut self.windows);
+        self.apply_slugs(scratch, None);
+        if scratch.tokens.iter().any(|t| promotable(bytes, t)) {
+            let ids = match ids {
+                Some(ids) => ids,
+                None => self.shapes.ids(scratch.name()),
+            };
+            self.lookalikes.apply(bytes, &mut scratch.tokens, ids);
+        }
+    }
+
+    /// Marks the words of `s` at the slug places as a slug, then its known
+    /// slugs (see `known`), and merges each slug with the varying parts
+    /// beside it. `ids` are its ids as read (found when `None`). Returns
+    /// whether its tokens changed in number.
+    fn apply_slugs(&mut self, s: &mut Parsed<'a>, ids: Option<(u32, u32)>) -> bool {
+        let p = s.name();
+        self.marks.clear();
+        if !self.slug_at.is_empty() && generated(p) {
+            let (skeleton, first) = match ids {
+                Some(ids) => ids,
+                None => self.shapes.ids(p),
+            };
+            let (slug_at, marks) = (&self.slug_at, &mut self.marks);
+            word_pairs(p, |pos, a, b| {
+                if slug_at.contains(&(skeleton, first, pos)) {
+                    marks.extend([a, b]);
+                }
+            });
+        }
+        if self.marks.is_empty() && !p.may_have_slugs() {
+            return false;
+        }
+        let before = s.tokens.len();
+        for &i in &self.marks {
+            s.tokens[i].class = Class::Slug;
+        }
+        // Token indexes change from here on.
+        s.mark_dictionary_slugs();
+        s.merge_slugs();
+        s.tokens.len() != before
+    }
+}
+
+/// Whether the slug pass may change a name: it is generated and has two
+/// neighbouring words of letters, or it may hold a known slug.
+fn may_change(p: Name<'_, '_>) -> bool {
+    let mut pairs = false;
+    if generated(p) {
+        word_pairs(p, |_, _, _| pairs = true);
+    }
+    pairs || p.may_have_slugs()
 }
 
 /// Whether a name has a number or random part: only such names are
@@ -262,41 +369,6 @@ impl<'a> SlugCounts<'a> {
             .map(|(place, _)| place)
             .collect()
     }
-}
-
-/// Marks name `n`'s words at the `slug_at` places as a slug, then its
-/// known slugs (see `known`), and merges each slug with the varying parts
-/// beside it. Returns whether its tokens changed in number.
-fn apply_slugs<'a, S: AsRef<OsStr>>(
-    names: &mut Names<'a, S>,
-    n: usize,
-    (skeleton, first): (u32, u32),
-    slug_at: &IdSet<(u32, u32, u32)>,
-    scratch: &mut Parsed<'a>,
-    marks: &mut Vec<usize>,
-) -> bool {
-    let p = names.name(n);
-    marks.clear();
-    if !slug_at.is_empty() && generated(p) {
-        word_pairs(p, |pos, a, b| {
-            if slug_at.contains(&(skeleton, first, pos)) {
-                marks.extend([a, b]);
-            }
-        });
-    }
-    if marks.is_empty() && !p.may_have_slugs() {
-        return false;
-    }
-    names.load(n, scratch);
-    let before = scratch.tokens.len();
-    for &i in marks.iter() {
-        scratch.tokens[i].class = Class::Slug;
-    }
-    // Token indexes change from here on.
-    scratch.mark_dictionary_slugs();
-    scratch.merge_slugs();
-    names.store(n, scratch);
-    scratch.tokens.len() != before
 }
 
 /// Words that look literal read as random where names of the same shape

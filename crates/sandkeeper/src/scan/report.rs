@@ -1,6 +1,7 @@
 //! What a scan found: entries, their families, and totals.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -272,9 +273,8 @@ impl Families {
     /// is the one the listing showed. `now_ms` decides which members are
     /// kept on purpose.
     pub(crate) fn of(names: &Names, now_ms: i64) -> Families {
-        let refs: Vec<&OsStr> = names.iter().collect();
-        let families = pattern::group(&refs);
-        drop(refs);
+        // Straight from the names' buffer: no slice of references beside it.
+        let families = pattern::group_with(names.len(), |i| names.get(i).as_bytes());
         let mut of = vec![0u32; names.len()];
         let mut patterns = Vec::with_capacity(families.len());
         let mut groups = Vec::with_capacity(families.len());
