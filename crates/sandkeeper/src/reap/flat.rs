@@ -164,7 +164,11 @@ impl<'p> Decisions<'p> {
                     let (tag, payload) = self.reap_of(&reason);
                     // `keep` is at least this `keep_last`: the family list
                     // holds every member that could outrank it.
-                    (Tag::Reap(tag), payload, keep_last.min(u32::MAX as usize) as u32)
+                    (
+                        Tag::Reap(tag),
+                        payload,
+                        keep_last.min(u32::MAX as usize) as u32,
+                    )
                 }
             };
         let name = entry.name.as_bytes();
@@ -213,7 +217,8 @@ impl<'p> Decisions<'p> {
         // As `verdict::distrust_ages`: an orphan whose lease proves it
         // dead goes whatever the clock says; every other candidate's
         // removal depends on its age.
-        let proven_dead = reap == ReapTag::Orphaned && r.has_lease && r.state == EntryState::Orphaned;
+        let proven_dead =
+            reap == ReapTag::Orphaned && r.has_lease && r.state == EntryState::Orphaned;
         if !proven_dead {
             if let Some(step) = self.found_steps.as_ref().and_then(|s| s.for_uid(r.uid)) {
                 return Verdict::Keep(KeepReason::ClockStepped(step));

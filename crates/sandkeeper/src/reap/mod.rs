@@ -50,6 +50,23 @@
 //! checked and removed one after another (the target re-measured, the
 //! flag looked at, before each).
 //!
+//! # Memory
+//!
+//! The scan streams each root's entries
+//! ([`Scanner::scan_root_with`]): each is decided as it comes, as far as
+//! the entry alone tells, and what is kept of it is one compact record
+//! (80 bytes) plus its name in one buffer, not the scanned [`Entry`]
+//! (about 300 bytes and up) or a [`Verdict`] (a `Matched` one held its
+//! own string). What needs the whole root is finished after the scan:
+//! `--keep-last N` from each family's N newest (mtime, order) pairs, a
+//! forward clock step from the lease records gathered as they passed.
+//! Candidates are then held as 4-byte numbers, sorted; a batch of at most
+//! 64 is rebuilt as small [`Entry`]s for the claim, the move and the
+//! in-use check after it. The report's records (`removed`, `skipped`)
+//! are still one per entry: they are what `reap --json` lists.
+//! [`ReapReport::scan`] has the totals and families of each root, but no
+//! entries (and so no family members).
+//!
 //! A dry run decides on the scan alone, which takes no lock (live or free
 //! is read from `/proc/locks`), and removes nothing.
 //!
@@ -139,7 +156,9 @@ pub struct ReapReport {
     pub dry_run: bool,
     /// One report per root, in the order given.
     pub roots: Vec<RootReap>,
-    /// The scan the decisions were made on.
+    /// The scan the decisions were made on: totals, families and warnings
+    /// per root; its entries were decided as they streamed and are not
+    /// kept (`entries` and the families' `members` are empty).
     pub scan: scan::Report,
 }
 
