@@ -41,7 +41,12 @@ pub(crate) struct Steps {
 impl Steps {
     /// The step that makes `entry`'s age untrustworthy, if any.
     pub(crate) fn for_entry(&self, entry: &Entry) -> Option<Duration> {
-        let own = self.by_owner.get(&entry.uid).copied();
+        self.for_uid(entry.uid)
+    }
+
+    /// The step that makes the age of an entry owned by `uid` untrustworthy.
+    pub(crate) fn for_uid(&self, uid: u32) -> Option<Duration> {
+        let own = self.by_owner.get(&uid).copied();
         match (self.everyone, own) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
@@ -56,30 +61,61 @@ impl Steps {
 /// The forward clock steps since the lease records of this boot in
 /// `report` were written (beyond the tolerance), if any.
 pub(crate) fn forward_steps(report: &RootReport) -> Option<Steps> {
-    let btime_ms = boot_time_ms()?;
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let me = rustix::process::geteuid().as_raw();
-    let hz = rustix::param::clock_ticks_per_second().max(1);
-    let mut steps = Steps::default();
+    let mut finder = StepFinder::new()?;
     for entry in &report.entries {
+        finder.add(entry);
+    }
+    finder.finish()
+}
+
+/// [`forward_steps`] over entries given one at a time (a streaming scan):
+/// each entry's record is read as it comes, nothing of it is kept.
+pub(crate) struct StepFinder {
+    btime_ms: u64,
+    boot_id: String,
+    me: u32,
+    hz: u64,
+    steps: Steps,
+}
+
+impl StepFinder {
+    /// `None` when the boot time or id cannot be read: no step is told.
+    pub(crate) fn new() -> Option<StepFinder> {
+        let btime_ms = boot_time_ms()?;
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(StepFinder {
+            btime_ms,
+            boot_id: boot_id.trim().to_owned(),
+            me: rustix::process::geteuid().as_raw(),
+            hz: rustix::param::clock_ticks_per_second().max(1),
+            steps: Steps::default(),
+        })
+    }
+
+    /// Takes in what `entry`'s record betrays, if anything.
+    pub(crate) fn add(&mut self, entry: &Entry) {
         let Some(step) = entry
             .lease
             .as_ref()
-            .filter(|r| r.boot_id == boot_id.trim())
-            .and_then(|r| step_betrayed(btime_ms, r.start_ticks, r.created_ms, hz))
+            .filter(|r| r.boot_id == self.boot_id)
+            .and_then(|r| step_betrayed(self.btime_ms, r.start_ticks, r.created_ms, self.hz))
         else {
-            continue;
+            return;
         };
-        match witness_scope(entry, me) {
-            Some(Scope::Everyone) => steps.everyone = steps.everyone.max(Some(step)),
+        match witness_scope(entry, self.me) {
+            Some(Scope::Everyone) => self.steps.everyone = self.steps.everyone.max(Some(step)),
             Some(Scope::Owner) => {
-                let owner = steps.by_owner.entry(entry.uid).or_default();
+                let owner = self.steps.by_owner.entry(entry.uid).or_default();
                 *owner = (*owner).max(step);
             }
             None => {}
         }
     }
-    (!steps.is_empty()).then_some(steps)
+
+    /// The steps found, if any.
+    pub(crate) fn finish(self) -> Option<Steps> {
+        (!self.steps.is_empty()).then_some(self.steps)
+    }
 }
 
 /// The step one record betrays: its creator's start, by the current wall

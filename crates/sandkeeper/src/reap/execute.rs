@@ -49,7 +49,7 @@ use crate::error::{Error, Result};
 use crate::inuse::InUse;
 use crate::lease::{self, Claim, Probe};
 use crate::remove::{self, Quarantined, RemovalReport, RemoveOptions, Restore};
-use crate::scan::{self, Entry, EntryState, RootReport};
+use crate::scan::{self, Entry, EntryState};
 use crate::walk::{self, FileKind, WalkState};
 
 /// The most worker threads a batch's pool starts (as the remover's own
@@ -94,20 +94,18 @@ impl Reaper {
     pub(super) fn reap_batch(
         &self,
         dir: BorrowedFd<'_>,
-        report: &RootReport,
-        batch: &[(usize, ReapReason)],
+        path: &Path,
+        batch: &[(Entry, ReapReason)],
         target: Option<Target>,
         target_met: &mut bool,
         result: &mut Recorder<'_>,
     ) -> Result<()> {
-        let path = &report.path;
         // A free-space target decides after each removal whether the next
         // one goes; a stop flag (watch's) takes effect between two
         // removals, exactly: both need the removals one after another.
         let pooled = target.is_none() && self.policy.stop.is_none();
         let mut moved: Vec<Moved<'_, '_>> = Vec::new();
-        for (i, reason) in batch {
-            let entry = &report.entries[*i];
+        for (entry, reason) in batch {
             if let Some(why) = self.halted(*target_met) {
                 result.kept(skipped(path, entry, why));
                 continue;

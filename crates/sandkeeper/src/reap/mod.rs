@@ -50,6 +50,23 @@
 //! checked and removed one after another (the target re-measured, the
 //! flag looked at, before each).
 //!
+//! # Memory
+//!
+//! The scan streams each root's entries
+//! ([`Scanner::scan_root_with`]): each is decided as it comes, as far as
+//! the entry alone tells, and what is kept of it is one compact record
+//! (80 bytes) plus its name in one buffer, not the scanned [`Entry`]
+//! (about 300 bytes and up) or a [`Verdict`] (a `Matched` one held its
+//! own string). What needs the whole root is finished after the scan:
+//! `--keep-last N` from each family's N newest (mtime, order) pairs, a
+//! forward clock step from the lease records gathered as they passed.
+//! Candidates are then held as 4-byte numbers, sorted; a batch of at most
+//! 64 is rebuilt as small [`Entry`]s for the claim, the move and the
+//! in-use check after it. The report's records (`removed`, `skipped`)
+//! are still one per entry: they are what `reap --json` lists.
+//! [`ReapReport::scan`] has the totals and families of each root, but no
+//! entries (and so no family members).
+//!
 //! A dry run decides on the scan alone, which takes no lock (live or free
 //! is read from `/proc/locks`), and removes nothing.
 //!
@@ -65,6 +82,7 @@
 mod clock;
 mod events;
 mod execute;
+mod flat;
 mod policy;
 mod verdict;
 
@@ -138,7 +156,9 @@ pub struct ReapReport {
     pub dry_run: bool,
     /// One report per root, in the order given.
     pub roots: Vec<RootReap>,
-    /// The scan the decisions were made on.
+    /// The scan the decisions were made on: totals, families and warnings
+    /// per root; its entries were decided as they streamed and are not
+    /// kept (`entries` and the families' `members` are empty).
     pub scan: scan::Report,
 }
 
@@ -321,14 +341,41 @@ impl Reaper {
         for root in roots {
             refuse_filesystem_root(root)?;
         }
-        let scan = self.scanner.scan_roots(roots)?;
+        // The scan streams each root's entries into compact decisions
+        // ([`flat`]): no root's entries are held as a whole.
+        let started_ms = crate::lease::now_ms() as i64;
+        if let Some(first) = roots.first() {
+            if self.policy.stop_requested() {
+                return Err(Error::stopped().at(first.path()));
+            }
+        }
+        let inuse = self.scanner.in_use()?;
+        let mut reports = Vec::with_capacity(roots.len());
+        let mut decided = Vec::with_capacity(roots.len());
+        for root in roots {
+            let mut decisions = flat::Decisions::new(&self.policy, started_ms);
+            let report = self
+                .scanner
+                .scan_root_with(root, &inuse, &mut |e| decisions.add(e))?;
+            decisions.finish();
+            reports.push(report);
+            decided.push(decisions);
+        }
+        let scan = scan::Report {
+            roots: reports,
+            uninspectable: inuse.uninspectable().to_vec(),
+            assumed: inuse.assumed().to_vec(),
+            blind_spots: inuse.blind_spots().to_vec(),
+            assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
+            started_ms,
+        };
+        drop(inuse);
         for report in &scan.roots {
             on_event(ReapEvent::Scanned(report));
         }
-        let now = scan.started_ms;
         let mut out = Vec::with_capacity(scan.roots.len());
-        for (root, report) in roots.iter().zip(&scan.roots) {
-            out.push(self.reap_root(root, report, now, on_event)?);
+        for ((root, report), decisions) in roots.iter().zip(&scan.roots).zip(decided) {
+            out.push(self.reap_root(root, report, decisions, on_event)?);
         }
         Ok(ReapReport {
             dry_run: self.policy.dry_run,
@@ -341,7 +388,7 @@ impl Reaper {
         &self,
         root: &Root,
         report: &RootReport,
-        now_ms: i64,
+        decisions: flat::Decisions<'_>,
         on_event: &mut dyn FnMut(ReapEvent<'_>),
     ) -> Result<RootReap> {
         let path = report.path.clone();
@@ -361,23 +408,19 @@ impl Reaper {
         if !self.policy.dry_run && !self.policy.stop_requested() {
             self.finish_leftovers(dir, &path, &mut result);
         }
-        let verdicts = self.decide(report, now_ms);
-        let mut candidates: Vec<(usize, ReapReason)> = Vec::new();
-        for (i, verdict) in verdicts.into_iter().enumerate() {
-            match verdict {
-                Verdict::Reap(reason) => candidates.push((i, reason)),
-                Verdict::Keep(reason) => result.kept(skipped(&path, &report.entries[i], reason)),
+        // Only the candidates' numbers are held (4 bytes each); their
+        // reasons are told again from the compact records when their
+        // batch comes.
+        let mut candidates: Vec<u32> = Vec::new();
+        for i in 0..decisions.len() {
+            match decisions.verdict(i) {
+                Verdict::Reap(_) => candidates.push(i as u32),
+                Verdict::Keep(reason) => result.kept(decisions.skipped(&path, i, reason)),
             }
         }
         // Oldest first, so a free-space target takes the stalest; entries
         // kept on purpose (taken only under pressure) after all others.
-        candidates.sort_by_key(|(i, reason)| {
-            (
-                matches!(reason, ReapReason::KeptUnderPressure(_)),
-                report.entries[*i].newest_mtime_ms,
-                *i,
-            )
-        });
+        candidates.sort_by_key(|&i| decisions.removal_key(i as usize));
         let target = Target::of(&self.policy, &report.filesystem);
         // Measured afresh: an earlier root on the same filesystem, or
         // another reaper, may have freed space since the scan.
@@ -394,22 +437,32 @@ impl Reaper {
         let mut target_met = target.is_some_and(|t| t.met(free));
         for batch in batches(&candidates, target.is_some()) {
             if self.policy.dry_run {
-                for (i, reason) in batch {
-                    let entry = &report.entries[*i];
+                for &i in batch {
+                    let i = i as usize;
                     if target_met {
-                        result.kept(skipped(&path, entry, KeepReason::TargetMet));
+                        result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
                         continue;
                     }
-                    free.bytes = free.bytes.saturating_add(entry.disk_bytes);
-                    free.inodes = free
-                        .inodes
-                        .saturating_add(entry.files.saturating_add(entry.dirs).max(1));
+                    let (disk_bytes, items) = decisions.sizes(i);
+                    free.bytes = free.bytes.saturating_add(disk_bytes);
+                    free.inodes = free.inodes.saturating_add(items.max(1));
                     target_met = target.is_some_and(|t| t.met(free));
-                    result.removed(removed(&path, entry, reason.clone()));
+                    if let Verdict::Reap(reason) = decisions.verdict(i) {
+                        result.removed(decisions.removed(&path, i, reason));
+                    }
                 }
                 continue;
             }
-            self.reap_batch(dir, report, batch, target, &mut target_met, &mut result)?;
+            // A small entry rebuilt per candidate of the batch (at most
+            // 64): what the claim, the move and the check after it use.
+            let entries: Vec<(Entry, ReapReason)> = batch
+                .iter()
+                .filter_map(|&i| match decisions.verdict(i as usize) {
+                    Verdict::Reap(reason) => Some((decisions.entry(i as usize), reason)),
+                    Verdict::Keep(_) => None,
+                })
+                .collect();
+            self.reap_batch(dir, &path, &entries, target, &mut target_met, &mut result)?;
         }
         if let Some(t) = target {
             if !self.policy.dry_run {

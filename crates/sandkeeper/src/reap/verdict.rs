@@ -180,7 +180,33 @@ fn kept_until(entry: &Entry, policy: &Policy, now_ms: i64) -> Option<u64> {
 /// `rank`: the entry's place among its family, newest first (0 = the
 /// newest), when some rule keeps the newest N.
 fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) -> Verdict {
-    let keep = Verdict::Keep;
+    match decide_before_rank(entry, policy, now_ms) {
+        Pending::Decided(verdict) => verdict,
+        Pending::Rank { keep_last, reason } => match rank {
+            Some(rank) if rank < keep_last => Verdict::Keep(KeepReason::AmongNewest),
+            _ => Verdict::Reap(reason),
+        },
+    }
+}
+
+/// A decision as far as it can be made from the entry alone.
+pub(crate) enum Pending {
+    /// Decided.
+    Decided(Verdict),
+    /// Removed for `reason` unless the entry is among the `keep_last`
+    /// newest of its family (which takes the whole family to tell).
+    Rank {
+        /// The `keep_last` of the filters that apply.
+        keep_last: usize,
+        /// Why it goes otherwise.
+        reason: ReapReason,
+    },
+}
+
+/// Decides `entry` up to its place in its family: the same steps as
+/// [`decide_one`], in the same order, which stops where the rank is needed.
+pub(crate) fn decide_before_rank(entry: &Entry, policy: &Policy, now_ms: i64) -> Pending {
+    let keep = |reason| Pending::Decided(Verdict::Keep(reason));
     let (reason, filters): (ReapReason, Filters) = match entry.state {
         EntryState::Live => return keep(KeepReason::Live),
         EntryState::InUse => return keep(KeepReason::InUse),
@@ -197,7 +223,7 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) 
     }
     if let Some(until) = kept_until(entry, policy, now_ms) {
         if policy.pressure {
-            return Verdict::Reap(ReapReason::KeptUnderPressure(until));
+            return Pending::Decided(Verdict::Reap(ReapReason::KeptUnderPressure(until)));
         }
         return keep(KeepReason::KeptUntil(until));
     }
@@ -212,13 +238,11 @@ fn decide_one(entry: &Entry, policy: &Policy, now_ms: i64, rank: Option<usize>) 
                 return keep(KeepReason::TooNew { age });
             }
         }
-        if let (Some(n), Some(rank)) = (filters.keep_last, rank) {
-            if rank < n {
-                return keep(KeepReason::AmongNewest);
-            }
+        if let Some(keep_last) = filters.keep_last {
+            return Pending::Rank { keep_last, reason };
         }
     }
-    Verdict::Reap(reason)
+    Pending::Decided(Verdict::Reap(reason))
 }
 
 /// After a forward clock step, keeps every entry whose removal depends on
