@@ -367,6 +367,7 @@ impl Reaper {
             assumed: inuse.assumed().to_vec(),
             blind_spots: inuse.blind_spots().to_vec(),
             assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
+            assumes_unseen_free: inuse.assumes_unseen_free(),
             started_ms,
         };
         drop(inuse);
