@@ -77,6 +77,8 @@ mod fs_at;
 pub mod inuse;
 pub mod json;
 pub mod lease;
+#[cfg(target_os = "linux")]
+pub mod origin;
 #[cfg(feature = "config")]
 pub mod metrics;
 pub mod output;
