@@ -55,6 +55,9 @@ struct Counters {
 struct Shared {
     stop: AtomicBool,
     paused: AtomicBool,
+    /// The thread's answer to a pause: it reads nothing until resumed.
+    pause_seen: Mutex<bool>,
+    pause_cv: Condvar,
     counters: Counters,
     /// (drains asked for, drains done).
     drain: Mutex<(u64, u64)>,
@@ -149,9 +152,23 @@ impl Tracker {
 
     /// Stops (or resumes) reading events; meanwhile they wait in the
     /// kernel's queue (up to its limit, then [`TrackerStats::overflows`]).
-    /// For tests and benchmarks: a paused tracker reads creators late.
+    /// A pause returns once the thread has stopped reading: no event of
+    /// an entry made after it is read before the resume. For tests and
+    /// benchmarks: a paused tracker reads creators late.
     pub fn set_paused(&self, paused: bool) {
-        self.shared.paused.store(paused, Ordering::Relaxed);
+        self.shared.paused.store(paused, Ordering::SeqCst);
+        if !paused {
+            return;
+        }
+        let mut seen = self.shared.pause_seen.lock().unwrap_or_else(|p| p.into_inner());
+        while !*seen && !self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+            seen = self
+                .shared
+                .pause_cv
+                .wait_timeout(seen, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
     }
 
     /// Waits until every event queued before this call is handled
@@ -200,9 +217,14 @@ fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Sha
         tv_nsec: 50_000_000,
     };
     while !shared.stop.load(Ordering::Relaxed) {
-        if shared.paused.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
+        if let Ok(mut seen) = shared.pause_seen.lock() {
+            *seen = shared.paused.load(Ordering::SeqCst);
+            shared.pause_cv.notify_all();
+            if *seen {
+                drop(seen);
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
         }
         let mut fds = [PollFd::new(group, PollFlags::IN)];
         let _ = poll(&mut fds, Some(&tick));
