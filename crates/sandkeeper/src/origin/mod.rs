@@ -55,6 +55,7 @@
 mod capture;
 mod listen;
 mod record;
+mod set;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -64,6 +65,7 @@ use rustix::fs::{fstat, openat, FileType, Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
 
 pub use listen::{Tracker, TrackerStats};
+pub use set::{TrackerChange, Trackers};
 pub use record::{Creator, Origin, Process, Recorder, MAX_ARGS, MAX_FIELD, MAX_RECORD};
 
 /// The extended attribute that holds an entry's origin record.
