@@ -15,6 +15,7 @@ pub const MAX_FIELD: usize = 256;
 /// Where a record came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Recorder {
     /// `watch` saw the entry appear (fanotify).
     Watch,
@@ -45,6 +46,7 @@ pub struct Origin {
 /// The creator, as far as it could be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Creator {
     /// Read while it was still running (checked against a pidfd after
     /// reading, so a recycled pid is never reported).
