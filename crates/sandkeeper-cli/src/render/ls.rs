@@ -17,6 +17,15 @@ fn managed(report: &Report) -> impl Iterator<Item = (&std::path::Path, &Entry)> 
         .filter(|(_, e)| e.is_managed())
 }
 
+/// Each root of `report`, opened again to read origins.
+fn opened(report: &Report) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper::root::Root>> {
+    report
+        .roots
+        .iter()
+        .map(|r| (r.path.as_path(), super::origin::open(r)))
+        .collect()
+}
+
 /// How wide the COMMAND column is.
 const COMMAND_WIDTH: usize = 32;
 
@@ -36,6 +45,7 @@ pub fn table(report: &Report) -> String {
         "{:<9} {:>7} {:<10} {:>6} {:>10}  {:<COMMAND_WIDTH$} PATH",
         "STATE", "PID", "OWNER", "AGE", "SIZE", "COMMAND"
     );
+    let roots = opened(report);
     for (root, e) in managed(report) {
         let holders = e.lock_holders();
         let (pid, cmd) = match (holders.first(), &e.lease) {
@@ -76,6 +86,10 @@ pub fn table(report: &Report) -> String {
         if let Some(note) = e.lease.as_ref().and_then(|l| claims::uid_mismatch(e, l)) {
             let _ = write!(out, "  [{note}]");
         }
+        let origin = roots.get(root).and_then(|r| super::origin::of(r.as_ref(), &e.name));
+        if let Some(o) = origin {
+            let _ = write!(out, "  [made by {}]", super::origin::line(&o));
+        }
         out.push('\n');
     }
     out
@@ -83,6 +97,7 @@ pub fn table(report: &Report) -> String {
 
 /// A JSON array of sandboxes.
 pub fn json(report: &Report) -> String {
+    let roots = opened(report);
     let items: Vec<Value> = managed(report)
         .map(|(root, e)| {
             let mut o = Map::new();
@@ -96,6 +111,9 @@ pub fn json(report: &Report) -> String {
                     .as_ref()
                     .map_or(json!({"invalid": true}), lease_json),
             );
+            if let Some(origin) = roots.get(root).and_then(|r| super::origin::of(r.as_ref(), &e.name)) {
+                o.insert("origin".into(), json!(origin));
+            }
             Value::Object(o)
         })
         .collect();

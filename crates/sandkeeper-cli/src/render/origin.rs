@@ -141,3 +141,45 @@ pub fn by_family(report: &RootReport, root: Option<&Root>) -> HashMap<String, Ve
     }
     out
 }
+
+/// `explain`'s origin section: every field, escaped (argv in full up to
+/// the record's bounds).
+pub fn detail(out: &mut String, o: &Origin) {
+    use std::fmt::Write as _;
+    let by = match o.by {
+        origin::Recorder::Run => "sandkeeper run, for its command",
+        _ => "watch, when it appeared",
+    };
+    let _ = writeln!(out, "  origin (recorded by {by}; what the creator's process showed):");
+    let full = |args: &[String]| {
+        args.iter()
+            .map(|a| Untrusted::text(a).to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    match &o.creator {
+        Creator::Process(p) => {
+            let _ = writeln!(out, "    pid: {}", p.pid);
+            let _ = writeln!(
+                out,
+                "    command: {}{}",
+                full(&p.argv),
+                if p.argv_truncated { " …" } else { "" }
+            );
+            let field = |v: &Option<String>| v.as_deref().map_or("-".into(), |s| Untrusted::text(s).to_string());
+            let _ = writeln!(out, "    executable: {}", field(&p.exe));
+            let _ = writeln!(out, "    cwd: {}", field(&p.cwd));
+            let _ = writeln!(out, "    uid: {}", p.uid.map_or("-".into(), |u| u.to_string()));
+            let _ = writeln!(out, "    cgroup: {}", field(&p.cgroup));
+            let _ = writeln!(
+                out,
+                "    parent: {} {}",
+                p.ppid.map_or("-".into(), |u| format!("pid {u}")),
+                full(&p.parent_argv)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "    {}", line(o));
+        }
+    }
+}

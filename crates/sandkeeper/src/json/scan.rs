@@ -98,7 +98,15 @@ impl Serialize for RootJson<'_> {
         let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
         m.serialize_entry("groups", &groups)?;
         if self.entries {
-            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(EntryJson).collect();
+            // Origins (optional, `docs/origins.md`): read per entry through
+            // the root opened again, never by a path below it.
+            #[cfg(target_os = "linux")]
+            let opened = crate::root::Root::open_exact(&root.path).ok();
+            #[cfg(target_os = "linux")]
+            let fd = opened.as_ref().map(crate::root::Root::fd);
+            #[cfg(not(target_os = "linux"))]
+            let fd = None;
+            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(|e| EntryJson(e, fd)).collect();
             m.serialize_entry("entries", &entries)?;
         }
         m.serialize_entry("warnings", &root.warnings)?;
@@ -139,7 +147,7 @@ fn group_json(g: &Group) -> Value {
     })
 }
 
-struct EntryJson<'a>(&'a Entry);
+struct EntryJson<'a>(&'a Entry, Option<std::os::fd::BorrowedFd<'a>>);
 
 impl Serialize for EntryJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -174,6 +182,10 @@ impl Serialize for EntryJson<'_> {
             (None, false) => Value::Null,
         };
         m.serialize_entry("lease", &lease)?;
+        #[cfg(target_os = "linux")]
+        if let Some(origin) = self.1.and_then(|fd| crate::origin::read(fd, &e.name)) {
+            m.serialize_entry("origin", &origin)?;
+        }
         m.end()
     }
 }
