@@ -99,7 +99,7 @@ pub fn line(o: &Origin) -> String {
             format!("`{}` ({}{parent}), recorded by {by}", argv(&p.argv), facts.join(", "))
         }
         Creator::Exited { pid } => format!(
-            "the creator{} exited before it could be read, recorded by {by}",
+            "a process{} that exited before it could be read, recorded by {by}",
             pid.map_or(String::new(), |p| format!(" (pid {p})"))
         ),
         _ => format!("{}, recorded by {by}", key(o)),
@@ -131,7 +131,8 @@ pub fn by_family(report: &RootReport, root: Option<&Root>) -> HashMap<String, Ve
             .iter()
             .take(PER_FAMILY)
             .map(|(who, (n, bytes))| {
-                format!("made by {who}: {n} entries, {}", crate::humanize::size(*bytes))
+                let noun = if *n == 1 { "entry" } else { "entries" };
+                format!("made by {who}: {n} {noun}, {}", crate::humanize::size(*bytes))
             })
             .collect();
         if creators.len() > PER_FAMILY {

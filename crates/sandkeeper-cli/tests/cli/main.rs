@@ -4,6 +4,7 @@
 mod completions;
 mod config;
 mod job_control;
+mod origins;
 mod reap;
 mod run;
 mod scan;
