@@ -177,3 +177,60 @@ fn xattr_get(path: &Path, attr: &str) -> Option<Vec<u8>> {
     buf.truncate(n);
     Some(buf)
 }
+
+/// `watch` with `track_origins = true` on a root records the creators of
+/// its new entries, and says so; a root without it gets no tracker.
+#[test]
+fn watch_tracks_roots_that_ask() {
+    use sandkeeper::config::Config;
+    use sandkeeper::watch::{Driver, Wake, WatchEvent, WatchOptions, Watcher};
+    use std::time::Instant;
+
+    if !require_root("watch_tracks_roots_that_ask") {
+        return;
+    }
+    struct Fake<'a> {
+        now: Instant,
+        root: &'a Path,
+        started: Vec<String>,
+        recorded: bool,
+    }
+    impl Driver for Fake<'_> {
+        fn now(&mut self) -> Instant {
+            self.now
+        }
+        fn wait(&mut self, until: Instant) -> Wake {
+            self.now = until;
+            let mut child = Helper::start("make", &[("SK_PATH", self.root.to_str().unwrap())]);
+            child.expect("READY");
+            let root = Root::open_exact(self.root).unwrap();
+            wait_until("the origin of app-1", || origin::read(root.fd(), name("app-1")).is_some());
+            self.recorded = matches!(
+                origin::read(root.fd(), name("app-1")).map(|o| o.creator),
+                Some(Creator::Process(p)) if p.pid == child.pid()
+            );
+            child.kill();
+            Wake::Stop
+        }
+        fn event(&mut self, event: WatchEvent<'_>) {
+            if let WatchEvent::Origins(change) = event {
+                self.started.push(format!("{change:?}"));
+            }
+        }
+    }
+    let dir = scratch!("origin-watch");
+    let mut config = Config::defaults();
+    config.roots[0].path = dir.path().to_owned();
+    config.roots[0].track_origins = true;
+    config.roots[0].user_dirs = false;
+    let mut fake = Fake {
+        now: Instant::now(),
+        root: dir.path(),
+        started: Vec::new(),
+        recorded: false,
+    };
+    Watcher::new(config, WatchOptions::new()).run(&mut fake);
+    assert_eq!(fake.started.len(), 1, "{:?}", fake.started);
+    assert!(fake.started[0].starts_with("Started("), "{:?}", fake.started);
+    assert!(fake.recorded, "the helper is the creator");
+}
