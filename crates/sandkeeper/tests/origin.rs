@@ -47,6 +47,24 @@ fn child_main() {
         println!("READY made");
         std::thread::sleep(std::time::Duration::from_secs(600));
     }
+    // `burst`: SK_COUNT directories at about SK_RATE per second, in steps
+    // of 1 ms; then `DONE`.
+    if mode == "burst" {
+        let count: u64 = std::env::var("SK_COUNT").unwrap().parse().unwrap();
+        let rate: u64 = std::env::var("SK_RATE").unwrap().parse().unwrap();
+        let start = std::time::Instant::now();
+        for i in 0..count {
+            std::fs::create_dir(root.join(format!("burst-{i}"))).unwrap();
+            let due = std::time::Duration::from_micros(i * 1_000_000 / rate);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                if wait > std::time::Duration::from_millis(1) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        println!("DONE {}", start.elapsed().as_millis());
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
 }
 
 /// A creator process makes a directory, a file and a FIFO in a watched
@@ -233,4 +251,72 @@ fn watch_tracks_roots_that_ask() {
     assert_eq!(fake.started.len(), 1, "{:?}", fake.started);
     assert!(fake.started[0].starts_with("Started("), "{:?}", fake.started);
     assert!(fake.recorded, "the helper is the creator");
+}
+
+/// The benchmark behind `bench/origins/run.sh` (not a test: run by that
+/// script with `--ignored`): a tracker on a tmpfs root receiving
+/// `SK_COUNT` creates at `SK_RATE` per second from another process — the
+/// CPU this process spent (the tracker is all it does), events lost; then
+/// the scan of that root, and the scan plus reading every origin, medians
+/// of 5.
+#[test]
+#[ignore = "a benchmark, run by bench/origins/run.sh"]
+fn bench_origins() {
+    if !require_root("bench_origins") {
+        return;
+    }
+    let count: u64 = std::env::var("SK_COUNT").map_or(10_000, |v| v.parse().unwrap());
+    let rate: u64 = std::env::var("SK_RATE").map_or(10_000, |v| v.parse().unwrap());
+    let dir = scratch!("origin-bench").tmpfs("1g");
+    let root = Root::open_exact(dir.path()).unwrap();
+    let tracker = Tracker::start(&root).unwrap();
+    let cpu = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<u64> = rest.split(' ').skip(11).take(2).map(|x| x.parse().unwrap()).collect();
+        (f[0] + f[1]) * 1000 / rustix::param::clock_ticks_per_second()
+    };
+    let (cpu0, wall0) = (cpu(), std::time::Instant::now());
+    let path = dir.path().to_str().unwrap().to_owned();
+    let (c, r) = (count.to_string(), rate.to_string());
+    let mut child = Helper::start("burst", &[("SK_PATH", &path), ("SK_COUNT", &c), ("SK_RATE", &r)]);
+    let made_ms = child.expect("DONE");
+    tracker.drain();
+    let (cpu_ms, wall_ms) = (cpu() - cpu0, wall0.elapsed().as_millis());
+    child.kill();
+    let s = tracker.stats();
+    println!("creates {count} at {rate}/s: made in {made_ms} ms; tracker done after {wall_ms} ms");
+    println!("tracker CPU {cpu_ms} ms ({:.1}% of one core over the burst)", cpu_ms as f64 * 100.0 / wall_ms.max(1) as f64);
+    println!(
+        "events {} recorded {} (exited {}) vanished {} failed {} overflows {}; without a record: {}",
+        s.events, s.recorded, s.exited, s.vanished, s.failed, s.overflows,
+        count.saturating_sub(s.recorded)
+    );
+    drop(tracker);
+    let median = |f: &mut dyn FnMut()| {
+        let mut t: Vec<u128> = (0..5)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                f();
+                start.elapsed().as_micros()
+            })
+            .collect();
+        t.sort();
+        t[2] as f64 / 1000.0
+    };
+    let mut scanner = sandkeeper::scan::Scanner::new();
+    scanner.trust_pid_namespace(true);
+    let mut found = 0;
+    let plain = median(&mut || {
+        scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+    });
+    let with = median(&mut || {
+        let report = scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+        found = report.roots[0]
+            .entries
+            .iter()
+            .filter(|e| origin::read(root.fd(), &e.name).is_some())
+            .count();
+    });
+    println!("scan of {count} entries: {plain:.1} ms; with every origin read: {with:.1} ms ({:.2}x); {found} origins", with / plain);
 }

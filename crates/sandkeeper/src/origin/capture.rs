@@ -10,7 +10,7 @@ use super::record::{bound, bound_argv, Creator, Process};
 
 /// Whether the process behind `pidfd` has exited (the pidfd is readable
 /// then, pidfd_open(2)). An error counts as exited.
-fn exited(pidfd: BorrowedFd<'_>) -> bool {
+pub(crate) fn exited(pidfd: BorrowedFd<'_>) -> bool {
     let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
     let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
     match poll(&mut fds, Some(&zero)) {

@@ -233,7 +233,14 @@ fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Sha
         loop {
             match rustix::io::read(group, &mut buf[..]) {
                 Ok(0) => break,
-                Ok(n) => parse(&buf[..n], &mut |ev| handle_event(ev, root.as_fd(), handle, shared)),
+                Ok(n) => {
+                    // A creator read once per buffer: a burst from one
+                    // process costs one `/proc` read per read(2).
+                    let mut batch = Batch::default();
+                    parse(&buf[..n], &mut |ev| {
+                        handle_event(ev, root.as_fd(), handle, shared, &mut batch)
+                    });
+                }
                 Err(Errno::INTR) => continue,
                 Err(_) => break, // EAGAIN: empty
             }
@@ -245,6 +252,39 @@ fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Sha
             s.1 = s.1.max(asked);
             shared.drained.notify_all();
         }
+    }
+}
+
+/// The creators read for one buffer of events: (pid, its pidfd, what was
+/// read). Reused only while that pidfd shows the process alive, so a pid
+/// is never matched to a later process; at most a few.
+#[derive(Default)]
+struct Batch {
+    seen: Vec<(u32, OwnedFd, super::Creator)>,
+}
+
+impl Batch {
+    const MAX: usize = 8;
+
+    fn creator(&mut self, pid: u32, pidfd: Option<OwnedFd>) -> super::Creator {
+        if let Some((_, fd, c)) = self.seen.iter().find(|(p, _, _)| *p == pid) {
+            if !capture::exited(fd.as_fd()) {
+                return c.clone();
+            }
+        }
+        let Some(fd) = pidfd else {
+            return capture::capture(pid, None);
+        };
+        let keep = fd.try_clone().ok();
+        let creator = capture::capture(pid, Some(fd));
+        if let (Some(fd), super::Creator::Process(_)) = (keep, &creator) {
+            self.seen.retain(|(p, _, _)| *p != pid);
+            if self.seen.len() >= Self::MAX {
+                self.seen.remove(0);
+            }
+            self.seen.push((pid, fd, creator.clone()));
+        }
+        creator
     }
 }
 
@@ -340,7 +380,13 @@ pub(crate) fn parse<'a>(buf: &'a [u8], each: &mut dyn FnMut(Event<'a>)) {
     }
 }
 
-fn handle_event(ev: Event<'_>, root: BorrowedFd<'_>, handle: &(i32, Vec<u8>), shared: &Shared) {
+fn handle_event(
+    ev: Event<'_>,
+    root: BorrowedFd<'_>,
+    handle: &(i32, Vec<u8>),
+    shared: &Shared,
+    batch: &mut Batch,
+) {
     let c = &shared.counters;
     if ev.mask & libc::FAN_Q_OVERFLOW != 0 {
         c.overflows.fetch_add(1, Ordering::Relaxed);
@@ -359,7 +405,7 @@ fn handle_event(ev: Event<'_>, root: BorrowedFd<'_>, handle: &(i32, Vec<u8>), sh
         return; // this process's own quarantine and moves
     }
     c.events.fetch_add(1, Ordering::Relaxed);
-    let creator = capture::capture(pid, ev.pidfd);
+    let creator = batch.creator(pid, ev.pidfd);
     let Ok((fd, ino)) = entry(root, name) else {
         c.vanished.fetch_add(1, Ordering::Relaxed);
         return;
