@@ -77,10 +77,10 @@ mod fs_at;
 pub mod inuse;
 pub mod json;
 pub mod lease;
-#[cfg(target_os = "linux")]
-pub mod origin;
 #[cfg(feature = "config")]
 pub mod metrics;
+#[cfg(target_os = "linux")]
+pub mod origin;
 pub mod output;
 pub mod pattern;
 pub mod reap;

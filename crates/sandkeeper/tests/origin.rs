@@ -43,7 +43,14 @@ fn child_main() {
     if mode == "make" {
         std::fs::create_dir(root.join("app-1")).unwrap();
         std::fs::write(root.join("file-1"), "x").unwrap();
-        rustix::fs::mknodat(rustix::fs::CWD, root.join("fifo-1"), rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo-1"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
         println!("READY made");
         std::thread::sleep(std::time::Duration::from_secs(600));
     }
@@ -80,20 +87,38 @@ fn creator_argv_and_cgroup_are_recorded() {
     child.expect("READY");
     tracker.drain();
     let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let ours = ours.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_owned);
+    let ours = ours
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned);
     for entry in ["app-1", "file-1", "fifo-1"] {
-        let got = origin::read(root.fd(), name(entry)).unwrap_or_else(|| panic!("{entry}: no origin"));
+        let got =
+            origin::read(root.fd(), name(entry)).unwrap_or_else(|| panic!("{entry}: no origin"));
         assert_eq!(got.by, Recorder::Watch);
         let Creator::Process(p) = got.creator else {
             panic!("{entry}: {:?}", got.creator)
         };
         assert_eq!(p.pid, child.pid(), "{entry}");
-        assert!(p.argv.iter().any(|a| a == "child_main"), "{entry}: {:?}", p.argv);
-        assert_eq!(p.exe.as_deref(), std::env::current_exe().ok().and_then(|e| e.to_str().map(str::to_owned)).as_deref(), "{entry}");
+        assert!(
+            p.argv.iter().any(|a| a == "child_main"),
+            "{entry}: {:?}",
+            p.argv
+        );
+        assert_eq!(
+            p.exe.as_deref(),
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.to_str().map(str::to_owned))
+                .as_deref(),
+            "{entry}"
+        );
         assert_eq!(p.cgroup, ours, "{entry}");
         assert_eq!(p.uid, Some(0), "{entry}");
         assert!(p.cwd.is_some(), "{entry}");
-        assert!(!p.parent_argv.is_empty(), "{entry}: the test binary is the parent");
+        assert!(
+            !p.parent_argv.is_empty(),
+            "{entry}: the test binary is the parent"
+        );
     }
     assert!(tracker.stats().recorded >= 3);
     child.kill();
@@ -109,7 +134,10 @@ fn short_lived_creator_is_recorded_as_exited() {
     }
     let (dir, root, tracker) = tracked("origin-exited");
     tracker.set_paused(true);
-    let mut child = Command::new("mkdir").arg(dir.join("gone-1")).spawn().unwrap();
+    let mut child = Command::new("mkdir")
+        .arg(dir.join("gone-1"))
+        .spawn()
+        .unwrap();
     let pid = child.id();
     let status = child.wait().unwrap();
     assert!(status.success() && status.signal().is_none());
@@ -134,21 +162,48 @@ fn forged_origins_are_never_taken() {
     std::fs::create_dir(dir.join("victim")).unwrap();
     std::fs::create_dir(dir.join("other")).unwrap();
     // A real record on `other`, then its bytes copied everywhere.
-    assert!(origin::write(root.fd(), name("other"), Recorder::Watch, Creator::Exited { pid: Some(1) }).is_ok());
+    assert!(origin::write(
+        root.fd(),
+        name("other"),
+        Recorder::Watch,
+        Creator::Exited { pid: Some(1) }
+    )
+    .is_ok());
     let record = xattr_get(&dir.join("other"), origin::XATTR).expect("the real record");
     let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-    let forged = String::from_utf8(record)
-        .unwrap()
-        .replace(&format!("\"ino\":{}", ino(&dir.join("other"))), &format!("\"ino\":{}", ino(&dir.join("victim"))));
-    rustix::fs::setxattr(dir.join("victim"), "user.sandkeeper.origin", forged.as_bytes(), rustix::fs::XattrFlags::empty()).unwrap();
+    let forged = String::from_utf8(record).unwrap().replace(
+        &format!("\"ino\":{}", ino(&dir.join("other"))),
+        &format!("\"ino\":{}", ino(&dir.join("victim"))),
+    );
+    rustix::fs::setxattr(
+        dir.join("victim"),
+        "user.sandkeeper.origin",
+        forged.as_bytes(),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
     std::fs::write(dir.join("victim/trusted.sandkeeper.origin"), &forged).unwrap();
     std::fs::write(dir.join(".sandkeeper-origins"), &forged).unwrap();
-    assert_eq!(origin::read(root.fd(), name("victim")), None, "user.* or a planted file");
+    assert_eq!(
+        origin::read(root.fd(), name("victim")),
+        None,
+        "user.* or a planted file"
+    );
     // The real record, copied to another inode (as `cp -a` by root would).
     let copied = xattr_get(&dir.join("other"), origin::XATTR).unwrap();
     std::fs::create_dir(dir.join("copy")).unwrap();
-    rustix::fs::setxattr(dir.join("copy"), origin::XATTR, &copied, rustix::fs::XattrFlags::empty()).unwrap();
-    assert_eq!(origin::read(root.fd(), name("copy")), None, "a copied record");
+    rustix::fs::setxattr(
+        dir.join("copy"),
+        origin::XATTR,
+        &copied,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    assert_eq!(
+        origin::read(root.fd(), name("copy")),
+        None,
+        "a copied record"
+    );
     // A symlink to an entry with a record is not that entry.
     std::os::unix::fs::symlink(dir.join("other"), dir.join("link")).unwrap();
     assert_eq!(origin::read(root.fd(), name("link")), None, "a symlink");
@@ -157,7 +212,12 @@ fn forged_origins_are_never_taken() {
     std::fs::create_dir(dir.join("mine")).unwrap();
     std::os::unix::fs::chown(dir.join("mine"), Some(65534), Some(65534)).unwrap();
     let denied = as_nobody(|| {
-        rustix::fs::setxattr(dir.join("mine"), origin::XATTR, forged.as_bytes(), rustix::fs::XattrFlags::empty())
+        rustix::fs::setxattr(
+            dir.join("mine"),
+            origin::XATTR,
+            forged.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )
     });
     assert_eq!(denied, Err(rustix::io::Errno::PERM));
     for bad in ["", ".", "..", "a/b"] {
@@ -173,14 +233,20 @@ fn restart_keeps_origins() {
         return;
     }
     let (dir, root, tracker) = tracked("origin-restart");
-    let mut first = creator(r#"mkdir "$1/app-1" && exec sleep 60 # first-creator"#, dir.path());
+    let mut first = creator(
+        r#"mkdir "$1/app-1" && exec sleep 60 # first-creator"#,
+        dir.path(),
+    );
     wait_until("app-1", || dir.join("app-1").exists());
     tracker.drain();
     tracker.stop();
     first.kill();
     let before = origin::read(root.fd(), name("app-1")).expect("recorded");
     let tracker = Tracker::start(&root).unwrap();
-    let mut second = creator(r#"mv "$1/app-1" "$1/app-2" && exec sleep 60 # second"#, dir.path());
+    let mut second = creator(
+        r#"mv "$1/app-1" "$1/app-2" && exec sleep 60 # second"#,
+        dir.path(),
+    );
     wait_until("app-2", || dir.join("app-2").exists());
     tracker.drain();
     let after = origin::read(root.fd(), name("app-2")).expect("still recorded");
@@ -222,7 +288,9 @@ fn watch_tracks_roots_that_ask() {
             let mut child = Helper::start("make", &[("SK_PATH", self.root.to_str().unwrap())]);
             child.expect("READY");
             let root = Root::open_exact(self.root).unwrap();
-            wait_until("the origin of app-1", || origin::read(root.fd(), name("app-1")).is_some());
+            wait_until("the origin of app-1", || {
+                origin::read(root.fd(), name("app-1")).is_some()
+            });
             self.recorded = matches!(
                 origin::read(root.fd(), name("app-1")).map(|o| o.creator),
                 Some(Creator::Process(p)) if p.pid == child.pid()
@@ -249,7 +317,11 @@ fn watch_tracks_roots_that_ask() {
     };
     Watcher::new(config, WatchOptions::new()).run(&mut fake);
     assert_eq!(fake.started.len(), 1, "{:?}", fake.started);
-    assert!(fake.started[0].starts_with("Started("), "{:?}", fake.started);
+    assert!(
+        fake.started[0].starts_with("Started("),
+        "{:?}",
+        fake.started
+    );
     assert!(fake.recorded, "the helper is the creator");
 }
 
@@ -273,20 +345,31 @@ fn bench_origins() {
     let cpu = || {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
         let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<u64> = rest.split(' ').skip(11).take(2).map(|x| x.parse().unwrap()).collect();
+        let f: Vec<u64> = rest
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
         (f[0] + f[1]) * 1000 / rustix::param::clock_ticks_per_second()
     };
     let (cpu0, wall0) = (cpu(), std::time::Instant::now());
     let path = dir.path().to_str().unwrap().to_owned();
     let (c, r) = (count.to_string(), rate.to_string());
-    let mut child = Helper::start("burst", &[("SK_PATH", &path), ("SK_COUNT", &c), ("SK_RATE", &r)]);
+    let mut child = Helper::start(
+        "burst",
+        &[("SK_PATH", &path), ("SK_COUNT", &c), ("SK_RATE", &r)],
+    );
     let made_ms = child.expect("DONE");
     tracker.drain();
     let (cpu_ms, wall_ms) = (cpu() - cpu0, wall0.elapsed().as_millis());
     child.kill();
     let s = tracker.stats();
     println!("creates {count} at {rate}/s: made in {made_ms} ms; tracker done after {wall_ms} ms");
-    println!("tracker CPU {cpu_ms} ms ({:.1}% of one core over the burst)", cpu_ms as f64 * 100.0 / wall_ms.max(1) as f64);
+    println!(
+        "tracker CPU {cpu_ms} ms ({:.1}% of one core over the burst)",
+        cpu_ms as f64 * 100.0 / wall_ms.max(1) as f64
+    );
     println!(
         "events {} recorded {} (exited {}) vanished {} failed {} overflows {}; without a record: {}",
         s.events, s.recorded, s.exited, s.vanished, s.failed, s.overflows,

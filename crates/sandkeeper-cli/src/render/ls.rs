@@ -18,7 +18,9 @@ fn managed(report: &Report) -> impl Iterator<Item = (&std::path::Path, &Entry)> 
 }
 
 /// Each root of `report`, opened again to read origins.
-fn opened(report: &Report) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper::root::Root>> {
+fn opened(
+    report: &Report,
+) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper::root::Root>> {
     report
         .roots
         .iter()
@@ -86,7 +88,9 @@ pub fn table(report: &Report) -> String {
         if let Some(note) = e.lease.as_ref().and_then(|l| claims::uid_mismatch(e, l)) {
             let _ = write!(out, "  [{note}]");
         }
-        let origin = roots.get(root).and_then(|r| super::origin::of(r.as_ref(), &e.name));
+        let origin = roots
+            .get(root)
+            .and_then(|r| super::origin::of(r.as_ref(), &e.name));
         if let Some(o) = origin {
             let _ = write!(out, "  [made by {}]", super::origin::line(&o));
         }
@@ -111,7 +115,10 @@ pub fn json(report: &Report) -> String {
                     .as_ref()
                     .map_or(json!({"invalid": true}), lease_json),
             );
-            if let Some(origin) = roots.get(root).and_then(|r| super::origin::of(r.as_ref(), &e.name)) {
+            if let Some(origin) = roots
+                .get(root)
+                .and_then(|r| super::origin::of(r.as_ref(), &e.name))
+            {
                 o.insert("origin".into(), json!(origin));
             }
             Value::Object(o)

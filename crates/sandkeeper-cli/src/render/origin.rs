@@ -96,7 +96,11 @@ pub fn line(o: &Origin) -> String {
                 true => String::new(),
                 false => format!("; parent `{}`", argv(&p.parent_argv)),
             };
-            format!("`{}` ({}{parent}), recorded by {by}", argv(&p.argv), facts.join(", "))
+            format!(
+                "`{}` ({}{parent}), recorded by {by}",
+                argv(&p.argv),
+                facts.join(", ")
+            )
         }
         Creator::Exited { pid } => format!(
             "a process{} that exited before it could be read, recorded by {by}",
@@ -120,23 +124,38 @@ pub fn by_family(report: &RootReport, root: Option<&Root>) -> HashMap<String, Ve
         let Some(o) = origin::read(root.fd(), &e.name) else {
             continue;
         };
-        let slot = tally.entry(e.pattern.as_str()).or_default().entry(key(&o)).or_default();
+        let slot = tally
+            .entry(e.pattern.as_str())
+            .or_default()
+            .entry(key(&o))
+            .or_default();
         slot.0 += 1;
         slot.1 += e.disk_bytes;
     }
     for (family, creators) in tally {
         let mut creators: Vec<(String, (u64, u64))> = creators.into_iter().collect();
-        creators.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(b.1 .0.cmp(&a.1 .0)).then(a.0.cmp(&b.0)));
+        creators.sort_by(|a, b| {
+            b.1 .1
+                .cmp(&a.1 .1)
+                .then(b.1 .0.cmp(&a.1 .0))
+                .then(a.0.cmp(&b.0))
+        });
         let mut lines: Vec<String> = creators
             .iter()
             .take(PER_FAMILY)
             .map(|(who, (n, bytes))| {
                 let noun = if *n == 1 { "entry" } else { "entries" };
-                format!("made by {who}: {n} {noun}, {}", crate::humanize::size(*bytes))
+                format!(
+                    "made by {who}: {n} {noun}, {}",
+                    crate::humanize::size(*bytes)
+                )
             })
             .collect();
         if creators.len() > PER_FAMILY {
-            lines.push(format!("and {} other creators", creators.len() - PER_FAMILY));
+            lines.push(format!(
+                "and {} other creators",
+                creators.len() - PER_FAMILY
+            ));
         }
         out.insert(family.to_owned(), lines);
     }
@@ -151,7 +170,10 @@ pub fn detail(out: &mut String, o: &Origin) {
         origin::Recorder::Run => "sandkeeper run, for its command",
         _ => "watch, when it appeared",
     };
-    let _ = writeln!(out, "  origin (recorded by {by}; what the creator's process showed):");
+    let _ = writeln!(
+        out,
+        "  origin (recorded by {by}; what the creator's process showed):"
+    );
     let full = |args: &[String]| {
         args.iter()
             .map(|a| Untrusted::text(a).to_string())
@@ -167,10 +189,17 @@ pub fn detail(out: &mut String, o: &Origin) {
                 full(&p.argv),
                 if p.argv_truncated { " …" } else { "" }
             );
-            let field = |v: &Option<String>| v.as_deref().map_or("-".into(), |s| Untrusted::text(s).to_string());
+            let field = |v: &Option<String>| {
+                v.as_deref()
+                    .map_or("-".into(), |s| Untrusted::text(s).to_string())
+            };
             let _ = writeln!(out, "    executable: {}", field(&p.exe));
             let _ = writeln!(out, "    cwd: {}", field(&p.cwd));
-            let _ = writeln!(out, "    uid: {}", p.uid.map_or("-".into(), |u| u.to_string()));
+            let _ = writeln!(
+                out,
+                "    uid: {}",
+                p.uid.map_or("-".into(), |u| u.to_string())
+            );
             let _ = writeln!(out, "    cgroup: {}", field(&p.cgroup));
             let _ = writeln!(
                 out,

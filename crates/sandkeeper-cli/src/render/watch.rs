@@ -96,8 +96,17 @@ pub fn origins(change: &sandkeeper::origin::TrackerChange) -> (bool, String) {
     use sandkeeper::origin::TrackerChange;
     let path = |p: &Path| sanitize(p.as_os_str().as_bytes()).into_owned();
     match change {
-        TrackerChange::Started(p) => (false, format!("origins: recording the creators of new entries of {}", path(p))),
-        TrackerChange::Stopped(p) => (false, format!("origins: no longer recording creators in {}", path(p))),
+        TrackerChange::Started(p) => (
+            false,
+            format!(
+                "origins: recording the creators of new entries of {}",
+                path(p)
+            ),
+        ),
+        TrackerChange::Stopped(p) => (
+            false,
+            format!("origins: no longer recording creators in {}", path(p)),
+        ),
         TrackerChange::Failed(p, e) => (
             true,
             format!(

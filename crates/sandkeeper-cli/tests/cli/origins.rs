@@ -36,7 +36,10 @@ fn scan_groups_families_by_creator_and_escapes() {
     }
     let root = Root::open_exact(base.path()).unwrap();
     let cargo = made_by(&["cargo", "test"], "/system.slice/gitea-runner.service");
-    let evil = made_by(&["evil\x1b[2J", "x"], "/user.slice/user-1000.slice/session-1.scope");
+    let evil = made_by(
+        &["evil\x1b[2J", "x"],
+        "/user.slice/user-1000.slice/session-1.scope",
+    );
     let write = |name: &str, c: Creator| {
         origin::write(root.fd(), OsStr::new(name), Recorder::Watch, c).unwrap();
     };
@@ -47,16 +50,33 @@ fn scan_groups_families_by_creator_and_escapes() {
     let path = base.path().to_str().unwrap();
     let out = sandkeeper(&["scan", "--entries", path]);
     let text = stdout(&out);
+    assert!(text.contains("aura-235-*"), "{text}");
+    let family: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("aura-235-*"))
+        .take(3)
+        .collect();
     assert!(
-        text.contains("aura-235-*"),
+        family[1].starts_with(
+            "  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 2 entries"
+        ),
         "{text}"
     );
-    let family: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("aura-235-*")).take(3).collect();
-    assert!(family[1].starts_with("  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 2 entries"), "{text}");
-    assert!(family[2].contains("unit session-1.scope, cwd /home/ci/aura): 1 entry,"), "{text}");
+    assert!(
+        family[2].contains("unit session-1.scope, cwd /home/ci/aura): 1 entry,"),
+        "{text}"
+    );
     assert!(!text.contains('\x1b'), "escaped: {text}");
-    assert!(text.contains("made by a process that exited before it could be read: 1 entry,"), "{text}");
-    assert!(text.contains("made by a process (pid 77) that exited before it could be read, recorded by watch"), "{text}");
+    assert!(
+        text.contains("made by a process that exited before it could be read: 1 entry,"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "made by a process (pid 77) that exited before it could be read, recorded by watch"
+        ),
+        "{text}"
+    );
 
     let out = sandkeeper(&["scan", "--json", "--entries", path]);
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -65,14 +85,28 @@ fn scan_groups_families_by_creator_and_escapes() {
     let aura = by_name("aura-235-1");
     assert_eq!(aura["origin"]["creator"]["kind"], "process");
     assert_eq!(aura["origin"]["creator"]["argv"][1], "test");
-    assert_eq!(aura["origin"]["creator"]["cgroup"], "/system.slice/gitea-runner.service");
+    assert_eq!(
+        aura["origin"]["creator"]["cgroup"],
+        "/system.slice/gitea-runner.service"
+    );
     assert_eq!(by_name("vm-1")["origin"]["creator"]["kind"], "exited");
-    assert!(by_name("vm-2").get("origin").is_none(), "no origin: no field");
+    assert!(
+        by_name("vm-2").get("origin").is_none(),
+        "no origin: no field"
+    );
 
-    let out = sandkeeper(&["explain", "--root", path, base.path().join("aura-235-3").to_str().unwrap()]);
+    let out = sandkeeper(&[
+        "explain",
+        "--root",
+        path,
+        base.path().join("aura-235-3").to_str().unwrap(),
+    ]);
     let text = stdout(&out);
     assert!(text.contains("origin (recorded by watch"), "{text}");
-    assert!(text.contains("cgroup: /user.slice/user-1000.slice/session-1.scope"), "{text}");
+    assert!(
+        text.contains("cgroup: /user.slice/user-1000.slice/session-1.scope"),
+        "{text}"
+    );
     assert!(!text.contains('\x1b'), "escaped: {text}");
 }
 
@@ -84,10 +118,7 @@ fn run_records_its_command() {
     }
     let base = sandbox!().unwrap();
     let path = base.path().to_str().unwrap();
-    let script = format!(
-        "{} ls --json {path}",
-        env!("CARGO_BIN_EXE_sandkeeper")
-    );
+    let script = format!("{} ls --json {path}", env!("CARGO_BIN_EXE_sandkeeper"));
     let out = sandkeeper(&["run", "--root", path, "--", "sh", "-c", &script]);
     let text = stdout(&out);
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));

@@ -106,7 +106,8 @@ impl Serialize for RootJson<'_> {
             let fd = opened.as_ref().map(crate::root::Root::fd);
             #[cfg(not(target_os = "linux"))]
             let fd = None;
-            let entries: Vec<EntryJson<'_>> = root.entries.iter().map(|e| EntryJson(e, fd)).collect();
+            let entries: Vec<EntryJson<'_>> =
+                root.entries.iter().map(|e| EntryJson(e, fd)).collect();
             m.serialize_entry("entries", &entries)?;
         }
         m.serialize_entry("warnings", &root.warnings)?;

@@ -12,7 +12,10 @@ use super::record::{bound, bound_argv, Creator, Process};
 /// then, pidfd_open(2)). An error counts as exited.
 pub(crate) fn exited(pidfd: BorrowedFd<'_>) -> bool {
     let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     match poll(&mut fds, Some(&zero)) {
         Ok(0) => false,
         Ok(_) => true,
@@ -34,7 +37,13 @@ fn proc_dir(pid: u32) -> Option<OwnedFd> {
 /// At most `limit` bytes of a file under `dir`.
 fn read_small(dir: BorrowedFd<'_>, name: &str, limit: usize) -> Option<Vec<u8>> {
     use std::io::Read;
-    let fd = openat(dir, name, OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW, Mode::empty()).ok()?;
+    let fd = openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+    .ok()?;
     let mut out = Vec::new();
     std::fs::File::from(fd)
         .take(limit as u64)
@@ -45,7 +54,9 @@ fn read_small(dir: BorrowedFd<'_>, name: &str, limit: usize) -> Option<Vec<u8>> 
 
 fn link(dir: BorrowedFd<'_>, name: &str) -> Option<String> {
     let target = readlinkat(dir, name, Vec::new()).ok()?;
-    Some(bound(String::from_utf8_lossy(target.as_bytes()).into_owned()))
+    Some(bound(
+        String::from_utf8_lossy(target.as_bytes()).into_owned(),
+    ))
 }
 
 fn argv_of(dir: BorrowedFd<'_>) -> (Vec<String>, bool) {

@@ -104,10 +104,10 @@ impl Tracker {
             .find_map(|&(target, pidfd)| fan::fanotify_init(target, pidfd).ok())
         {
             Some(g) => g,
-            None => fan::fanotify_init(false, false)
-                .with_path("cannot start fanotify (tracking origins needs root) for", || {
-                    path.clone()
-                })?,
+            None => fan::fanotify_init(false, false).with_path(
+                "cannot start fanotify (tracking origins needs root) for",
+                || path.clone(),
+            )?,
         };
         fan::mark_creates(group.as_fd(), root.fd())
             .with_path("cannot watch with fanotify", || path.clone())?;
@@ -160,7 +160,11 @@ impl Tracker {
         if !paused {
             return;
         }
-        let mut seen = self.shared.pause_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self
+            .shared
+            .pause_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         while !*seen && !self.thread.as_ref().is_none_or(|t| t.is_finished()) {
             seen = self
                 .shared
@@ -292,9 +296,9 @@ impl Batch {
 pub(crate) struct Event<'a> {
     mask: u64,
     pid: i32,
-    dir: Option<(i32, &'a [u8])>,
+    dir: Option<Handle<'a>>,
     name: Option<&'a [u8]>,
-    target: Option<(i32, &'a [u8])>,
+    target: Option<Handle<'a>>,
     pidfd: Option<OwnedFd>,
 }
 
@@ -313,7 +317,10 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 
 /// `fsid` (8 bytes), then `struct file_handle`: its type and bytes, and
 /// what follows it.
-fn file_handle(b: &[u8]) -> Option<((i32, &[u8]), &[u8])> {
+/// A file handle in an event: its type and bytes.
+type Handle<'a> = (i32, &'a [u8]);
+
+fn file_handle(b: &[u8]) -> Option<(Handle<'_>, &[u8])> {
     let len = u32_at(b, 8)? as usize;
     let kind = i32_at(b, 12)?;
     let bytes = b.get(16..16 + len)?;

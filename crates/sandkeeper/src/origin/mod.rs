@@ -65,8 +65,8 @@ use rustix::fs::{fstat, openat, FileType, Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
 
 pub use listen::{Tracker, TrackerStats};
-pub use set::{TrackerChange, Trackers};
 pub use record::{Creator, Origin, Process, Recorder, MAX_ARGS, MAX_FIELD, MAX_RECORD};
+pub use set::{TrackerChange, Trackers};
 
 /// The extended attribute that holds an entry's origin record.
 pub const XATTR: &str = "trusted.sandkeeper.origin";
@@ -146,7 +146,12 @@ pub fn write(
     write_fd(fd.as_fd(), ino, by, creator)
 }
 
-fn write_fd(fd: BorrowedFd<'_>, ino: u64, by: Recorder, creator: Creator) -> Result<Written, Errno> {
+fn write_fd(
+    fd: BorrowedFd<'_>,
+    ino: u64,
+    by: Recorder,
+    creator: Creator,
+) -> Result<Written, Errno> {
     let origin = Origin {
         v: 1,
         ino,

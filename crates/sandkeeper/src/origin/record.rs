@@ -93,9 +93,10 @@ impl Process {
     /// The systemd unit or scope its cgroup names, if any: the last
     /// component ending in `.service` or `.scope`.
     pub fn unit(&self) -> Option<&str> {
-        self.cgroup.as_deref()?.rsplit('/').find(|c| {
-            c.ends_with(".service") || c.ends_with(".scope") || c.ends_with(".slice")
-        })
+        self.cgroup
+            .as_deref()?
+            .rsplit('/')
+            .find(|c| c.ends_with(".service") || c.ends_with(".scope") || c.ends_with(".slice"))
     }
 }
 
@@ -115,7 +116,10 @@ pub(crate) fn bound(mut s: String) -> String {
 /// Bounds an argv: at most [`MAX_ARGS`] elements of [`MAX_FIELD`] bytes.
 pub(crate) fn bound_argv(argv: Vec<String>) -> (Vec<String>, bool) {
     let truncated = argv.len() > MAX_ARGS;
-    (argv.into_iter().take(MAX_ARGS).map(bound).collect(), truncated)
+    (
+        argv.into_iter().take(MAX_ARGS).map(bound).collect(),
+        truncated,
+    )
 }
 
 impl Origin {
@@ -194,13 +198,22 @@ mod tests {
     fn round_trip_and_bounds() {
         let cases: &[(&str, Vec<String>, usize, bool)] = &[
             ("plain", vec!["cargo".into(), "test".into()], 2, false),
-            ("many args", (0..100).map(|i| i.to_string()).collect(), MAX_ARGS, true),
+            (
+                "many args",
+                (0..100).map(|i| i.to_string()).collect(),
+                MAX_ARGS,
+                true,
+            ),
             ("huge arg", vec!["x".repeat(10_000)], 1, false),
         ];
         for (name, argv, len, cut) in cases {
             let bytes = process(argv.clone()).encode();
             assert!(bytes.len() <= MAX_RECORD, "{name}");
-            let Some(Origin { creator: Creator::Process(p), .. }) = Origin::decode(&bytes) else {
+            let Some(Origin {
+                creator: Creator::Process(p),
+                ..
+            }) = Origin::decode(&bytes)
+            else {
                 panic!("{name}: no record");
             };
             assert_eq!(p.argv.len(), *len, "{name}");

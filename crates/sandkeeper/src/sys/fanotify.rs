@@ -21,10 +21,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 ///
 /// - [fanotify_init(2)](https://man7.org/linux/man-pages/man2/fanotify_init.2.html)
 pub(crate) fn fanotify_init(target: bool, pidfd: bool) -> io::Result<OwnedFd> {
-    let mut flags = libc::FAN_CLASS_NOTIF
-        | libc::FAN_CLOEXEC
-        | libc::FAN_NONBLOCK
-        | libc::FAN_REPORT_DFID_NAME;
+    let mut flags =
+        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME;
     if target {
         flags |= libc::FAN_REPORT_FID | libc::FAN_REPORT_TARGET_FID;
     }
