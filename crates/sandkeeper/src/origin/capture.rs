@@ -98,7 +98,9 @@ fn cgroup_of(dir: BorrowedFd<'_>) -> Option<String> {
 }
 
 /// The creator `pid` of an event, read now. `pidfd` is the event's (or
-/// one opened now, when the kernel gives none): every field is read first,
+/// one opened now, on a kernel that gives none: before Linux 5.15 a pid
+/// recycled between the event and this call could be misread, see
+/// `docs/origins.md`): every field is read first,
 /// then the pidfd is checked, and a process that is gone by then —
 /// whose pid may already be someone else's — is [`Creator::Exited`].
 pub(crate) fn capture(pid: u32, pidfd: Option<OwnedFd>) -> Creator {

@@ -300,6 +300,10 @@ pub(crate) struct Event<'a> {
     name: Option<&'a [u8]>,
     target: Option<Handle<'a>>,
     pidfd: Option<OwnedFd>,
+    /// Whether the event had a pidfd record (the group asked for them):
+    /// then a missing pidfd means the creator is gone, and its pid is
+    /// never opened again (it may be another process's by now).
+    pidfd_reported: bool,
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
@@ -353,6 +357,7 @@ pub(crate) fn parse<'a>(buf: &'a [u8], each: &mut dyn FnMut(Event<'a>)) {
             name: None,
             target: None,
             pidfd: None,
+            pidfd_reported: false,
         };
         // With fid reporting, `fd` is FAN_NOFD; own anything else.
         drop(fan::own_event_fd(i32_at(ev, 16).unwrap_or(-1)));
@@ -376,6 +381,7 @@ pub(crate) fn parse<'a>(buf: &'a [u8], each: &mut dyn FnMut(Event<'a>)) {
                     event.target = file_handle(body).map(|(h, _)| h);
                 }
                 libc::FAN_EVENT_INFO_TYPE_PIDFD => {
+                    event.pidfd_reported = true;
                     event.pidfd = i32_at(body, 0).and_then(fan::own_event_fd);
                 }
                 _ => {}
@@ -412,7 +418,12 @@ fn handle_event(
         return; // this process's own quarantine and moves
     }
     c.events.fetch_add(1, Ordering::Relaxed);
-    let creator = batch.creator(pid, ev.pidfd);
+    let creator = match (ev.pidfd, ev.pidfd_reported) {
+        // FAN_NOPIDFD / FAN_EPIDFD: exited (and reaped) before the event
+        // was read.
+        (None, true) if pid != 0 => super::Creator::Exited { pid: Some(pid) },
+        (pidfd, _) => batch.creator(pid, pidfd),
+    };
     let Ok((fd, ino)) = entry(root, name) else {
         c.vanished.fetch_add(1, Ordering::Relaxed);
         return;
@@ -451,6 +462,45 @@ fn handle_event(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event as the kernel writes it: metadata, a DFID_NAME record
+    /// (fsid, handle of 8 bytes, "app-1\0"), a PIDFD record of
+    /// FAN_NOPIDFD.
+    #[test]
+    fn parse_reads_name_handle_and_missing_pidfd() {
+        let mut dfid = vec![libc::FAN_EVENT_INFO_TYPE_DFID_NAME, 0, 0, 0];
+        dfid.extend([0u8; 8]); // fsid
+        dfid.extend(8u32.to_ne_bytes());
+        dfid.extend(1i32.to_ne_bytes());
+        dfid.extend([7u8; 8]);
+        dfid.extend(b"app-1\0");
+        while dfid.len() % 4 != 0 {
+            dfid.push(0);
+        }
+        let len = dfid.len() as u16;
+        dfid[2..4].copy_from_slice(&len.to_ne_bytes());
+        let mut pidfd = vec![libc::FAN_EVENT_INFO_TYPE_PIDFD, 0, 8, 0];
+        pidfd.extend((-1i32).to_ne_bytes());
+        let mut ev = vec![0u8; 24];
+        let total = (24 + dfid.len() + pidfd.len()) as u32;
+        ev[0..4].copy_from_slice(&total.to_ne_bytes());
+        ev[4] = libc::FANOTIFY_METADATA_VERSION;
+        ev[6..8].copy_from_slice(&24u16.to_ne_bytes());
+        ev[8..16].copy_from_slice(&libc::FAN_CREATE.to_ne_bytes());
+        ev[16..20].copy_from_slice(&(-1i32).to_ne_bytes());
+        ev[20..24].copy_from_slice(&42i32.to_ne_bytes());
+        ev.extend(dfid);
+        ev.extend(pidfd);
+        let mut seen = 0;
+        parse(&ev, &mut |e| {
+            seen += 1;
+            assert_eq!(e.name, Some(&b"app-1"[..]));
+            assert_eq!(e.dir, Some((1, &[7u8; 8][..])));
+            assert_eq!(e.pid, 42);
+            assert!(e.pidfd.is_none() && e.pidfd_reported);
+        });
+        assert_eq!(seen, 1);
+    }
 
     #[test]
     fn parse_survives_garbage() {
