@@ -37,9 +37,10 @@
 //!   the entry's inode must be the one recorded (a record copied onto
 //!   another entry by a privileged tool is ignored).
 //! - Entries are reached relative to the root's descriptor with
-//!   `O_PATH | O_NOFOLLOW` (never opened for reading, so a FIFO or device
-//!   is not opened, and a symlink is not followed: symlinks get no
-//!   record).
+//!   `O_PATH | O_NOFOLLOW` and `RESOLVE_NO_XDEV` (never opened for
+//!   reading, so a FIFO or device is not opened; a symlink is not followed
+//!   and gets no record; a mount point, possibly a dead FUSE mount, is not
+//!   entered and gets none either).
 //! - The creator is read after the event and then checked alive through
 //!   its pidfd: a process that exited before it could be read — whose pid
 //!   may already be another's — is [`Creator::Exited`], never a guess.
@@ -61,7 +62,7 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use rustix::fs::{fstat, openat, FileType, Mode, OFlags, XattrFlags};
+use rustix::fs::{fstat, FileType, Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
 
 pub use listen::{Tracker, TrackerStats};
@@ -77,17 +78,23 @@ fn plain(name: &OsStr) -> bool {
     !b.is_empty() && b != b"." && b != b".." && !b.contains(&b'/') && !b.contains(&0)
 }
 
-/// The entry `name` of `root`, as an `O_PATH` descriptor, not followed;
-/// `None` for a symlink (it cannot carry a record of its own here).
+/// The entry `name` of `root`, as an `O_PATH` descriptor, not followed,
+/// and its inode: `openat2` with `RESOLVE_NO_XDEV`, so an entry that is a
+/// mount point is `EXDEV` without asking the mounted filesystem anything
+/// (a dead FUSE or network mount cannot block a scan that shows origins).
+/// A symlink is `EOPNOTSUPP` (it cannot carry a record of its own here);
+/// without `openat2` (before Linux 5.6) every entry is `ENOSYS`.
 fn entry(root: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, u64), Errno> {
+    use rustix::fs::ResolveFlags;
     if !plain(name) {
         return Err(Errno::INVAL);
     }
-    let fd = openat(
+    let fd = rustix::fs::openat2(
         root,
         name,
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
+        ResolveFlags::NO_XDEV | ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
     )?;
     let st = fstat(&fd)?;
     if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
