@@ -23,7 +23,7 @@
 //! let dir = sandkeeper::root::Root::open(root.path())?;
 //! // Nothing recorded it: no origin (and a `user.*` attribute never is one).
 //! assert!(origin::read(dir.fd(), "app-1".as_ref()).is_none());
-//! # Ok::<(), sandkeeper::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Safety & security
