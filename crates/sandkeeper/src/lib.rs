@@ -81,6 +81,8 @@ pub mod leaks;
 pub mod lease;
 #[cfg(feature = "config")]
 pub mod metrics;
+#[cfg(target_os = "linux")]
+pub mod origin;
 pub mod output;
 pub mod pattern;
 pub mod reap;

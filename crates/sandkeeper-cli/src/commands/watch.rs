@@ -321,6 +321,10 @@ impl Driver for LogDriver {
             WatchEvent::NoConfigFile => self
                 .log
                 .notice("SIGHUP: no config file found; keeping the built-in defaults"),
+            WatchEvent::Origins(change) => match render::watch::origins(change) {
+                (true, line) => self.log.error(&line),
+                (false, line) => self.log.notice(&line),
+            },
             _ => {}
         }
     }

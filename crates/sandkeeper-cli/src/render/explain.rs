@@ -97,6 +97,9 @@ pub fn text(
             let _ = writeln!(out, "  lease: none (an unmanaged entry)");
         }
     }
+    if let Some(o) = super::origin::of(super::origin::open(report).as_ref(), &e.name) {
+        super::origin::detail(&mut out, &o);
+    }
     let _ = writeln!(
         out,
         "  size: {} in {} files and {} dirs; newest change {} ago",

@@ -20,6 +20,17 @@ fn managed(report: &Report) -> impl Iterator<Item = (&Path, &Entry)> {
         .filter(|(_, e)| e.is_managed())
 }
 
+/// Each root of `report`, opened again to read origins.
+fn opened(
+    report: &Report,
+) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper::root::Root>> {
+    report
+        .roots
+        .iter()
+        .map(|r| (r.path.as_path(), super::origin::open(r)))
+        .collect()
+}
+
 /// The fewest characters COMMAND is cut to, however narrow the terminal.
 const COMMAND_MIN: usize = 20;
 /// How many characters COMMAND shows without a terminal width (a pipe, a
@@ -142,6 +153,7 @@ fn corroborated(e: &Entry, l: &LeaseRecord, comm: &str) -> bool {
 /// [`COMMAND_MIN`] characters; without a width, at [`COMMAND_UNBOUNDED`].
 pub fn table(report: &Report, width: Option<usize>) -> String {
     let now = report.started_ms;
+    let roots = opened(report);
     let mut rows = Vec::new();
     for (root, e) in managed(report) {
         let mut notes = Vec::new();
@@ -150,6 +162,12 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         }
         if let Some(note) = e.lease.as_ref().and_then(|l| claims::uid_mismatch(e, l)) {
             notes.push(note);
+        }
+        if let Some(o) = roots
+            .get(root)
+            .and_then(|r| super::origin::of(r.as_ref(), &e.name))
+        {
+            notes.push(format!("made by {}", super::origin::line(&o)));
         }
         let (pid, command) = command(e, COMMAND_UNBOUNDED);
         rows.push(Row {
@@ -234,6 +252,7 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
 /// (docs/ls-json.md).
 pub fn json(report: &Report) -> String {
     let now = report.started_ms;
+    let roots_opened = opened(report);
     let items: Vec<Value> = managed(report)
         .map(|(root, e)| {
             let mut o = Map::new();
@@ -255,6 +274,12 @@ pub fn json(report: &Report) -> String {
                     .as_deref()
                     .map_or(json!({"invalid": true}), lease_json),
             );
+            if let Some(origin) = roots_opened
+                .get(root)
+                .and_then(|r| super::origin::of(r.as_ref(), &e.name))
+            {
+                o.insert("origin".into(), json!(origin));
+            }
             Value::Object(o)
         })
         .collect();

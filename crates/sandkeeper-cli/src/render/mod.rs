@@ -7,6 +7,7 @@ pub mod escape;
 pub mod explain;
 pub mod ls;
 pub mod metrics;
+pub mod origin;
 pub mod reap;
 pub mod report;
 pub mod run;

@@ -60,6 +60,8 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             "UNKNOWN",
             "RECLAIMABLE"
         );
+        let opened = super::origin::open(root);
+        let mut made_by = super::origin::by_family(root, opened.as_ref());
         for (g, pattern) in root.groups.iter().zip(&patterns) {
             let s = &g.states;
             let _ = writeln!(
@@ -80,6 +82,9 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
                 s.unknown,
                 size(g.reclaimable_bytes),
             );
+            for line in made_by.remove(&g.pattern).unwrap_or_default() {
+                let _ = writeln!(out, "  {line}");
+            }
         }
         let t = &root.totals;
         let reclaimable: u64 = root.groups.iter().map(|g| g.reclaimable_bytes).sum();
@@ -105,13 +110,19 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
         out.push('\n');
         if entries {
             out.push('\n');
-            entry_lines(&mut out, root, now, verbose);
+            entry_lines(&mut out, root, now, verbose, opened.as_ref());
         }
     }
     out
 }
 
-fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
+fn entry_lines(
+    out: &mut String,
+    root: &RootReport,
+    now: i64,
+    verbose: bool,
+    opened: Option<&sandkeeper::root::Root>,
+) {
     let _ = writeln!(out, "{:<9} {:>10} {:>6}  NAME", "STATE", "SIZE", "AGE");
     for e in &root.entries {
         let _ = write!(
@@ -153,6 +164,9 @@ fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
         }
         if verbose {
             notes.push(escape::line(&e.reason.to_string()).into_owned());
+        }
+        if let Some(o) = super::origin::of(opened, &e.name) {
+            notes.push(format!("made by {}", super::origin::line(&o)));
         }
         if !notes.is_empty() {
             let _ = write!(out, "  [{}]", notes.join("; "));

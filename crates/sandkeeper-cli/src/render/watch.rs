@@ -78,6 +78,9 @@ pub fn describe(config: &Config) -> Vec<String> {
         } else if root.user_dirs {
             parts.push("and its sandkeeper-<uid> directories".into());
         }
+        if root.track_origins {
+            parts.push("recording the creator of each new entry".into());
+        }
         lines.push(format!(
             "root {}: {}",
             sanitize(root.path.as_os_str().as_bytes()),
@@ -85,6 +88,35 @@ pub fn describe(config: &Config) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The log line of an origin tracker's change, and whether it is an
+/// error: "origins: tracking ROOT", "origins: cannot track ROOT: …".
+pub fn origins(change: &sandkeeper::origin::TrackerChange) -> (bool, String) {
+    use sandkeeper::origin::TrackerChange;
+    let path = |p: &Path| sanitize(p.as_os_str().as_bytes()).into_owned();
+    match change {
+        TrackerChange::Started(p) => (
+            false,
+            format!(
+                "origins: recording the creators of new entries of {}",
+                path(p)
+            ),
+        ),
+        TrackerChange::Stopped(p) => (
+            false,
+            format!("origins: no longer recording creators in {}", path(p)),
+        ),
+        TrackerChange::Failed(p, e) => (
+            true,
+            format!(
+                "origins: cannot record creators in {}: {} (needs root and fanotify)",
+                path(p),
+                sanitize(e.to_string().as_bytes())
+            ),
+        ),
+        _ => (false, String::new()),
+    }
 }
 
 /// "ROOT: above the high watermark (95.0% used, 1 GiB free); removing

@@ -6,6 +6,7 @@ mod config;
 mod consistency;
 mod job_control;
 mod nextest;
+mod origins;
 mod reap;
 mod run;
 mod scan;

@@ -110,6 +110,11 @@ pub struct RootConfig {
     /// (`family="(all)"`): their owners made them 0700 so that others
     /// cannot list them, and the metrics file is world-readable.
     pub user_dir_families: bool,
+    /// `track_origins = true`: `watch` records the creator of each new
+    /// top-level entry of this root (fanotify; root only; see
+    /// `docs/origins.md` and [`crate::origin`]). Default off. Origins never
+    /// change what is reaped.
+    pub track_origins: bool,
     /// When to reap under pressure, and down to where (bytes).
     pub watermarks: Option<Watermarks>,
     /// The same by inodes: above the high one (fewer free inodes) a reap
@@ -285,6 +290,7 @@ impl Config {
                 max_keep: crate::reap::DEFAULT_MAX_KEEP,
                 user_dirs: true,
                 user_dir_families: false,
+                track_origins: false,
                 watermarks: None,
                 inode_watermarks: None,
                 rules: Vec::new(),
@@ -523,6 +529,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             max_keep,
             user_dirs: r.user_dirs.unwrap_or(true),
             user_dir_families: r.user_dir_families.unwrap_or(false),
+            track_origins: r.track_origins.unwrap_or(false),
             watermarks,
             inode_watermarks,
             rules,
@@ -569,6 +576,7 @@ struct RawRoot {
     max_keep: Option<Spanned<toml::Value>>,
     user_dirs: Option<bool>,
     user_dir_families: Option<bool>,
+    track_origins: Option<bool>,
     high_watermark: Option<Spanned<toml::Value>>,
     low_watermark: Option<Spanned<toml::Value>>,
     high_watermark_inodes: Option<Spanned<toml::Value>>,
@@ -846,7 +854,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 18] = [
+        const KEYS: [&str; 19] = [
             "interval",
             "poll",
             "path",
@@ -865,6 +873,7 @@ mod tests {
             "owner",
             "trust_pid_namespace",
             "assume_unseen_free",
+            "track_origins",
         ];
 
         fn value() -> impl Strategy<Value = String> {

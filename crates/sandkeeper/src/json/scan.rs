@@ -102,10 +102,18 @@ impl Serialize for RootJson<'_> {
         let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
         m.serialize_entry("groups", &groups)?;
         if self.entries {
+            // Origins (optional, `docs/origins.md`): read per entry through
+            // the root opened again, never by a path below it.
+            #[cfg(target_os = "linux")]
+            let opened = crate::root::Root::open_exact(&root.path).ok();
+            #[cfg(target_os = "linux")]
+            let fd = opened.as_ref().map(crate::root::Root::fd);
+            #[cfg(not(target_os = "linux"))]
+            let fd = None;
             let entries: Vec<EntryJson<'_>> = root
                 .entries
                 .iter()
-                .map(|e| EntryJson(e, self.now_ms))
+                .map(|e| EntryJson(e, self.now_ms, fd))
                 .collect();
             m.serialize_entry("entries", &entries)?;
         }
@@ -148,7 +156,7 @@ fn group_json(g: &Group) -> Value {
     })
 }
 
-struct EntryJson<'a>(&'a Entry, i64);
+struct EntryJson<'a>(&'a Entry, i64, Option<std::os::fd::BorrowedFd<'a>>);
 
 impl Serialize for EntryJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -187,6 +195,10 @@ impl Serialize for EntryJson<'_> {
             "kept_until_ms",
             &e.kept_until(self.1, crate::reap::DEFAULT_MAX_KEEP),
         )?;
+        #[cfg(target_os = "linux")]
+        if let Some(origin) = self.2.and_then(|fd| crate::origin::read(fd, &e.name)) {
+            m.serialize_entry("origin", &origin)?;
+        }
         m.end()
     }
 }

@@ -305,6 +305,15 @@ impl Run {
             .keep_env(false)
             .kill_grace(opts.kill_grace)
             .create()?;
+        // Its command is the directory's creator (`crate::origin`; best
+        // effort: only root can write the record).
+        #[cfg(target_os = "linux")]
+        if let Ok(dir) = sandbox.try_clone_dir() {
+            let command: Vec<&OsStr> = std::iter::once(self.program.as_os_str())
+                .chain(self.args.iter().map(OsString::as_os_str))
+                .collect();
+            crate::origin::record_run(std::os::fd::AsFd::as_fd(&dir), &command);
+        }
         if let Some(size) = &opts.isolate {
             // The namespace is the calling thread's (see `isolate`).
             isolate_tmpfs(sandbox.path(), size)?;

@@ -4,6 +4,8 @@
 //! is used; what remains here is what they do not offer.
 
 #[cfg(target_os = "linux")]
+pub(crate) mod fanotify;
+#[cfg(target_os = "linux")]
 pub(crate) mod loopdev;
 #[cfg(target_os = "linux")]
 pub(crate) mod namespace;

@@ -151,6 +151,10 @@ pub enum WatchEvent<'a> {
     ReloadFailed(&'a ConfigError),
     /// A reload found no config file: the built-in defaults stay.
     NoConfigFile,
+    /// Origin tracking (`track_origins = true`) started, stopped or could
+    /// not start for a root.
+    #[cfg(target_os = "linux")]
+    Origins(&'a crate::origin::TrackerChange),
 }
 
 /// How a reap under pressure ended.
@@ -215,6 +219,9 @@ pub struct Watcher {
     assume_caller: bool,
     metrics: Metrics,
     roots: HashMap<PathBuf, RootState>,
+    /// The fanotify trackers of the roots with `track_origins`.
+    #[cfg(target_os = "linux")]
+    origins: crate::origin::Trackers,
 }
 
 impl Watcher {
@@ -229,6 +236,8 @@ impl Watcher {
             assume_caller,
             metrics: Metrics::new(),
             roots: HashMap::new(),
+            #[cfg(target_os = "linux")]
+            origins: crate::origin::Trackers::new(),
         };
         watcher.opts.reap.trust_pid_namespace = trust_caller || watcher.config.trust_pid_namespace;
         watcher.opts.reap.assume_unseen_free = assume_caller || watcher.config.assume_unseen_free;
@@ -262,6 +271,7 @@ impl Watcher {
         let mut last_cycle: Option<Instant> = None;
         let mut next_cycle = driver.now();
         let mut next_poll = next_cycle + self.config.poll;
+        self.track_origins(driver);
         loop {
             if self.stopping() {
                 return;
@@ -284,6 +294,7 @@ impl Watcher {
                 Wake::Stop => return,
                 Wake::Reload => {
                     self.reload(driver);
+                    self.track_origins(driver);
                     // A new interval counts from the last cycle; poll at once.
                     if let Some(last) = last_cycle {
                         next_cycle = last + self.config.interval;
@@ -387,6 +398,23 @@ impl Watcher {
             }
         }
         self.publish(driver);
+    }
+
+    /// Starts or stops the origin trackers so that exactly the roots with
+    /// `track_origins = true` are tracked (`crate::origin`).
+    fn track_origins(&mut self, driver: &mut dyn Driver) {
+        #[cfg(target_os = "linux")]
+        for change in self.origins.sync(
+            self.config
+                .roots
+                .iter()
+                .filter(|r| r.track_origins)
+                .map(|r| r.path.as_path()),
+        ) {
+            driver.event(WatchEvent::Origins(&change));
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = driver;
     }
 
     /// Hands the metrics over to be written, when they are kept.

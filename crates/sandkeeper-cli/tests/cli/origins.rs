@@ -1,0 +1,129 @@
+//! `scan`, `explain` and `ls` show recorded origins (issue 17), escaped,
+//! grouped by creator per family, and in `--json`.
+
+use std::ffi::OsStr;
+use std::fs;
+
+use sandkeeper::origin::{self, Creator, Process, Recorder};
+use sandkeeper::root::Root;
+use sandkeeper::sandbox;
+use sandkeeper_testkit::privilege::require_root;
+use serde_json::Value;
+
+use crate::{sandkeeper, stdout};
+
+fn made_by(argv: &[&str], cgroup: &str) -> Creator {
+    Creator::Process(Process {
+        pid: 4242,
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        cwd: Some("/home/ci/aura".into()),
+        uid: Some(1000),
+        cgroup: Some(cgroup.into()),
+        ..Process::default()
+    })
+}
+
+/// Two families; one family made by two creators (one with a terminal
+/// escape in its argv), one entry whose creator exited, one unrecorded.
+#[test]
+fn scan_groups_families_by_creator_and_escapes() {
+    if !require_root("scan_groups_families_by_creator_and_escapes") {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    for name in ["aura-235-1", "aura-235-2", "aura-235-3", "vm-1", "vm-2"] {
+        fs::create_dir(base.path().join(name)).unwrap();
+    }
+    let root = Root::open_exact(base.path()).unwrap();
+    let cargo = made_by(&["cargo", "test"], "/system.slice/gitea-runner.service");
+    let evil = made_by(
+        &["evil\x1b[2J", "x"],
+        "/user.slice/user-1000.slice/session-1.scope",
+    );
+    let write = |name: &str, c: Creator| {
+        origin::write(root.fd(), OsStr::new(name), Recorder::Watch, c).unwrap();
+    };
+    write("aura-235-1", cargo.clone());
+    write("aura-235-2", cargo);
+    write("aura-235-3", evil);
+    write("vm-1", Creator::Exited { pid: Some(77) });
+    let path = base.path().to_str().unwrap();
+    let out = sandkeeper(&["scan", "--entries", path]);
+    let text = stdout(&out);
+    assert!(text.contains("aura-235-*"), "{text}");
+    let family: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("aura-235-*"))
+        .take(3)
+        .collect();
+    assert!(
+        family[1].starts_with(
+            "  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 2 entries"
+        ),
+        "{text}"
+    );
+    assert!(
+        family[2].contains("unit session-1.scope, cwd /home/ci/aura): 1 entry,"),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "escaped: {text}");
+    assert!(
+        text.contains("made by a process that exited before it could be read: 1 entry,"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "made by a process (pid 77) that exited before it could be read, recorded by watch"
+        ),
+        "{text}"
+    );
+
+    let out = sandkeeper(&["scan", "--json", "--entries", path]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let entries = doc["roots"][0]["entries"].as_array().unwrap();
+    let by_name = |n: &str| entries.iter().find(|e| e["name"] == n).unwrap().clone();
+    let aura = by_name("aura-235-1");
+    assert_eq!(aura["origin"]["creator"]["kind"], "process");
+    assert_eq!(aura["origin"]["creator"]["argv"][1], "test");
+    assert_eq!(
+        aura["origin"]["creator"]["cgroup"],
+        "/system.slice/gitea-runner.service"
+    );
+    assert_eq!(by_name("vm-1")["origin"]["creator"]["kind"], "exited");
+    assert!(
+        by_name("vm-2").get("origin").is_none(),
+        "no origin: no field"
+    );
+
+    let out = sandkeeper(&[
+        "explain",
+        "--root",
+        path,
+        base.path().join("aura-235-3").to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("origin (recorded by watch"), "{text}");
+    assert!(
+        text.contains("cgroup: /user.slice/user-1000.slice/session-1.scope"),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "escaped: {text}");
+}
+
+/// A `sandkeeper run` directory names its command as its creator.
+#[test]
+fn run_records_its_command() {
+    if !require_root("run_records_its_command") {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let path = base.path().to_str().unwrap();
+    let script = format!("{} ls --json {path}", env!("CARGO_BIN_EXE_sandkeeper"));
+    let out = sandkeeper(&["run", "--root", path, "--", "sh", "-c", &script]);
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let origin = &doc["sandboxes"][0]["origin"];
+    assert_eq!(origin["by"], "run", "{text}");
+    assert_eq!(origin["creator"]["argv"][0], "sh", "{text}");
+    assert_eq!(origin["creator"]["argv"][2], script, "{text}");
+}

@@ -1,0 +1,123 @@
+//! fanotify and file handles: the system calls that `origin`'s listener
+//! needs and that neither std nor rustix wraps.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// `fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK |
+/// FAN_REPORT_DFID_NAME [| FAN_REPORT_FID | FAN_REPORT_TARGET_FID]
+/// [| FAN_REPORT_PIDFD], O_RDONLY | O_CLOEXEC)`—a notification group that
+/// reports a directory's file handle and a name per event (no open
+/// descriptor of the object), with `target` the new entry's own handle too
+/// (Linux 5.17), and with `pidfd` a pidfd of the process that caused it
+/// (Linux 5.15).
+///
+/// Needs `CAP_SYS_ADMIN` (`EPERM` without). `EINVAL` on a kernel that
+/// lacks a flag (`FAN_REPORT_PIDFD` before 5.15, `FAN_REPORT_DFID_NAME`
+/// before 5.9).
+///
+/// # References
+///
+/// - [fanotify_init(2)](https://man7.org/linux/man-pages/man2/fanotify_init.2.html)
+pub(crate) fn fanotify_init(target: bool, pidfd: bool) -> io::Result<OwnedFd> {
+    let mut flags =
+        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_DFID_NAME;
+    if target {
+        flags |= libc::FAN_REPORT_FID | libc::FAN_REPORT_TARGET_FID;
+    }
+    if pidfd {
+        flags |= libc::FAN_REPORT_PIDFD;
+    }
+    let event_flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint;
+    // SAFETY: fanotify_init takes two integers and touches no memory of
+    // the caller.
+    let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success fanotify_init returns a fresh descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fanotify_mark(group, FAN_MARK_ADD, FAN_CREATE | FAN_MOVED_TO |
+/// FAN_ONDIR, dir, NULL)`—events for every name created in, or moved
+/// into, the directory `dir` itself (its direct children, directories
+/// included; not deeper).
+///
+/// # References
+///
+/// - [fanotify_mark(2)](https://man7.org/linux/man-pages/man2/fanotify_mark.2.html)
+pub(crate) fn mark_creates(group: BorrowedFd<'_>, dir: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: a NULL pathname makes the kernel mark `dir` itself; both
+    // descriptors are valid for the call.
+    let r = unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            libc::FAN_MARK_ADD,
+            libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_ONDIR,
+            dir.as_raw_fd(),
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `name_to_handle_at(fd, "", &handle, &mount_id, AT_EMPTY_PATH)`—the file
+/// handle of the open file `fd`: its type and its bytes, as fanotify
+/// reports them in an event's fid record.
+///
+/// # References
+///
+/// - [name_to_handle_at(2)](https://man7.org/linux/man-pages/man2/name_to_handle_at.2.html)
+pub(crate) fn file_handle(fd: BorrowedFd<'_>) -> io::Result<(i32, Vec<u8>)> {
+    /// `struct file_handle` with room for the largest handle.
+    #[repr(C)]
+    struct Handle {
+        bytes: u32,
+        kind: i32,
+        f_handle: [u8; libc::MAX_HANDLE_SZ as usize],
+    }
+    let mut handle = Handle {
+        bytes: libc::MAX_HANDLE_SZ as u32,
+        kind: 0,
+        f_handle: [0; libc::MAX_HANDLE_SZ as usize],
+    };
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: `handle` is laid out as `struct file_handle` followed by
+    // MAX_HANDLE_SZ bytes, and `handle_bytes` says so; the empty C string
+    // with AT_EMPTY_PATH names `fd` itself; both pointers outlive the call.
+    let r = unsafe {
+        libc::name_to_handle_at(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            (&raw mut handle).cast::<libc::file_handle>(),
+            &raw mut mount_id,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = (handle.bytes as usize).min(handle.f_handle.len());
+    Ok((handle.kind, handle.f_handle[..len].to_vec()))
+}
+
+/// Takes ownership of a descriptor that the kernel installed in this
+/// process's table for one fanotify event (its pidfd), so that it is
+/// closed.
+///
+/// Returns `None` for a negative value (`FAN_NOPIDFD`, `FAN_EPIDFD`).
+pub(crate) fn own_event_fd(raw: i32) -> Option<OwnedFd> {
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: the kernel installed this descriptor in our table while
+    // copying the event out (fanotify(7), "FAN_EVENT_INFO_TYPE_PIDFD");
+    // the event buffer is parsed once, so nothing else takes ownership.
+    Some(unsafe { OwnedFd::from_raw_fd(raw) })
+}

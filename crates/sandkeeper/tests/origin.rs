@@ -1,0 +1,405 @@
+//! The creator of each top-level entry of a watched root (issue 17): what
+//! the fanotify tracker records, what is never taken as an origin, and
+//! what survives a restart. Root only (fanotify, `trusted.*`).
+
+use std::ffi::OsStr;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+
+use sandkeeper::origin::{self, Creator, Recorder, Tracker};
+use sandkeeper::root::Root;
+use sandkeeper_testkit::privilege::{as_nobody, require_root};
+use sandkeeper_testkit::process::{child_mode, wait_until, Helper};
+use sandkeeper_testkit::scratch;
+
+fn name(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+fn tracked(tag: &str) -> (sandkeeper_testkit::scratch::Scratch, Root, Tracker) {
+    let dir = scratch!(tag);
+    let root = Root::open_exact(dir.path()).unwrap();
+    let tracker = Tracker::start(&root).unwrap();
+    (dir, root, tracker)
+}
+
+/// `sh -c SCRIPT sh ROOT`, left running (killed on drop).
+fn creator(script: &str, root: &Path) -> Helper {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script).arg("sh").arg(root);
+    Helper::spawn(cmd)
+}
+
+/// The helper side: `make` creates a directory, a file and a FIFO in
+/// `SK_PATH` itself, says `READY`, and lives on.
+#[test]
+#[ignore = "a helper process, started by the tests"]
+fn child_main() {
+    let Some(mode) = child_mode() else {
+        return;
+    };
+    let root = std::path::PathBuf::from(std::env::var("SK_PATH").expect("SK_PATH"));
+    if mode == "make" {
+        std::fs::create_dir(root.join("app-1")).unwrap();
+        std::fs::write(root.join("file-1"), "x").unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo-1"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        println!("READY made");
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+    // `burst`: SK_COUNT directories at about SK_RATE per second, in steps
+    // of 1 ms; then `DONE`.
+    if mode == "burst" {
+        let count: u64 = std::env::var("SK_COUNT").unwrap().parse().unwrap();
+        let rate: u64 = std::env::var("SK_RATE").unwrap().parse().unwrap();
+        let start = std::time::Instant::now();
+        for i in 0..count {
+            std::fs::create_dir(root.join(format!("burst-{i}"))).unwrap();
+            let due = std::time::Duration::from_micros(i * 1_000_000 / rate);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                if wait > std::time::Duration::from_millis(1) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        println!("DONE {}", start.elapsed().as_millis());
+        std::thread::sleep(std::time::Duration::from_secs(600));
+    }
+}
+
+/// A creator process makes a directory, a file and a FIFO in a watched
+/// root: each is recorded with its argv, cgroup, uid, cwd and parent.
+#[test]
+fn creator_argv_and_cgroup_are_recorded() {
+    if !require_root("creator_argv_and_cgroup_are_recorded") {
+        return;
+    }
+    let (dir, root, tracker) = tracked("origin-argv");
+    let path = dir.path().to_str().unwrap();
+    let mut child = Helper::start("make", &[("SK_PATH", path), ("SK_MARKER", "marker-7f3")]);
+    child.expect("READY");
+    tracker.drain();
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let ours = ours
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned);
+    for entry in ["app-1", "file-1", "fifo-1"] {
+        let got =
+            origin::read(root.fd(), name(entry)).unwrap_or_else(|| panic!("{entry}: no origin"));
+        assert_eq!(got.by, Recorder::Watch);
+        let Creator::Process(p) = got.creator else {
+            panic!("{entry}: {:?}", got.creator)
+        };
+        assert_eq!(p.pid, child.pid(), "{entry}");
+        assert!(
+            p.argv.iter().any(|a| a == "child_main"),
+            "{entry}: {:?}",
+            p.argv
+        );
+        assert_eq!(
+            p.exe.as_deref(),
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.to_str().map(str::to_owned))
+                .as_deref(),
+            "{entry}"
+        );
+        assert_eq!(p.cgroup, ours, "{entry}");
+        assert_eq!(p.uid, Some(0), "{entry}");
+        assert!(p.cwd.is_some(), "{entry}");
+        assert!(
+            !p.parent_argv.is_empty(),
+            "{entry}: the test binary is the parent"
+        );
+    }
+    assert!(tracker.stats().recorded >= 3);
+    child.kill();
+}
+
+/// A creator that is gone (exited and reaped) before its event is read
+/// — the tracker paused meanwhile — is recorded as exited, with its pid,
+/// never as whatever process has its pid now.
+#[test]
+fn short_lived_creator_is_recorded_as_exited() {
+    if !require_root("short_lived_creator_is_recorded_as_exited") {
+        return;
+    }
+    let (dir, root, tracker) = tracked("origin-exited");
+    tracker.set_paused(true);
+    let mut child = Command::new("mkdir")
+        .arg(dir.join("gone-1"))
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(status.success() && status.signal().is_none());
+    tracker.set_paused(false);
+    tracker.drain();
+    let got = origin::read(root.fd(), name("gone-1")).expect("an origin");
+    assert_eq!(got.creator, Creator::Exited { pid: Some(pid) });
+    assert_eq!(tracker.stats().exited, 1);
+}
+
+/// A `user.*` attribute (any owner can set one) shaped exactly like a
+/// record, a record copied onto another inode, a planted file named like
+/// the attribute, and a symlink are never taken as origins; and a user
+/// cannot write the `trusted.*` attribute.
+#[test]
+fn forged_origins_are_never_taken() {
+    if !require_root("forged_origins_are_never_taken") {
+        return;
+    }
+    let dir = scratch!("origin-forged");
+    let root = Root::open_exact(dir.path()).unwrap();
+    std::fs::create_dir(dir.join("victim")).unwrap();
+    std::fs::create_dir(dir.join("other")).unwrap();
+    // A real record on `other`, then its bytes copied everywhere.
+    assert!(origin::write(
+        root.fd(),
+        name("other"),
+        Recorder::Watch,
+        Creator::Exited { pid: Some(1) }
+    )
+    .is_ok());
+    let record = xattr_get(&dir.join("other"), origin::XATTR).expect("the real record");
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let forged = String::from_utf8(record).unwrap().replace(
+        &format!("\"ino\":{}", ino(&dir.join("other"))),
+        &format!("\"ino\":{}", ino(&dir.join("victim"))),
+    );
+    rustix::fs::setxattr(
+        dir.join("victim"),
+        "user.sandkeeper.origin",
+        forged.as_bytes(),
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("victim/trusted.sandkeeper.origin"), &forged).unwrap();
+    std::fs::write(dir.join(".sandkeeper-origins"), &forged).unwrap();
+    assert_eq!(
+        origin::read(root.fd(), name("victim")),
+        None,
+        "user.* or a planted file"
+    );
+    // The real record, copied to another inode (as `cp -a` by root would).
+    let copied = xattr_get(&dir.join("other"), origin::XATTR).unwrap();
+    std::fs::create_dir(dir.join("copy")).unwrap();
+    rustix::fs::setxattr(
+        dir.join("copy"),
+        origin::XATTR,
+        &copied,
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    assert_eq!(
+        origin::read(root.fd(), name("copy")),
+        None,
+        "a copied record"
+    );
+    // A symlink to an entry with a record is not that entry.
+    std::os::unix::fs::symlink(dir.join("other"), dir.join("link")).unwrap();
+    assert_eq!(origin::read(root.fd(), name("link")), None, "a symlink");
+    assert!(origin::read(root.fd(), name("other")).is_some());
+    // Users cannot write the attribute.
+    std::fs::create_dir(dir.join("mine")).unwrap();
+    std::os::unix::fs::chown(dir.join("mine"), Some(65534), Some(65534)).unwrap();
+    let denied = as_nobody(|| {
+        rustix::fs::setxattr(
+            dir.join("mine"),
+            origin::XATTR,
+            forged.as_bytes(),
+            rustix::fs::XattrFlags::empty(),
+        )
+    });
+    assert_eq!(denied, Err(rustix::io::Errno::PERM));
+    for bad in ["", ".", "..", "a/b"] {
+        assert_eq!(origin::read(root.fd(), name(bad)), None, "{bad:?}");
+    }
+}
+
+/// A tracker stopped and started again keeps the origins of the entries
+/// that exist; an entry renamed inside the root keeps its first creator.
+#[test]
+fn restart_keeps_origins() {
+    if !require_root("restart_keeps_origins") {
+        return;
+    }
+    let (dir, root, tracker) = tracked("origin-restart");
+    let mut first = creator(
+        r#"mkdir "$1/app-1" && exec sleep 60 # first-creator"#,
+        dir.path(),
+    );
+    wait_until("app-1", || dir.join("app-1").exists());
+    tracker.drain();
+    tracker.stop();
+    first.kill();
+    let before = origin::read(root.fd(), name("app-1")).expect("recorded");
+    let tracker = Tracker::start(&root).unwrap();
+    let mut second = creator(
+        r#"mv "$1/app-1" "$1/app-2" && exec sleep 60 # second"#,
+        dir.path(),
+    );
+    wait_until("app-2", || dir.join("app-2").exists());
+    tracker.drain();
+    let after = origin::read(root.fd(), name("app-2")).expect("still recorded");
+    assert_eq!(before, after);
+    assert_eq!(tracker.stats().already, 1);
+    second.kill();
+}
+
+fn xattr_get(path: &Path, attr: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 16384];
+    let n = rustix::fs::getxattr(path, attr, &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+/// `watch` with `track_origins = true` on a root records the creators of
+/// its new entries, and says so; a root without it gets no tracker.
+#[test]
+fn watch_tracks_roots_that_ask() {
+    use sandkeeper::config::Config;
+    use sandkeeper::watch::{Driver, Wake, WatchEvent, WatchOptions, Watcher};
+    use std::time::Instant;
+
+    if !require_root("watch_tracks_roots_that_ask") {
+        return;
+    }
+    struct Fake<'a> {
+        now: Instant,
+        root: &'a Path,
+        started: Vec<String>,
+        recorded: bool,
+    }
+    impl Driver for Fake<'_> {
+        fn now(&mut self) -> Instant {
+            self.now
+        }
+        fn wait(&mut self, until: Instant) -> Wake {
+            self.now = until;
+            let mut child = Helper::start("make", &[("SK_PATH", self.root.to_str().unwrap())]);
+            child.expect("READY");
+            let root = Root::open_exact(self.root).unwrap();
+            wait_until("the origin of app-1", || {
+                origin::read(root.fd(), name("app-1")).is_some()
+            });
+            self.recorded = matches!(
+                origin::read(root.fd(), name("app-1")).map(|o| o.creator),
+                Some(Creator::Process(p)) if p.pid == child.pid()
+            );
+            child.kill();
+            Wake::Stop
+        }
+        fn event(&mut self, event: WatchEvent<'_>) {
+            if let WatchEvent::Origins(change) = event {
+                self.started.push(format!("{change:?}"));
+            }
+        }
+    }
+    let dir = scratch!("origin-watch");
+    let mut config = Config::defaults();
+    config.roots[0].path = dir.path().to_owned();
+    config.roots[0].track_origins = true;
+    config.roots[0].user_dirs = false;
+    let mut fake = Fake {
+        now: Instant::now(),
+        root: dir.path(),
+        started: Vec::new(),
+        recorded: false,
+    };
+    Watcher::new(config, WatchOptions::new()).run(&mut fake);
+    assert_eq!(fake.started.len(), 1, "{:?}", fake.started);
+    assert!(
+        fake.started[0].starts_with("Started("),
+        "{:?}",
+        fake.started
+    );
+    assert!(fake.recorded, "the helper is the creator");
+}
+
+/// The benchmark behind `bench/origins/run.sh` (not a test: run by that
+/// script with `--ignored`): a tracker on a tmpfs root receiving
+/// `SK_COUNT` creates at `SK_RATE` per second from another process — the
+/// CPU this process spent (the tracker is all it does), events lost; then
+/// the scan of that root, and the scan plus reading every origin, medians
+/// of 5.
+#[test]
+#[ignore = "a benchmark, run by bench/origins/run.sh"]
+fn bench_origins() {
+    if !require_root("bench_origins") {
+        return;
+    }
+    let count: u64 = std::env::var("SK_COUNT").map_or(10_000, |v| v.parse().unwrap());
+    let rate: u64 = std::env::var("SK_RATE").map_or(10_000, |v| v.parse().unwrap());
+    let dir = scratch!("origin-bench").tmpfs("1g");
+    let root = Root::open_exact(dir.path()).unwrap();
+    let tracker = Tracker::start(&root).unwrap();
+    let cpu = || {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<u64> = rest
+            .split(' ')
+            .skip(11)
+            .take(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        (f[0] + f[1]) * 1000 / rustix::param::clock_ticks_per_second()
+    };
+    let (cpu0, wall0) = (cpu(), std::time::Instant::now());
+    let path = dir.path().to_str().unwrap().to_owned();
+    let (c, r) = (count.to_string(), rate.to_string());
+    let mut child = Helper::start(
+        "burst",
+        &[("SK_PATH", &path), ("SK_COUNT", &c), ("SK_RATE", &r)],
+    );
+    let made_ms = child.expect("DONE");
+    tracker.drain();
+    let (cpu_ms, wall_ms) = (cpu() - cpu0, wall0.elapsed().as_millis());
+    child.kill();
+    let s = tracker.stats();
+    println!("creates {count} at {rate}/s: made in {made_ms} ms; tracker done after {wall_ms} ms");
+    println!(
+        "tracker CPU {cpu_ms} ms ({:.1}% of one core over the burst)",
+        cpu_ms as f64 * 100.0 / wall_ms.max(1) as f64
+    );
+    println!(
+        "events {} recorded {} (exited {}) vanished {} failed {} overflows {}; without a record: {}",
+        s.events, s.recorded, s.exited, s.vanished, s.failed, s.overflows,
+        count.saturating_sub(s.recorded)
+    );
+    drop(tracker);
+    let median = |f: &mut dyn FnMut()| {
+        let mut t: Vec<u128> = (0..5)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                f();
+                start.elapsed().as_micros()
+            })
+            .collect();
+        t.sort();
+        t[2] as f64 / 1000.0
+    };
+    let mut scanner = sandkeeper::scan::Scanner::new();
+    scanner.trust_pid_namespace(true);
+    let mut found = 0;
+    let plain = median(&mut || {
+        scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+    });
+    let with = median(&mut || {
+        let report = scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+        found = report.roots[0]
+            .entries
+            .iter()
+            .filter(|e| origin::read(root.fd(), &e.name).is_some())
+            .count();
+    });
+    println!("scan of {count} entries: {plain:.1} ms; with every origin read: {with:.1} ms ({:.2}x); {found} origins", with / plain);
+}
