@@ -4,7 +4,7 @@
 //! - [`Tracker`] watches one root directory with fanotify (`FAN_CREATE |
 //!   FAN_MOVED_TO | FAN_ONDIR`, reported with the directory's file handle
 //!   and the name): for each new direct child it reads the creating
-//!   process from `/proc` and records it on the entry ([`write`]). `watch`
+//!   process from `/proc` and records it on the entry ([`write()`]). `watch`
 //!   runs one per root whose config sets `track_origins = true`.
 //! - The record is the extended attribute [`XATTR`] (`trusted.*`: only a
 //!   process with `CAP_SYS_ADMIN` can write it, so users cannot forge one;
@@ -126,7 +126,7 @@ pub fn read(root: BorrowedFd<'_>, name: &OsStr) -> Option<Origin> {
     (origin.ino == ino).then_some(origin)
 }
 
-/// What [`write`] did.
+/// What [`write()`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     /// The record is on the entry now.
