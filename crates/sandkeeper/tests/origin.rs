@@ -211,9 +211,13 @@ fn forged_origins_are_never_taken() {
     // Users cannot write the attribute.
     std::fs::create_dir(dir.join("mine")).unwrap();
     std::os::unix::fs::chown(dir.join("mine"), Some(65534), Some(65534)).unwrap();
+    // Through a descriptor opened beforehand: the answer is about the
+    // attribute, not about whether nobody may search the path to it (a
+    // checkout may sit under a private directory).
+    let mine = std::fs::File::open(dir.join("mine")).unwrap();
     let denied = as_nobody(|| {
-        rustix::fs::setxattr(
-            dir.join("mine"),
+        rustix::fs::fsetxattr(
+            &mine,
             origin::XATTR,
             forged.as_bytes(),
             rustix::fs::XattrFlags::empty(),
