@@ -426,7 +426,10 @@ fn inner_kept() {
     let out = sandkeeper(&["scan", "--entries", r]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    let family = text.lines().find(|l| l.starts_with("run-true-*")).unwrap();
+    let family = text
+        .lines()
+        .find(|l| l.starts_with("run-true-*"))
+        .unwrap_or_else(|| panic!("no run-true-* family: {text}"));
     let cols: Vec<&str> = family.split_whitespace().collect();
     // FAMILY COUNT SIZE(2) OLDEST NEWEST LIVE IN-USE ORPHANED KEPT IDLE UNKNOWN RECLAIMABLE(2)
     assert_eq!(&cols[6..11], ["0", "0", "0", "1", "0"], "{text}");
@@ -574,7 +577,7 @@ fn inner_kept() {
     assert_eq!(kept_json["state"], "orphaned");
     assert!(kept_json["kept_until_ms"].is_u64());
     let mut got = BTreeSet::new();
-    emitted(&doc, "", &["sandboxes[].lease"], &mut got);
+    emitted(&doc, "", &["sandboxes[].lease", "sandboxes[].origin"], &mut got);
     assert_eq!(
         with_parents(&documented("ls-json.md")),
         with_parents(&got),

@@ -787,6 +787,22 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The random part of a sandbox's name: 8 lowercase letters and digits
+/// with a digit somewhere before a letter, so that even a lone sandbox reads
+/// as random to the name families (`run-true-togrbepj` could be a word,
+/// and `run-true-build123` a word and a counter; `run-true-to9rbepj` is
+/// neither). Redrawn until it fits: about two draws in three do.
+pub(crate) fn name_suffix() -> String {
+    loop {
+        let suffix = random_suffix(8);
+        let b = suffix.as_bytes();
+        let first_digit = b.iter().position(u8::is_ascii_digit);
+        if first_digit.is_some_and(|i| b[i..].iter().any(u8::is_ascii_lowercase)) {
+            return suffix;
+        }
+    }
+}
+
 /// `n` random lowercase letters and digits.
 pub(crate) fn random_suffix(n: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
@@ -1034,6 +1050,18 @@ pub fn is_internal_name(name: &OsStr) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_lone_sandbox_name_reads_as_random() {
+        fastrand::seed(17);
+        for tag in ["run-true", "live", "cli-scan-rs-42", "tests-it_works-7"] {
+            for _ in 0..500 {
+                let name = format!("{tag}-{}", name_suffix());
+                let families = crate::pattern::group(&[name.as_str()]);
+                assert_eq!(families[0].pattern, format!("{tag}-*"), "{name}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -419,7 +419,7 @@ fn create_unique(
 ) -> Result<(PathBuf, Lease)> {
     let root_fd = open_root(root)?;
     for _ in 0..100 {
-        let name = format!("{tag}-{}", lease::random_suffix(8));
+        let name = format!("{tag}-{}", lease::name_suffix());
         if let Created::New(lease) =
             lease::create_at(root_fd.as_fd(), root, name.as_ref(), record, mode)?
         {
