@@ -32,7 +32,7 @@
 #                            DIR/reap.perf.txt; needs perf
 #          SK=PATH           the sandkeeper binary to measure (default
 #                            target/release/sandkeeper, built here)
-#          SK_BEFORE=PATH    also time this binary's reap in the same
+#          SK_BEFORE=PATH    also time (and, unless STRACE=0, strace) this binary's reap in the same
 #                            rotation (an older build: before/after)
 # RUNS=0 skips the timings (only the syscall counts and PERF).
 #
@@ -277,7 +277,15 @@ fresh
 strace -f -c -S calls -o "$work/reap.strace" "$sk" reap "${reap_args[@]}" "$victim" >"$work/out" 2>&1
 check_empty "reap under strace"
 strace -f -c -S calls -o "$work/scan.strace" "$sk" scan --json --entries "$tpl" >/dev/null 2>&1
-for what in reap scan; do
+whats="reap scan"
+if [ -n "${SK_BEFORE:-}" ]; then
+    # The same counts for the binary before, on a fresh copy of its own.
+    fresh
+    strace -f -c -S calls -o "$work/reap-before.strace" "$SK_BEFORE" reap "${reap_args[@]}" "$victim" >"$work/out" 2>&1
+    check_empty "SK_BEFORE's reap under strace"
+    whats="reap reap-before scan"
+fi
+for what in $whats; do
     echo
     echo "syscalls of one $what (strace -f -c -S calls; $ninodes inodes, $ndirs dirs, $entries entries), top 10:"
     top_syscalls "$work/$what.strace"
@@ -288,5 +296,7 @@ for what in reap scan; do
         per "$work/$what.strace" "$s" "$ninodes" inode
     done | sed 's/^/ /'
     per "$work/$what.strace" getdents64 "$ndirs" dir
-    per "$work/$what.strace" renameat2 "$entries" entry
+    for s in renameat2 statx flock getpid geteuid openat2 close; do
+        per "$work/$what.strace" "$s" "$entries" entry
+    done
 done

@@ -17,11 +17,17 @@
 //! a pool each); a large one may use the remover's own helper threads.
 //!
 //! With a free-space target, or a [stop flag](super::PolicyBuilder::stop_flag)
-//! (`watch` sets one), the batch is done entry after entry on the calling
-//! thread instead: the free space is re-measured after each removal (the
-//! target decides whether the next one goes), and a stop takes effect
-//! between two removals, exactly (with a pool, the removals already under
-//! way on other workers would finish first).
+//! (`watch` sets one), the batch uses the same pool. Each worker looks,
+//! before it starts on an entry, at the stop flag and at a "target met"
+//! flag shared by the workers (the worker that finishes a removal
+//! re-measures the free space and sets it): after a stop, or once the
+//! target is met, **no new removal starts; the ones already under way
+//! finish** (at most one per worker), and the entries not started are put
+//! back, told as stopped (or kept: target met). With a target, the
+//! entries are taken in the batch's order (the policy's: the oldest
+//! first) rather than largest first, so that the target takes what the
+//! policy would take; its batches grow 1, 2, 4, … 64 (see the [reaper's
+//! docs](super)), so few entries are moved only to be put back.
 //!
 //! # Why the check and the deletion are two walks
 //!
@@ -40,6 +46,7 @@
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, PoisonError};
 
@@ -82,8 +89,9 @@ enum Outcome<'d> {
     Removed(Result<RemovalReport>),
     /// The check found it held (or could not tell): to be put back.
     Held(String, Quarantined<'d>),
-    /// A stop was asked for before it was checked: to be put back.
-    Halted(Quarantined<'d>),
+    /// A stop was asked for, or the target met, before it was started:
+    /// to be put back, and why.
+    Halted(KeepReason, Quarantined<'d>),
 }
 
 impl Reaper {
@@ -100,10 +108,9 @@ impl Reaper {
         target_met: &mut bool,
         result: &mut Recorder<'_>,
     ) -> Result<()> {
-        // A free-space target decides after each removal whether the next
-        // one goes; a stop flag (watch's) takes effect between two
-        // removals, exactly: both need the removals one after another.
-        let pooled = target.is_none() && self.policy.stop.is_none();
+        // The root is inspected, and its quarantine opened and checked,
+        // once for the batch; every entry's own checks stay per entry.
+        let mut quarantine = remove::QuarantineBatch::new(dir).map_err(|e| e.at(path))?;
         let mut moved: Vec<Moved<'_, '_>> = Vec::new();
         for (entry, reason) in batch {
             if let Some(why) = self.halted(*target_met) {
@@ -122,11 +129,11 @@ impl Reaper {
             let mut opts = RemoveOptions::new();
             // The leftovers of killed reapers were finished at the start.
             opts.expect(dev, ino).find_leftovers(false);
-            if pooled && entry.files.saturating_add(entry.dirs) < LARGE {
+            if entry.files.saturating_add(entry.dirs) < LARGE {
                 // Deleted on a worker of the batch's pool, alone.
                 opts.threads(1);
             }
-            match remove::quarantine_entry(dir, &entry.name, &opts) {
+            match quarantine.quarantine_entry(&entry.name, &opts) {
                 Ok(q) => moved.push(Moved {
                     entry,
                     reason,
@@ -143,6 +150,9 @@ impl Reaper {
                 },
             }
         }
+        // The moved entries hold shares of the quarantine; the last one
+        // out removes it when empty.
+        drop(quarantine);
         if moved.is_empty() {
             return Ok(());
         }
@@ -158,67 +168,41 @@ impl Reaper {
                 return Err(e);
             }
         };
-        if pooled {
-            self.remove_in_pool(path, moved, &inuse, result);
-            // The last two workers out of the quarantine may each have
-            // left it to the other.
-            remove::tidy_quarantine(dir);
-        } else {
-            self.remove_serially(dir, path, moved, &inuse, target, target_met, result);
-        }
+        *target_met = self.remove_in_pool(dir, path, moved, &inuse, target, *target_met, result);
+        // The last two workers out of the quarantine may each have left it
+        // to the other.
+        remove::tidy_quarantine(dir);
         Ok(())
     }
 
-    /// With a free-space target or a stop flag: check and remove one entry
-    /// after another on this thread, re-measuring the free space (with a
-    /// target) and looking at the stop flag before each removal.
+    /// The batch's pool checks and removes the moved entries in parallel
+    /// (largest first; in the batch's order with a target); this thread
+    /// records the outcomes in the batch's order and puts back what is
+    /// held or was not started. Returns whether the target is met.
     #[allow(clippy::too_many_arguments)]
-    fn remove_serially(
+    fn remove_in_pool<'r, 'd>(
         &self,
         dir: BorrowedFd<'_>,
         path: &Path,
-        moved: Vec<Moved<'_, '_>>,
-        inuse: &InUse,
-        target: Option<Target>,
-        target_met: &mut bool,
-        result: &mut Recorder<'_>,
-    ) {
-        let mut walker = walk::Walker::new();
-        for m in moved {
-            if let Some(why) = self.halted(*target_met) {
-                put_back(path, m.entry, m.q, why, result);
-                drop(m.claim);
-                continue;
-            }
-            if let Some(what) = still_unused(path, m.entry, &m.q, inuse, &mut walker) {
-                put_back(path, m.entry, m.q, KeepReason::Changed(what), result);
-                drop(m.claim);
-                continue;
-            }
-            record_outcome(path, m.entry, m.reason, m.q.remove(), result);
-            drop(m.claim);
-            if let Some(t) = target {
-                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
-            }
-        }
-    }
-
-    /// Without a target: the batch's pool checks and removes the moved
-    /// entries in parallel, largest first; this thread records the
-    /// outcomes in the batch's order and puts back what is held.
-    fn remove_in_pool<'r, 'd>(
-        &self,
-        path: &Path,
         moved: Vec<Moved<'r, 'd>>,
         inuse: &InUse,
+        target: Option<Target>,
+        target_met: bool,
         result: &mut Recorder<'_>,
-    ) {
+    ) -> bool {
         let count = moved.len();
-        // Popped from the end: the largest go first, so that no worker is
-        // left with a large one at the end while the others idle.
         let mut queue: Vec<(usize, Moved<'r, 'd>)> = moved.into_iter().enumerate().collect();
-        queue.sort_by_key(|(_, m)| m.entry.files.saturating_add(m.entry.dirs));
+        match target {
+            // Popped from the end: the batch's first entry goes first.
+            Some(_) => queue.reverse(),
+            // The largest go first, so that no worker is left with a large
+            // one at the end while the others idle.
+            None => queue.sort_by_key(|(_, m)| m.entry.files.saturating_add(m.entry.dirs)),
+        }
         let queue = Mutex::new(queue);
+        // Set by the worker whose removal met the target; looked at by
+        // every worker before it starts on an entry.
+        let met = AtomicBool::new(target_met);
         let workers = walk::cores().clamp(1, POOL_MAX).min(count);
         let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
         let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
@@ -232,15 +216,26 @@ impl Reaper {
                     claim,
                     q,
                 } = m;
-                let outcome = if self.policy.stop_requested() {
-                    Outcome::Halted(q)
-                } else {
-                    match still_unused(path, entry, &q, inuse, &mut walker) {
+                // After a stop, or once the target is met, no new removal
+                // starts; the ones under way on other workers finish.
+                let outcome = match self.halted(met.load(Ordering::Acquire)) {
+                    Some(why) => Outcome::Halted(why, q),
+                    None => match still_unused(path, entry, &q, inuse, &mut walker) {
                         Some(what) => Outcome::Held(what, q),
                         // The check walked all of it and found nothing:
                         // only now is anything in it unlinked.
-                        None => Outcome::Removed(q.remove()),
-                    }
+                        None => {
+                            let removal = q.remove();
+                            if let Some(t) = target {
+                                // Unlinked-but-open files free nothing:
+                                // measured, not counted.
+                                if scan::filesystem::free(dir).is_ok_and(|free| t.met(free)) {
+                                    met.store(true, Ordering::Release);
+                                }
+                            }
+                            Outcome::Removed(removal)
+                        }
+                    },
                 };
                 let held = Held {
                     entry,
@@ -286,6 +281,7 @@ impl Reaper {
         for (held, outcome) in done.into_iter().flatten() {
             record(path, held, outcome, result);
         }
+        met.into_inner()
     }
 
     /// Deals with what killed reapers left in the quarantine of `dir`:
@@ -373,7 +369,7 @@ fn record(path: &Path, held: Held<'_>, outcome: Outcome<'_>, result: &mut Record
     match outcome {
         Outcome::Removed(removal) => record_outcome(path, entry, reason, removal, result),
         Outcome::Held(what, q) => put_back(path, entry, q, KeepReason::Changed(what), result),
-        Outcome::Halted(q) => put_back(path, entry, q, KeepReason::Stopped, result),
+        Outcome::Halted(why, q) => put_back(path, entry, q, why, result),
     }
     drop(claim);
 }

@@ -29,10 +29,11 @@
 //!    pending in the quarantine, is reported, and is never deleted without
 //!    a fresh check;
 //! 5. with a free-space target (bytes, inodes, or both: then both must be
-//!    met), stops if the target is already met (re-measured after each
-//!    removal: unlinked-but-open files free nothing);
-//!    with a [stop flag](PolicyBuilder::stop_flag), stops if it is raised
-//!    (entries already moved are put back);
+//!    met), starts no new removal once the target is met (re-measured
+//!    after each removal: unlinked-but-open files free nothing);
+//!    with a [stop flag](PolicyBuilder::stop_flag), starts no new removal
+//!    once it is raised; the removals under way finish, the entries
+//!    already moved but not started are put back;
 //! 6. removes it: renamed to a condemned name inside the quarantine (so a
 //!    reaper killed from here on leaves it to be finished, one killed
 //!    before leaves it pending), then deleted, never leaving its tree.
@@ -46,9 +47,9 @@
 //! in it; what is held goes back to the calling thread to be put back,
 //! which records every outcome in the batch's order. With a free-space
 //! target the batches grow 1, 2, 4, … 64, so few entries are moved only to
-//! be put back; with a target or a stop flag, a batch's entries are
-//! checked and removed one after another (the target re-measured, the
-//! flag looked at, before each).
+//! be put back, and the pool takes them in the batch's order; every
+//! worker looks at the stop flag and at a shared "target met" flag before
+//! it starts on an entry.
 //!
 //! # Memory
 //!

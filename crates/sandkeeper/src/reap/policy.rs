@@ -9,7 +9,8 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How much free space a reap aims for; it removes oldest entries first and
-/// stops as soon as the filesystem has this much free.
+/// starts no new removal once the filesystem has this much free (the ones
+/// under way on other workers finish).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FreeTarget {
     /// Free space as a percentage of the filesystem's size (0–100).
@@ -322,9 +323,11 @@ impl PolicyBuilder {
     }
 
     /// A flag another thread (or a signal handler) raises to stop a reap
-    /// early (default: none). It is checked before each removal, so the
-    /// removal under way finishes; the entries not reached are reported
-    /// as kept ([`KeepReason::Stopped`](super::KeepReason::Stopped)).
+    /// early (default: none). It is checked before each removal starts:
+    /// after a stop no new removal starts, and the ones under way (at most
+    /// one per worker of the reap's pool) finish; the entries not reached
+    /// are reported as kept
+    /// ([`KeepReason::Stopped`](super::KeepReason::Stopped)).
     pub fn stop_flag(&mut self, stop: Arc<AtomicBool>) -> &mut Self {
         self.stop = Some(stop);
         self

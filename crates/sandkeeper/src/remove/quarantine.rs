@@ -100,7 +100,10 @@ const NAME_MAX: usize = 255;
 
 /// An open, locked quarantine directory.
 pub(crate) struct Quarantine {
-    fd: OwnedFd,
+    /// Shared by the handles of one batch ([`Quarantine::share`]): one
+    /// open file description, one `LOCK_SH`, held while any of them lives;
+    /// the last one out [closes](Quarantine::close) it.
+    fd: Arc<OwnedFd>,
     st: Meta,
     name: CString,
     /// Pending entries left by killed reapers, found when this opener was
@@ -320,7 +323,7 @@ impl Quarantine {
             return Ok(None);
         }
         let mut quarantine = Quarantine {
-            fd,
+            fd: Arc::new(fd),
             st,
             name: name.to_owned(),
             pending: Vec::new(),
@@ -340,6 +343,23 @@ impl Quarantine {
             return Ok(None);
         }
         Ok(Some(quarantine))
+    }
+
+    /// Another handle on the same open quarantine (the same descriptor
+    /// and `LOCK_SH`), for the next entry of a batch: no reopening, no
+    /// re-checking of the quarantine per entry. Carries no pending names.
+    pub(crate) fn share(&self) -> Quarantine {
+        Quarantine {
+            fd: Arc::clone(&self.fd),
+            st: self.st,
+            name: self.name.clone(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Whether this is a share of the quarantine `other` is of.
+    pub(crate) fn same_as(&self, other: &Quarantine) -> bool {
+        Arc::ptr_eq(&self.fd, &other.fd)
     }
 
     /// The quarantine directory.
@@ -426,8 +446,15 @@ impl Quarantine {
     /// Unlocks the quarantine and removes it if it is empty and no other
     /// removal is using it (failures, such as `ENOTEMPTY`, are ignored:
     /// the quarantine then stays for the next removal).
+    ///
+    /// A share of a batch's quarantine ([`Quarantine::share`]) only lets its
+    /// share go, unless it is the last one.
     pub(crate) fn close(self, parent: BorrowedFd<'_>) {
-        if rustix::fs::flock(&self.fd, FlockOperation::NonBlockingLockExclusive).is_ok()
+        // Exactly one of the shares closing at once gets the descriptor.
+        let Some(fd) = Arc::into_inner(self.fd) else {
+            return;
+        };
+        if rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_ok()
             && fs_at::stat(parent, &self.name, NO_STATX).is_ok_and(|st| st.id == self.st.id)
         {
             let _ = fs_at::rmdir(parent, &self.name);
@@ -458,7 +485,7 @@ pub(crate) fn tidy(parent: BorrowedFd<'_>) {
         return;
     }
     Quarantine {
-        fd,
+        fd: Arc::new(fd),
         st,
         name,
         pending: Vec::new(),

@@ -8,8 +8,8 @@
 //! watermark. A reap under pressure that cannot get under the high mark
 //! backs off (doubling, from `poll` up to `interval`), unless much more is
 //! used by the next poll. A reload takes a new config between two steps
-//! (a bad one keeps the old); a stop takes effect between two removals,
-//! and during a scan.
+//! (a bad one keeps the old); after a stop no new removal starts (the ones
+//! under way finish), and a scan ends.
 //!
 //! The [`Watcher`] does no I/O of its own besides the reaps: time,
 //! waiting and signals come from the caller's [`Driver`], and everything

@@ -23,6 +23,7 @@ use crate::fs_at::{self, Fence, FileId, Meta, Opened};
 
 mod quarantined;
 
+pub use quarantined::QuarantineBatch;
 pub(crate) use quarantined::{pending_leftovers, quarantine};
 pub use quarantined::{Quarantined, Restore};
 
@@ -46,6 +47,9 @@ struct Job<'a> {
     /// Set when the last quarantine could not be had for want of a free
     /// inode or block (a directory then becomes its own: [`Job::become_own`]).
     no_space: bool,
+    /// A share of a batch's open quarantine, used by the first move (a
+    /// retry, when it vanished, opens one afresh).
+    shared: Option<Quarantine>,
 }
 
 /// See [`super::remove_entry`].
@@ -102,19 +106,32 @@ impl<'a> Job<'a> {
         display: &'a Path,
         options: &RemoveOptions,
     ) -> Result<Job<'a>> {
-        let bytes = name.as_bytes();
         let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
+        Job::with_parent(parent, &parent_st, name, display, options)
+    }
+
+    /// As [`Job::new`], with the parent already inspected (once for a
+    /// batch of entries: [`QuarantineBatch`](super::QuarantineBatch)).
+    fn with_parent(
+        parent: BorrowedFd<'a>,
+        parent_st: &Meta,
+        name: &OsStr,
+        display: &'a Path,
+        options: &RemoveOptions,
+    ) -> Result<Job<'a>> {
+        let bytes = name.as_bytes();
         Ok(Job {
             parent,
             name: CString::new(bytes)
                 .map_err(|_| Error::new(ErrorKind::InvalidInput, "NUL in name"))?,
             display,
-            fence: Fence::of(&parent_st),
+            fence: Fence::of(parent_st),
             plan: options.plan(),
             expect: options.expect,
             leftovers: Tally::default(),
             no_space: false,
+            shared: None,
         })
     }
 
@@ -398,6 +415,9 @@ impl<'a> Job<'a> {
     }
 
     fn quarantine(&mut self) -> Result<Quarantine> {
+        if let Some(q) = self.shared.take() {
+            return Ok(q);
+        }
         let opened = Quarantine::open(self.parent, &self.fence, &self.plan, &mut self.leftovers);
         self.no_space = matches!(opened, Err(Unusable::NoSpace(_)));
         opened.map_err(|e| self.unusable(e, c".sandkeeper-trash-*"))

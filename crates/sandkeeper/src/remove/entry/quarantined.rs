@@ -28,7 +28,116 @@ pub(crate) fn quarantine<'a>(
     options: &RemoveOptions,
 ) -> Result<Quarantined<'a>> {
     check_name(parent, name, display)?;
-    let mut job = Job::new(parent, name, display, options)?;
+    let job = Job::new(parent, name, display, options)?;
+    quarantine_job(job)
+}
+
+/// Moves many entries of one parent into its quarantine, one after
+/// another, as [`quarantine_entry`](crate::remove::quarantine_entry) moves
+/// one, but with the parent inspected once and the quarantine opened,
+/// checked (ours, 0700, on the parent's filesystem, still linked) and
+/// locked once for the batch instead of once per entry: every handle of
+/// the batch shares its descriptor and its `LOCK_SH`, and the last one out
+/// (or the batch, when it is dropped last) removes it if it is empty.
+///
+/// Every check *of the entry* is made per entry, exactly as by
+/// [`quarantine_entry`](crate::remove::quarantine_entry): its name, its
+/// identity when [expected](RemoveOptions::expect) (opened without
+/// following a symlink, on the parent's filesystem), the
+/// `RENAME_NOREPLACE` move and the identity of what arrived. When the
+/// shared quarantine vanishes under the batch (someone not taking part in
+/// its locking removed it), the next move opens one afresh, and the batch
+/// goes on with that one.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use sandkeeper::remove::{QuarantineBatch, RemoveOptions};
+/// # let sandbox = sandkeeper::Sandbox::new()?;
+/// # for name in ["a", "b"] { std::fs::create_dir(sandbox.path().join(name))?; }
+/// let parent = std::fs::File::open(sandbox.path())?;
+/// let mut batch = QuarantineBatch::new(parent.as_fd())?;
+/// let a = batch.quarantine_entry("a".as_ref(), &RemoveOptions::new())?;
+/// let b = batch.quarantine_entry("b".as_ref(), &RemoveOptions::new())?;
+/// assert_eq!(a.path_in_parent().parent(), b.path_in_parent().parent(), "one quarantine");
+/// assert!(a.remove()?.is_complete());
+/// b.restore();
+/// drop(batch);
+/// assert!(sandbox.path().join("b").is_dir());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct QuarantineBatch<'a> {
+    parent: BorrowedFd<'a>,
+    parent_st: Meta,
+    /// Opened by the first move, shared by the rest.
+    q: Option<Quarantine>,
+}
+
+impl std::fmt::Debug for QuarantineBatch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuarantineBatch")
+            .field("quarantine", &self.q.as_ref().map(Quarantine::name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> QuarantineBatch<'a> {
+    /// A batch of moves into the quarantine of `parent` (inspected here,
+    /// once; the quarantine is opened by the first move).
+    ///
+    /// # Errors
+    ///
+    /// When `parent` cannot be inspected (the error's path is `.`: the
+    /// caller knows the parent's).
+    pub fn new(parent: BorrowedFd<'a>) -> Result<QuarantineBatch<'a>> {
+        let parent_st = fs_at::fstat_dir(parent, NO_STATX)
+            .map_err(|e| io_error("cannot inspect the parent directory", e, Path::new(".")))?;
+        Ok(QuarantineBatch {
+            parent,
+            parent_st,
+            q: None,
+        })
+    }
+
+    /// Moves the entry `name` into the batch's quarantine: see
+    /// [`quarantine_entry`](crate::remove::quarantine_entry), whose checks
+    /// and errors are the same.
+    ///
+    /// # Errors
+    ///
+    /// As [`quarantine_entry`](crate::remove::quarantine_entry).
+    pub fn quarantine_entry(
+        &mut self,
+        name: &'a OsStr,
+        options: &RemoveOptions,
+    ) -> Result<Quarantined<'a>> {
+        let display = Path::new(name);
+        check_name(self.parent, name, display)?;
+        let mut job = Job::with_parent(self.parent, &self.parent_st, name, display, options)?;
+        job.shared = self.q.as_ref().map(Quarantine::share);
+        let moved = quarantine_job(job)?;
+        // Go on with the quarantine this move used (a fresh one when the
+        // shared one vanished).
+        if let Some(q) = &moved.q {
+            if !self.q.as_ref().is_some_and(|mine| mine.same_as(q)) {
+                if let Some(old) = self.q.replace(q.share()) {
+                    old.close(self.parent);
+                }
+            }
+        }
+        Ok(moved)
+    }
+}
+
+impl Drop for QuarantineBatch<'_> {
+    fn drop(&mut self) {
+        if let Some(q) = self.q.take() {
+            q.close(self.parent);
+        }
+    }
+}
+
+/// Moves the entry of `job` into the quarantine (see [`quarantine`]).
+fn quarantine_job(mut job: Job<'_>) -> Result<Quarantined<'_>> {
     for _ in 0..MAX_TRIES {
         if let Some((fd, st)) = job.open_one()? {
             if job.expect.is_some_and(|want| want != st.id) {
