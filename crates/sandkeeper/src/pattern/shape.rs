@@ -207,7 +207,7 @@ impl<'a, F: Fn(usize) -> &'a [u8]> Reader<'a, F> {
     /// scattered in memory (a `String` each) then wait for memory together
     /// rather than each in turn when it is read.
     fn touch_ahead(&self, n: usize, len: usize) {
-        if n % AHEAD != 0 {
+        if !n.is_multiple_of(AHEAD) {
             return;
         }
         for m in n + AHEAD..(n + 2 * AHEAD).min(len) {
