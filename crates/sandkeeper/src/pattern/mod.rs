@@ -131,17 +131,25 @@
 //! The result depends only on the *set* of names: families are sorted by
 //! pattern (byte order), members by index. Names are bucketed by key, so
 //! grouping is linear in the total length of the names apart from sorting.
-//! No tokens are kept: each pass reads a name again from its bytes (three
-//! walks in order, plus one per bucket), so what `group` keeps per name is
-//! two `u32` ids while reading, then one `u32` index in key order and, for
-//! the bucket at hand, where its varying parts are (about 16 bytes per name
-//! at peak beyond the names themselves for 1,000,000 short names, the
-//! result's member lists included). [`group_with`] reads names from any
-//! source (one buffer and offsets), without a slice of references.
-//! `bench/families/run.sh` reports the time for 50,000 names and the
-//! memory per name. The hashes
-//! of names' bytes are std's keyed SipHash, so names chosen to collide
-//! cannot make grouping quadratic.
+//! No tokens are kept: a pass that needs a name's tokens reads it again
+//! from its bytes, in order. The first walk reads every name and keys those
+//! that neither pass can change; the second reads the names slugs may
+//! change; the third those again, and the few with a word where names of
+//! their shape have random strings of its length. What a bucket needs of
+//! each member is kept as one `u16` per varying place (a tag's digits, or
+//! whether it is random and how long), so a bucket reads only its first
+//! member again — all of them only when a place that is no tag must be
+//! counted. Per name that is two `u32` ids and where its long words stand
+//! while reading, its bucket and codes, then one `u32` index in key order
+//! (about 17 bytes per name at peak beyond the names themselves for
+//! 1,000,000 short names, the result's member lists included); 50,000
+//! names from the corpus take about half the time of reading every name
+//! in every pass (about 50 ms in release on an idle 2-core machine, where
+//! that took about 100; `bench/families/run.sh` reports both).
+//! [`group_with`] reads names from any source (one buffer and offsets),
+//! without a slice of references. The hashes of names' bytes are std's
+//! keyed SipHash, so names chosen to collide cannot make grouping
+//! quadratic.
 //!
 //! # Pattern syntax
 //!
@@ -190,7 +198,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use glob::{escape_into, glob_match, parse_glob};
 use read::{Parsed, Piece, PieceKind};
-use shape::Reader;
+use shape::{Given, Reader};
 
 /// One family of names, e.g. `app-235-*`.
 ///
@@ -258,28 +266,57 @@ pub fn group_with<'a>(len: usize, name: impl Fn(usize) -> &'a [u8]) -> Vec<Famil
         "pattern::group_with: {len} names; at most {} can be grouped at once",
         u32::MAX
     );
-    // Each name's key, as an id in order of first sight.
+    // Each name's key, as an id in order of first sight (its bucket), and
+    // per bucket how many varying places its names have.
     let mut keys: HashMap<Vec<u8>, u32> = HashMap::new();
-    let mut of: Vec<u32> = Vec::with_capacity(len);
+    let mut vars: Vec<u32> = Vec::new();
+    let mut of: Vec<u32> = vec![u32::MAX; len];
+    // Per name, in order, the code of each varying place (see
+    // `place_code`): for the names given as read, and for those given
+    // again; and which names were given again, with the bucket of those
+    // given before (whose codes as read are left out).
+    let mut codes_as_read: Vec<u16> = Vec::with_capacity(len);
+    let mut codes_again: Vec<u16> = Vec::new();
+    let mut again: Vec<u32> = Vec::new();
+    let mut replaced: Vec<(u32, u32)> = Vec::new();
     let mut key = Vec::new();
-    let mut reader = shape::read(len, name, |_, name| {
+    let mut pieces = Vec::new();
+    let mut reader = shape::read(len, name, |n, name, given| {
         key.clear();
         name.key(&mut key);
+        pieces.clear();
+        name.pieces_into(&mut pieces);
+        let places = pieces.iter().filter(|p| p.kind != PieceKind::Lit);
         // Only a bucket's first name pays for an owned key.
         let next = keys.len() as u32;
         let id = match keys.get(key.as_slice()) {
             Some(&id) => id,
             None => {
                 keys.insert(key.clone(), next);
+                vars.push(places.clone().count() as u32);
                 next
             }
         };
-        of.push(id);
+        let codes = match given {
+            Given::AsRead => &mut codes_as_read,
+            Given::Again => {
+                if of[n] != u32::MAX {
+                    replaced.push((n as u32, of[n]));
+                }
+                again.push(n as u32);
+                &mut codes_again
+            }
+        };
+        of[n] = id;
+        debug_assert_eq!(places.clone().count(), vars[id as usize] as usize);
+        codes.extend(places.map(|p| place_code(p.kind, name.text(p.start, p.end))));
     });
     let buckets = keys.len();
     drop(keys);
+    let vars_of = |b: u32| vars[b as usize] as usize;
 
-    // The names sorted by key (a counting sort: ascending within a key).
+    // The names sorted by key (a counting sort: ascending within a key),
+    // their codes with them.
     let mut starts = vec![0u32; buckets + 1];
     for &k in &of {
         starts[k as usize + 1] += 1;
@@ -287,20 +324,55 @@ pub fn group_with<'a>(len: usize, name: impl Fn(usize) -> &'a [u8]) -> Vec<Famil
     for b in 0..buckets {
         starts[b + 1] += starts[b];
     }
+    let mut code_starts = vec![0usize; buckets + 1];
+    for b in 0..buckets {
+        code_starts[b + 1] =
+            code_starts[b] + (starts[b + 1] - starts[b]) as usize * vars_of(b as u32);
+    }
     let mut order = vec![0u32; len];
+    let mut codes = vec![0u16; code_starts[buckets]];
     let mut next = starts.clone();
+    let (mut again, mut replaced) = (again.iter().peekable(), replaced.iter().peekable());
+    let (mut from_as_read, mut from_again) = (0, 0);
     for (n, &k) in of.iter().enumerate() {
-        order[next[k as usize] as usize] = n as u32;
+        let v = vars_of(k);
+        let slot = next[k as usize];
         next[k as usize] += 1;
+        order[slot as usize] = n as u32;
+        let to = code_starts[k as usize] + (slot - starts[k as usize]) as usize * v;
+        let from = match again.next_if(|&&a| a as usize == n) {
+            Some(_) => {
+                if let Some(&(_, before)) = replaced.next_if(|&&(r, _)| r as usize == n) {
+                    from_as_read += vars_of(before);
+                }
+                from_again += v;
+                &codes_again[from_again - v..from_again]
+            }
+            None => {
+                from_as_read += v;
+                &codes_as_read[from_as_read - v..from_as_read]
+            }
+        };
+        codes[to..to + v].copy_from_slice(from);
     }
     drop(next);
     drop(of);
+    drop(codes_as_read);
+    drop(codes_again);
 
     let mut scratch = Scratch::default();
     let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
     for b in 0..buckets {
         let members = &order[starts[b] as usize..starts[b + 1] as usize];
-        for family in bucket_families(&mut reader, &mut scratch, members) {
+        if members.is_empty() {
+            // Only names given again, elsewhere, made it.
+            continue;
+        }
+        let bucket = Bucket {
+            members,
+            codes: &codes[code_starts[b]..code_starts[b + 1]],
+        };
+        for family in bucket_families(&mut reader, &mut scratch, bucket) {
             let all = by_pattern.entry(family.pattern).or_default();
             match all.is_empty() {
                 true => *all = family.members,
@@ -309,6 +381,7 @@ pub fn group_with<'a>(len: usize, name: impl Fn(usize) -> &'a [u8]) -> Vec<Famil
         }
     }
     drop(order);
+    drop(codes);
     let mut families: Vec<Family> = by_pattern
         .into_iter()
         .map(|(pattern, mut members)| {
@@ -380,97 +453,193 @@ fn distinct_values<'v>(values: impl ExactSizeIterator<Item = &'v [u8]>, longest:
     values.len()
 }
 
+/// `10^TAG_MAX_DIGITS`: a tag code is its length times this plus its value.
+const TAG_CODE_BASE: u16 = 1000;
+const _: () = assert!(10usize.pow(TAG_MAX_DIGITS as u32) == TAG_CODE_BASE as usize);
+
+/// A place code that is not a tag code ...
+const UNCODED: u16 = 1 << 15;
+/// ... and is not digits ...
+const RANDOM: u16 = 1 << 14;
+/// ... with its length, at most this.
+const CODE_LEN_MAX: u16 = RANDOM - 1;
+
+/// What a bucket needs of a member's varying place, as one `u16`, kept
+/// per name instead of reading every member again. A number of up to
+/// [`TAG_MAX_DIGITS`] digits (a tag, maybe) is its length times
+/// [`TAG_CODE_BASE`] plus its value (`7` is 1007, `07` is 2007), so equal
+/// codes are equal text; anything else is [`UNCODED`], [`RANDOM`] unless
+/// it is digits, and its length (up to [`CODE_LEN_MAX`]).
+fn place_code(kind: PieceKind, text: &[u8]) -> u16 {
+    let num = kind == PieceKind::Var { num: true };
+    if num
+        && !text.is_empty()
+        && text.len() <= TAG_MAX_DIGITS
+        && text.iter().all(u8::is_ascii_digit)
+    {
+        let value = text.iter().fold(0u16, |v, &d| v * 10 + u16::from(d - b'0'));
+        return text.len() as u16 * TAG_CODE_BASE + value;
+    }
+    let len = text.len().min(usize::from(CODE_LEN_MAX)) as u16;
+    UNCODED | if num { 0 } else { RANDOM } | len
+}
+
+/// The digits of a tag code (see [`place_code`]) in `out`.
+fn tag_text(code: u16, out: &mut [u8; TAG_MAX_DIGITS]) -> &[u8] {
+    let len = usize::from(code / TAG_CODE_BASE);
+    let mut value = code % TAG_CODE_BASE;
+    for d in out[..len].iter_mut().rev() {
+        *d = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
+    &out[..len]
+}
+
+/// How many distinct codes `codes` holds (a bit per possible code).
+fn distinct_codes(codes: impl Iterator<Item = u16>) -> usize {
+    const WORDS: usize = (TAG_CODE_BASE as usize * (TAG_MAX_DIGITS + 1)).div_ceil(64);
+    let mut bits = [0u64; WORDS];
+    for c in codes {
+        bits[usize::from(c) / 64] |= 1 << (c % 64);
+    }
+    bits.iter().map(|w| w.count_ones() as usize).sum()
+}
+
 /// Buffers [`bucket_families`] reuses from bucket to bucket.
 #[derive(Default)]
 struct Scratch<'a> {
     parsed: Option<Parsed<'a>>,
     pieces: Vec<Piece>,
     layout: Vec<Piece>,
-    /// Per member, the byte range of each varying place.
+    /// Per member, the byte range of each varying place (read only when
+    /// a place that is not a tag must be counted).
     ranges: Vec<(u32, u32)>,
 }
 
-/// The families of one bucket (names with equal keys, so equal piece
-/// layouts): its members are read again, one after another, keeping only
-/// where their varying places are.
+/// One bucket: names with equal keys, so equal piece layouts.
+struct Bucket<'b> {
+    /// Ascending.
+    members: &'b [u32],
+    /// Per member, the code of each varying place (see [`place_code`]).
+    codes: &'b [u16],
+}
+
+/// Reads `members` again, one after another, keeping only where their
+/// varying places (the pieces `vars` of the layout) are.
+fn read_ranges<'a, F: Fn(usize) -> &'a [u8]>(
+    reader: &mut Reader<'a, F>,
+    parsed: &mut Parsed<'a>,
+    pieces: &mut Vec<Piece>,
+    ranges: &mut Vec<(u32, u32)>,
+    members: &[u32],
+    vars: &[usize],
+) {
+    ranges.clear();
+    ranges.reserve_exact(members.len() * vars.len());
+    for &i in members {
+        reader.final_tokens(i as usize, parsed);
+        pieces.clear();
+        parsed.name().pieces_into(pieces);
+        ranges.extend(vars.iter().map(|&p| (pieces[p].start, pieces[p].end)));
+    }
+}
+
+/// The families of one bucket. Its first member gives the layout (and
+/// every member's literal text: equal keys); what the last walk kept of
+/// each member tells and spells its tags. Only when a place that is not a
+/// tag must be counted (a tag before a last place that is no pid, to see
+/// whether another place is nearly unique) are the members read again.
 fn bucket_families<'a, F: Fn(usize) -> &'a [u8]>(
     reader: &mut Reader<'a, F>,
     scratch: &mut Scratch<'a>,
-    members: &[u32],
+    bucket: Bucket<'_>,
 ) -> Vec<Family> {
+    let Bucket { members, codes } = bucket;
     let n = members.len();
-    let parsed = scratch.parsed.get_or_insert_with(|| Parsed {
+    let Scratch {
+        parsed,
+        pieces,
+        layout,
+        ranges,
+    } = scratch;
+    let parsed = parsed.get_or_insert_with(|| Parsed {
         bytes: &[],
         tokens: Vec::new(),
     });
-    // The first member's pieces are the layout, and its literal pieces'
-    // text is every member's (equal keys).
-    reader.final_tokens(members[0] as usize, parsed, None);
-    let layout = &mut scratch.layout;
+    reader.final_tokens(members[0] as usize, parsed);
     layout.clear();
     parsed.name().pieces_into(layout);
-    let layout = &scratch.layout;
+    let layout = &*layout;
     let bytes0 = reader.bytes(members[0] as usize);
     let vars: Vec<usize> = (0..layout.len())
         .filter(|&p| layout[p].kind != PieceKind::Lit)
         .collect();
     let v = vars.len();
-    let ranges = &mut scratch.ranges;
-    ranges.clear();
-    ranges.reserve_exact(n * v);
-    let mut random = vec![false; v];
-    let mut longest = vec![0usize; v];
-    if v > 0 {
-        for (m, &i) in members.iter().enumerate() {
-            let pieces = match m {
-                0 => layout.as_slice(),
-                _ => {
-                    reader.final_tokens(i as usize, parsed, None);
-                    scratch.pieces.clear();
-                    parsed.name().pieces_into(&mut scratch.pieces);
-                    debug_assert_eq!(scratch.pieces.len(), layout.len());
-                    scratch.pieces.as_slice()
-                }
-            };
-            for (k, &p) in vars.iter().enumerate() {
-                let piece = pieces[p];
-                ranges.push((piece.start, piece.end));
-                random[k] |= piece.kind == PieceKind::Var { num: false };
-                longest[k] = longest[k].max((piece.end - piece.start) as usize);
-            }
-        }
-    }
-    let ranges = &scratch.ranges;
-    let reader = &*reader;
-    // The text of varying place `k` (the `k`th varying piece) of member `m`.
-    let text = |m: usize, k: usize| {
-        let (start, end) = ranges[m * v + k];
-        &reader.bytes(members[m] as usize)[start as usize..end as usize]
-    };
+    debug_assert_eq!(codes.len(), n * v);
+    // The code of varying place `k` (the `k`th varying piece) of member
+    // `m`.
+    let code = |m: usize, k: usize| codes[m * v + k];
     let last_var = vars.last().copied();
 
-    // Per varying place: is any member random there, the longest value,
-    // and how many values (counted when needed).
+    // Per varying place: is any member random there, the longest value
+    // (up to `CODE_LEN_MAX`), is every value a tag code, and how many
+    // values (counted when needed).
     struct Place {
         piece: usize,
         random: bool,
         longest: usize,
+        coded: bool,
         last: bool,
     }
-    let places: Vec<Place> = vars
+    let mut places: Vec<Place> = vars
         .iter()
-        .enumerate()
-        .map(|(k, &p)| Place {
+        .map(|&p| Place {
             piece: p,
-            random: random[k],
-            longest: longest[k],
+            random: false,
+            longest: 0,
+            coded: true,
             last: Some(p) == last_var,
         })
         .collect();
-    // Distinct values by sorting (no hashing of names' bytes).
+    for member in codes.chunks_exact(v.max(1)) {
+        for (pl, &c) in places.iter_mut().zip(member) {
+            let uncoded = c & UNCODED != 0;
+            pl.random |= uncoded && c & RANDOM != 0;
+            pl.coded &= !uncoded;
+            let len = match uncoded {
+                true => c & CODE_LEN_MAX,
+                false => c / TAG_CODE_BASE,
+            };
+            pl.longest = pl.longest.max(usize::from(len));
+        }
+    }
+    debug_assert!(places
+        .iter()
+        .all(|pl| pl.coded == (!pl.random && pl.longest <= TAG_MAX_DIGITS)));
+    // Distinct values by their codes, or by sorting (no hashing of names'
+    // bytes).
     let mut distinct: Vec<Option<usize>> = vec![None; v];
+    let mut ranges_read = false;
     let mut distinct_at = |k: usize| {
-        *distinct[k].get_or_insert_with(|| distinct_values((0..n).map(|m| text(m, k)), longest[k]))
+        if let Some(d) = distinct[k] {
+            return d;
+        }
+        let d = if places[k].coded {
+            distinct_codes((0..n).map(|m| code(m, k)))
+        } else {
+            if !ranges_read {
+                read_ranges(reader, parsed, pieces, ranges, members, &vars);
+                ranges_read = true;
+            }
+            let text = |m: usize| {
+                let (start, end) = ranges[m * v + k];
+                &reader.bytes(members[m] as usize)[start as usize..end as usize]
+            };
+            let longest = (0..n).map(|m| text(m).len()).max().unwrap_or(0);
+            distinct_values((0..n).map(text), longest)
+        };
+        distinct[k] = Some(d);
+        d
     };
     // A pid, counter or random part: always `*`.
     let pid_like = |pl: &Place| {
@@ -478,7 +647,8 @@ fn bucket_families<'a, F: Fn(usize) -> &'a [u8]>(
     };
     let last_pid_like = places.last().is_some_and(pid_like);
     // A number that may stay literal: not pid-like, and not a counter at
-    // the end of a name that has a pid or random part elsewhere.
+    // the end of a name that has a pid or random part elsewhere. Every
+    // member's value at a tag is a tag code.
     let tag = |i: usize, pl: &Place| {
         let counter_beside_pid = pl.last
             && places
@@ -509,19 +679,21 @@ fn bucket_families<'a, F: Fn(usize) -> &'a [u8]>(
         .enumerate()
         .map(|(i, pl)| tag(i, pl) && (distinct_at(i) == 1 || splits.contains(&i)))
         .collect();
+    debug_assert!(places
+        .iter()
+        .zip(&literal_places)
+        .all(|(pl, &literal)| !literal || pl.coded));
 
     // Without splits the bucket is one family, all of `members`: its
-    // first member stands for it.
+    // first member stands for it. Splits are tags: their codes tell.
+    let split_codes = |m: usize| splits.iter().map(move |&k| code(m, k));
     let mut sorted: Vec<usize> = vec![0];
     if !splits.is_empty() {
-        let mut keyed: Vec<(Vec<&[u8]>, usize)> = (0..n)
-            .map(|m| (splits.iter().map(|&k| text(m, k)).collect(), m))
-            .collect();
-        keyed.sort_unstable();
-        sorted = keyed.into_iter().map(|(_, m)| m).collect();
+        sorted = (0..n).collect();
+        sorted.sort_unstable_by(|&a, &b| split_codes(a).cmp(split_codes(b)).then(a.cmp(&b)));
     }
     let mut families = Vec::new();
-    for chunk in sorted.chunk_by(|&a, &b| splits.iter().all(|&k| text(a, k) == text(b, k))) {
+    for chunk in sorted.chunk_by(|&a, &b| split_codes(a).eq(split_codes(b))) {
         let m0 = chunk[0];
         let mut pattern = String::new();
         let mut kept_alnum = false;
@@ -530,8 +702,9 @@ fn bucket_families<'a, F: Fn(usize) -> &'a [u8]>(
             let place = places.next_if(|(_, (pl, _))| pl.piece == p);
             let literal = place.is_none_or(|(_, (_, &literal))| literal);
             if literal {
+                let mut digits = [0u8; TAG_MAX_DIGITS];
                 let t = match place {
-                    Some((k, _)) => text(m0, k),
+                    Some((k, _)) => tag_text(code(m0, k), &mut digits),
                     None => &bytes0[piece.start as usize..piece.end as usize],
                 };
                 kept_alnum |=

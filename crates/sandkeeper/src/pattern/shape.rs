@@ -64,6 +64,9 @@ struct Shapes<'a> {
     buf: Vec<u8>,
 }
 
+/// How many names [`Reader::touch_ahead`] touches at once.
+const AHEAD: usize = 8;
+
 /// The first-word id of a name of one word: never handed out (ids count
 /// distinct first words, fewer than `u32::MAX`).
 const NO_FIRST: u32 = u32::MAX;
@@ -110,17 +113,32 @@ pub(super) struct Reader<'a, F> {
     marks: Vec<usize>,
 }
 
+/// When [`read`] gives a name to its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Given {
+    /// In the first walk, as read: the slug pass cannot change it, and
+    /// neither can the look-alike pass unless the name is given again.
+    AsRead,
+    /// In the last walk, final: it replaces what was given as read.
+    Again,
+}
+
 /// Reads every name (see [`Parsed::read`]) and runs both passes over them
 /// (slugs first: they change the shapes the second sees), calling
-/// `done(index, name)` for each name once it is final. Names are read from
-/// their bytes again for each pass instead of keeping their tokens: what is
-/// kept per name is two ids (8 bytes), and only while this runs. The first
-/// walk reads every name; the second only the names slugs may change; the
-/// third every name again.
+/// `done(index, name, given)` for each name with its tokens: in the first
+/// walk for each name the slug pass cannot change ([`Given::AsRead`]), and
+/// in the last walk ([`Given::Again`]) for the others and for those the
+/// look-alike pass may change, whose earlier call it replaces. Names are
+/// read from their bytes again for each pass instead of keeping their
+/// tokens: what is kept per name is two ids and where its promotable words
+/// stand (12 bytes), and only while this runs. The first walk reads every
+/// name; the second only the names slugs may change; the third those again
+/// and the names with a word at a place where the look-alike pass reads
+/// words as random.
 pub(super) fn read<'a, F: Fn(usize) -> &'a [u8]>(
     len: usize,
     source: F,
-    mut done: impl FnMut(usize, Name<'a, '_>),
+    mut done: impl FnMut(usize, Name<'a, '_>, Given),
 ) -> Reader<'a, F> {
     let mut r = Reader {
         source,
@@ -139,56 +157,85 @@ pub(super) fn read<'a, F: Fn(usize) -> &'a [u8]>(
         tokens: Vec::new(),
     };
     let mut ids: Vec<(u32, u32)> = Vec::with_capacity(len);
+    // Where each name's promotable words stand (for the names given as
+    // read): whether the look-alike pass may change it.
+    let mut word_at: Vec<u32> = Vec::with_capacity(len);
     let mut slug_counts = SlugCounts::default();
     // Names whose tokens the slug pass may change: counted for look-alikes
     // after it.
-    let mut later: Vec<usize> = Vec::new();
+    let mut later: Vec<u32> = Vec::new();
     for n in 0..len {
+        r.touch_ahead(n, len);
         scratch.read((r.source)(n), &mut r.windows);
         let p = scratch.name();
         let id = r.shapes.ids(p);
         ids.push(id);
         slug_counts.add(p, id);
         if may_change(p) {
-            later.push(n);
+            later.push(n as u32);
+            word_at.push(WORDS_MANY);
         } else {
-            r.lookalikes.add(p, id);
+            word_at.push(r.lookalikes.add(p, id));
+            done(n, p, Given::AsRead);
         }
     }
     r.slug_at = slug_counts.places();
 
     for &n in &later {
+        let n = n as usize;
         scratch.read((r.source)(n), &mut r.windows);
         if r.apply_slugs(&mut scratch, Some(ids[n])) {
             ids[n] = r.shapes.ids(scratch.name());
         }
-        r.lookalikes.add(scratch.name(), ids[n]);
+        // Given again in any case.
+        let _ = r.lookalikes.add(scratch.name(), ids[n]);
     }
-    drop(later);
-    for (n, &id) in ids.iter().enumerate() {
-        r.final_tokens(n, &mut scratch, Some(id));
-        done(n, scratch.name());
+    let mut later = later.iter().map(|&n| n as usize).peekable();
+    for (n, (&id, &at)) in ids.iter().zip(&word_at).enumerate() {
+        let slugs = later.next_if_eq(&n).is_some();
+        if slugs || r.lookalikes.may_change(at, id) {
+            r.finish(n, &mut scratch, Some(id), slugs);
+            done(n, scratch.name(), Given::Again);
+        }
     }
     r
 }
 
 impl<'a, F: Fn(usize) -> &'a [u8]> Reader<'a, F> {
+    /// When `n` is a multiple of [`AHEAD`], loads a byte at each end of
+    /// the [`AHEAD`] names after the next [`AHEAD`], all at once: names
+    /// scattered in memory (a `String` each) then wait for memory together
+    /// rather than each in turn when it is read.
+    fn touch_ahead(&self, n: usize, len: usize) {
+        if !n.is_multiple_of(AHEAD) {
+            return;
+        }
+        for m in n + AHEAD..(n + 2 * AHEAD).min(len) {
+            let bytes = (self.source)(m);
+            std::hint::black_box((bytes.first().copied(), bytes.last().copied()));
+        }
+    }
+
     /// Name `n`'s bytes.
     pub(super) fn bytes(&self, n: usize) -> &'a [u8] {
         (self.source)(n)
     }
 
+    /// Reads name `n` into `scratch` as both passes left it.
+    pub(super) fn final_tokens(&mut self, n: usize, scratch: &mut Parsed<'a>) {
+        self.finish(n, scratch, None, true);
+    }
+
     /// Reads name `n` into `scratch` as both passes left it. `ids` are its
-    /// ids after the slug pass when known (they are found again otherwise).
-    pub(super) fn final_tokens(
-        &mut self,
-        n: usize,
-        scratch: &mut Parsed<'a>,
-        ids: Option<(u32, u32)>,
-    ) {
+    /// ids after the slug pass when known (they are found again
+    /// otherwise); without `slugs` the slug pass is known to leave it as
+    /// read.
+    fn finish(&mut self, n: usize, scratch: &mut Parsed<'a>, ids: Option<(u32, u32)>, slugs: bool) {
         let bytes = (self.source)(n);
         scratch.read(bytes, &mut self.windows);
-        self.apply_slugs(scratch, None);
+        if slugs {
+            self.apply_slugs(scratch, None);
+        }
         if scratch.tokens.iter().any(|t| promotable(bytes, t)) {
             let ids = match ids {
                 Some(ids) => ids,
@@ -382,6 +429,29 @@ struct Lookalikes {
     counts: IdMap<(u64, u32, u32), (u32, u32)>,
 }
 
+/// Where a name's promotable words stand, in a `u32`: none (0), up to two
+/// as 16 bits each ([`WORD_AT`], [`WORD_FIRST`] for the first word, else
+/// its place from the end in bits 8 to 13; its length in bits 0 to 7), or
+/// [`WORDS_MANY`] for more, or places or lengths that do not fit.
+const WORD_AT: u16 = 1 << 15;
+const WORD_FIRST: u16 = 1 << 14;
+const WORDS_MANY: u32 = u32::MAX;
+
+/// `at` with one more promotable word (see [`WORD_AT`]).
+fn add_word_at(at: u32, first: bool, from_end: u32, len: u32) -> u32 {
+    if at == WORDS_MANY || at >> 16 != 0 || len > 0xff || (!first && from_end > 0x3f) {
+        return WORDS_MANY;
+    }
+    let w = match first {
+        true => WORD_AT | WORD_FIRST | len as u16,
+        false => WORD_AT | (from_end as u16) << 8 | len as u16,
+    };
+    match at {
+        0 => u32::from(w),
+        _ => at | u32::from(w) << 16,
+    }
+}
+
 /// A word of one piece: not a generator's literal part (systemd's unit).
 fn promotable(bytes: &[u8], t: &Token) -> bool {
     matches!(t.class, Class::Word | Class::Split(_))
@@ -404,8 +474,11 @@ fn words(tokens: &[Token]) -> u32 {
 }
 
 impl Lookalikes {
-    fn add(&mut self, p: Name<'_, '_>, ids: (u32, u32)) {
+    /// Counts the random and promotable words of `p`, and returns where
+    /// its promotable words stand (see [`Lookalikes::may_change`]).
+    fn add(&mut self, p: Name<'_, '_>, ids: (u32, u32)) -> u32 {
         let total = words(p.tokens);
+        let mut at = 0u32;
         for (pos, t) in p
             .tokens
             .iter()
@@ -416,15 +489,44 @@ impl Lookalikes {
             if !random && !promotable(p.bytes, t) {
                 continue;
             }
+            let from_end = total - 1 - pos as u32;
             let c = self
                 .counts
-                .entry(place(ids, pos as u32, total - 1 - pos as u32, t))
+                .entry(place(ids, pos as u32, from_end, t))
                 .or_default();
             match random {
                 true => c.0 += 1,
-                false => c.1 += 1,
+                false => {
+                    c.1 += 1;
+                    at = add_word_at(at, pos == 0, from_end, t.end - t.start);
+                }
             }
         }
+        at
+    }
+
+    /// Whether [`Lookalikes::apply`] may change a name with these ids
+    /// whose promotable words stand `at` (as [`Lookalikes::add`] gave).
+    fn may_change(&self, at: u32, (skeleton, first): (u32, u32)) -> bool {
+        if at == WORDS_MANY {
+            return true;
+        }
+        [at as u16, (at >> 16) as u16]
+            .into_iter()
+            .filter(|w| w & WORD_AT != 0)
+            .any(|w| {
+                let len = u32::from(w & 0xff);
+                let here = match w & WORD_FIRST != 0 {
+                    true => (u64::from(skeleton) << 1, 0, len),
+                    false => ((u64::from(first) << 1) | 1, u32::from((w >> 8) & 0x3f), len),
+                };
+                self.counts.get(&here).is_some_and(Self::random_there)
+            })
+    }
+
+    /// Whether words at `counts`' place read as random.
+    fn random_there(&(random, other): &(u32, u32)) -> bool {
+        random >= 1 && random * 2 >= other
     }
 
     fn apply(&self, bytes: &[u8], tokens: &mut [Token], ids: (u32, u32)) {
@@ -440,10 +542,7 @@ impl Lookalikes {
             if !promotable(bytes, &t) {
                 continue;
             }
-            let random_there = self
-                .counts
-                .get(&here)
-                .is_some_and(|&(random, other)| random >= 1 && random * 2 >= other);
+            let random_there = self.counts.get(&here).is_some_and(Self::random_there);
             if random_there {
                 let text = &bytes[t.start as usize..t.end as usize];
                 let hex = text.iter().all(u8::is_ascii_hexdigit);
