@@ -48,35 +48,57 @@ fn scan_groups_families_by_creator_and_escapes() {
     write("aura-235-3", evil);
     write("vm-1", Creator::Exited { pid: Some(77) });
     let path = base.path().to_str().unwrap();
+    // The plain table (no entries kept: tallied as the scan streams) and
+    // the one with `--entries` group the families alike.
+    for args in [&["scan", path][..], &["scan", "--entries", path][..]] {
+        let out = sandkeeper(args);
+        let text = stdout(&out);
+        assert!(text.contains("aura-235-*"), "{args:?}: {text}");
+        let family: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("aura-235-*"))
+            .take(3)
+            .collect();
+        assert!(
+            family[1].starts_with(
+                "  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 2 entries"
+            ),
+            "{args:?}: {text}"
+        );
+        assert!(
+            family[2].contains("unit session-1.scope, cwd /home/ci/aura): 1 entry,"),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains('\x1b'), "escaped: {text}");
+        assert!(
+            text.contains("made by a process that exited before it could be read: 1 entry,"),
+            "{args:?}: {text}"
+        );
+    }
     let out = sandkeeper(&["scan", "--entries", path]);
     let text = stdout(&out);
-    assert!(text.contains("aura-235-*"), "{text}");
-    let family: Vec<&str> = text
-        .lines()
-        .skip_while(|l| !l.starts_with("aura-235-*"))
-        .take(3)
-        .collect();
-    assert!(
-        family[1].starts_with(
-            "  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 2 entries"
-        ),
-        "{text}"
-    );
-    assert!(
-        family[2].contains("unit session-1.scope, cwd /home/ci/aura): 1 entry,"),
-        "{text}"
-    );
-    assert!(!text.contains('\x1b'), "escaped: {text}");
-    assert!(
-        text.contains("made by a process that exited before it could be read: 1 entry,"),
-        "{text}"
-    );
     assert!(
         text.contains(
             "made by a process (pid 77) that exited before it could be read, recorded by watch"
         ),
         "{text}"
     );
+
+    // The families' creators in JSON, with or without the entries.
+    let out = sandkeeper(&["scan", "--json", path]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let groups = doc["roots"][0]["groups"].as_array().unwrap();
+    let group = |p: &str| groups.iter().find(|g| g["pattern"] == p).unwrap().clone();
+    let aura = group("aura-235-*");
+    let top = &aura["creators"][0];
+    assert_eq!(top["kind"], "process", "{aura}");
+    assert_eq!(top["command"], serde_json::json!(["cargo", "test"]), "{aura}");
+    assert_eq!(top["unit"], "gitea-runner.service", "{aura}");
+    assert_eq!(top["cwd"], "/home/ci/aura", "{aura}");
+    assert_eq!(top["count"], 2, "{aura}");
+    assert_eq!(aura["creators"][1]["command"][0], "evil\x1b[2J", "exact, as JSON escapes it");
+    let vm = group("vm-*");
+    assert_eq!(vm["creators"], serde_json::json!([{"kind": "exited", "count": 1, "disk_bytes": vm["creators"][0]["disk_bytes"]}]), "{vm}");
 
     let out = sandkeeper(&["scan", "--json", "--entries", path]);
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -126,4 +148,42 @@ fn run_records_its_command() {
     assert_eq!(origin["by"], "run", "{text}");
     assert_eq!(origin["creator"]["argv"][0], "sh", "{text}");
     assert_eq!(origin["creator"]["argv"][2], script, "{text}");
+}
+
+/// A family made by more creators than the table names: the three
+/// biggest by disk usage, then one "(other creators)" line with the rest;
+/// the JSON lists them all (at most `sandkeeper::scan::SLOTS`).
+#[test]
+fn scan_names_three_creators_per_family_and_sums_up_the_rest() {
+    if !require_root("scan_names_three_creators_per_family_and_sums_up_the_rest") {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let root = Root::open_exact(base.path()).unwrap();
+    for i in 0..5 {
+        let name = format!("job-{i}");
+        fs::create_dir(base.path().join(&name)).unwrap();
+        // job-0 is the biggest: its creator comes first.
+        fs::write(base.path().join(&name).join("data"), vec![1u8; (5 - i) * 64 * 1024]).unwrap();
+        let argv = format!("make-{i}");
+        origin::write(
+            root.fd(),
+            OsStr::new(&name),
+            Recorder::Watch,
+            made_by(&[argv.as_str()], "/system.slice/ci.service"),
+        )
+        .unwrap();
+    }
+    let path = base.path().to_str().unwrap();
+    let text = stdout(&sandkeeper(&["scan", path]));
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  made by")).collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("  made by `make-0` (unit ci.service"), "{text}");
+    assert!(lines[2].starts_with("  made by `make-2` "), "{text}");
+    assert!(lines[3].starts_with("  made by (other creators): 2 entries, "), "{text}");
+    let doc: Value = serde_json::from_str(&stdout(&sandkeeper(&["scan", "--json", path]))).unwrap();
+    let creators = doc["roots"][0]["groups"][0]["creators"].as_array().unwrap();
+    assert_eq!(creators.len(), 5, "{creators:?}");
+    let sum: u64 = creators.iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert_eq!(sum, 5);
 }

@@ -126,6 +126,60 @@ pub fn read(root: BorrowedFd<'_>, name: &OsStr) -> Option<Origin> {
     (origin.ino == ino).then_some(origin)
 }
 
+/// Reads the origins of one root's entries, as cheaply as it can: made
+/// once per root, it knows whether reading can give anything at all.
+///
+/// - Not root: [`Reader::new`] is `None` (no `trusted.*` attribute can be
+///   read): a scan that asks for origins costs nothing more then.
+/// - Root: one `getxattr` per entry (after an `openat2` and `fstat` of
+///   it, [`read`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Reader<'a> {
+    root: BorrowedFd<'a>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of the entries of the root open as `root`; `None` when
+    /// this process may not read `trusted.*` attributes (not root).
+    pub fn new(root: BorrowedFd<'a>) -> Option<Reader<'a>> {
+        if !rustix::process::geteuid().is_root() {
+            return None;
+        }
+        Some(Reader { root })
+    }
+
+    /// The origin of the entry `name`, as [`read`] gives it.
+    pub fn read(&self, name: &OsStr) -> Option<Origin> {
+        read(self.root, name)
+    }
+}
+
+impl crate::scan::CreatorKey {
+    /// The key of `origin`'s creator: its first argv elements, its unit
+    /// (or cgroup) and cwd, each bounded.
+    pub fn of(origin: &Origin) -> crate::scan::CreatorKey {
+        use crate::scan::creators::cut;
+        use crate::scan::{CreatorKey, KEY_ARGS};
+        match &origin.creator {
+            Creator::Process(p) => {
+                let unit = p.unit().map(cut);
+                CreatorKey::Process {
+                    command: p.argv.iter().take(KEY_ARGS).map(|a| cut(a)).collect(),
+                    more_args: p.argv.len() > KEY_ARGS || p.argv_truncated,
+                    cgroup: match unit {
+                        Some(_) => None,
+                        None => p.cgroup.as_deref().map(cut),
+                    },
+                    unit,
+                    cwd: p.cwd.as_deref().map(cut),
+                }
+            }
+            Creator::Exited { .. } => CreatorKey::Exited,
+            _ => CreatorKey::Unknown,
+        }
+    }
+}
+
 /// What [`write()`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
