@@ -92,13 +92,24 @@ fn scan_groups_families_by_creator_and_escapes() {
     let aura = group("aura-235-*");
     let top = &aura["creators"][0];
     assert_eq!(top["kind"], "process", "{aura}");
-    assert_eq!(top["command"], serde_json::json!(["cargo", "test"]), "{aura}");
+    assert_eq!(
+        top["command"],
+        serde_json::json!(["cargo", "test"]),
+        "{aura}"
+    );
     assert_eq!(top["unit"], "gitea-runner.service", "{aura}");
     assert_eq!(top["cwd"], "/home/ci/aura", "{aura}");
     assert_eq!(top["count"], 2, "{aura}");
-    assert_eq!(aura["creators"][1]["command"][0], "evil\x1b[2J", "exact, as JSON escapes it");
+    assert_eq!(
+        aura["creators"][1]["command"][0], "evil\x1b[2J",
+        "exact, as JSON escapes it"
+    );
     let vm = group("vm-*");
-    assert_eq!(vm["creators"], serde_json::json!([{"kind": "exited", "count": 1, "disk_bytes": vm["creators"][0]["disk_bytes"]}]), "{vm}");
+    assert_eq!(
+        vm["creators"],
+        serde_json::json!([{"kind": "exited", "count": 1, "disk_bytes": vm["creators"][0]["disk_bytes"]}]),
+        "{vm}"
+    );
 
     let out = sandkeeper(&["scan", "--json", "--entries", path]);
     let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -164,7 +175,11 @@ fn scan_names_three_creators_per_family_and_sums_up_the_rest() {
         let name = format!("job-{i}");
         fs::create_dir(base.path().join(&name)).unwrap();
         // job-0 is the biggest: its creator comes first.
-        fs::write(base.path().join(&name).join("data"), vec![1u8; (5 - i) * 64 * 1024]).unwrap();
+        fs::write(
+            base.path().join(&name).join("data"),
+            vec![1u8; (5 - i) * 64 * 1024],
+        )
+        .unwrap();
         let argv = format!("make-{i}");
         origin::write(
             root.fd(),
@@ -176,14 +191,161 @@ fn scan_names_three_creators_per_family_and_sums_up_the_rest() {
     }
     let path = base.path().to_str().unwrap();
     let text = stdout(&sandkeeper(&["scan", path]));
-    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  made by")).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  made by"))
+        .collect();
     assert_eq!(lines.len(), 4, "{text}");
-    assert!(lines[0].starts_with("  made by `make-0` (unit ci.service"), "{text}");
+    assert!(
+        lines[0].starts_with("  made by `make-0` (unit ci.service"),
+        "{text}"
+    );
     assert!(lines[2].starts_with("  made by `make-2` "), "{text}");
-    assert!(lines[3].starts_with("  made by (other creators): 2 entries, "), "{text}");
+    assert!(
+        lines[3].starts_with("  made by (other creators): 2 entries, "),
+        "{text}"
+    );
     let doc: Value = serde_json::from_str(&stdout(&sandkeeper(&["scan", "--json", path]))).unwrap();
     let creators = doc["roots"][0]["groups"][0]["creators"].as_array().unwrap();
     assert_eq!(creators.len(), 5, "{creators:?}");
     let sum: u64 = creators.iter().map(|c| c["count"].as_u64().unwrap()).sum();
     assert_eq!(sum, 5);
+}
+
+/// `watch --once --metrics-file` with `root` as the only root; the text.
+fn metrics_of(root: &std::path::Path, out: &std::path::Path, extra: &str) -> String {
+    let config = out.join("watch.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{}\"\ngrace = \"1h\"\n{extra}",
+            root.display()
+        ),
+    )
+    .unwrap();
+    let metrics = out.join("sandkeeper.prom");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args(["watch", "--once", "--config"])
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = fs::read_to_string(&metrics).unwrap();
+    // Every series once: node_exporter drops a file with a duplicate.
+    let mut seen = std::collections::BTreeSet::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
+        assert!(
+            seen.insert(series.to_owned()),
+            "duplicate {series}:\n{text}"
+        );
+    }
+    text
+}
+
+/// `(creator label, value)` of the samples of `name` for `root`.
+fn creators<'a>(text: &'a str, name: &str, root: &str) -> Vec<(&'a str, u64)> {
+    let prefix = format!("{name}{{root=\"{root}\",creator=\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| l.rsplit_once("\"} "))
+        .map(|(c, v)| (c, v.parse().unwrap()))
+        .collect()
+}
+
+/// Issue 17: `watch`'s metrics carry a creator label: each creator's
+/// entries and bytes (its command and unit, never its cwd), at most 20 per
+/// root and the rest `(other)`; a creator's text is escaped and cannot
+/// take the tool's own `(other)`. A per-user root (0700) shows only
+/// `creator="(all)"`, as its families, unless `user_dir_families = true`.
+#[test]
+fn watch_metrics_label_creators_with_bounded_cardinality() {
+    use sandkeeper_testkit::privilege::nobody_sh;
+    use std::os::unix::fs::PermissionsExt;
+    if !require_root("watch_metrics_label_creators_with_bounded_cardinality") {
+        return;
+    }
+    let base = sandkeeper::Sandbox::builder()
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
+        .tag("origins-metrics")
+        .create()
+        .unwrap();
+    fs::set_permissions(base.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = sandbox!().unwrap();
+    let root = Root::open_exact(base.path()).unwrap();
+    // 25 creators of one entry each, growing in size; one named like the
+    // tool's bucket, one with a terminal escape.
+    for i in 0..25usize {
+        let name = format!("job-{i:02}");
+        fs::create_dir(base.path().join(&name)).unwrap();
+        fs::write(base.path().join(&name).join("f"), vec![1u8; (i + 1) * 8192]).unwrap();
+        let argv = match i {
+            24 => "(other)".to_owned(),
+            23 => "evil\x1b[2J".to_owned(),
+            _ => format!("make-{i:02}"),
+        };
+        origin::write(
+            root.fd(),
+            OsStr::new(&name),
+            Recorder::Watch,
+            made_by(&[argv.as_str(), "all"], "/system.slice/ci.service"),
+        )
+        .unwrap();
+    }
+    // nobody's private directory, with an entry whose creator is secret.
+    nobody_sh(
+        "cd \"$R\"; mkdir -m 0700 sandkeeper-65534; mkdir sandkeeper-65534/proj-1",
+        &[("R", base.path().as_os_str())],
+    );
+    let user = Root::open_exact(&base.path().join("sandkeeper-65534")).unwrap();
+    origin::write(
+        user.fd(),
+        OsStr::new("proj-1"),
+        Recorder::Watch,
+        made_by(
+            &["secret-tool", "--project", "alpha-7"],
+            "/user.slice/u.slice",
+        ),
+    )
+    .unwrap();
+
+    let text = metrics_of(base.path(), out.path(), "");
+    let canonical = fs::canonicalize(base.path()).unwrap();
+    let shared = canonical.display().to_string();
+    let entries = creators(&text, "sandkeeper_creator_entries", &shared);
+    assert_eq!(entries.len(), 21, "20 creators and (other):\n{text}");
+    assert!(entries.contains(&("(other)", 5)), "{text}");
+    assert!(
+        entries.contains(&(r"\\(other) all (unit ci.service)", 1)),
+        "a creator cannot be the tool's (other):\n{text}"
+    );
+    assert!(
+        entries.contains(&(r"evil\\u{1b}[2J all (unit ci.service)", 1)),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(!text.contains("/home/ci/aura"), "never the cwd:\n{text}");
+    let bytes = creators(&text, "sandkeeper_creator_disk_usage_bytes", &shared);
+    assert_eq!(bytes.len(), 21, "{text}");
+
+    let private = canonical.join("sandkeeper-65534").display().to_string();
+    assert_eq!(
+        creators(&text, "sandkeeper_creator_entries", &private),
+        [("(all)", 1)],
+        "a per-user root: totals only:\n{text}"
+    );
+    assert!(!text.contains("secret-tool"), "{text}");
+    let text = metrics_of(base.path(), out.path(), "user_dir_families = true\n");
+    assert_eq!(
+        creators(&text, "sandkeeper_creator_entries", &private),
+        [("secret-tool --project alpha-7 (unit u.slice)", 1)],
+        "asked for: {text}"
+    );
 }

@@ -14,9 +14,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-
 /// The most creators a family keeps (and a report lists).
-pub const SLOTS: usize = 8;
+pub const SLOTS: usize = 32;
 /// The most distinct creators one root's tally keeps (all families).
 pub const MAX_KEYS: usize = 1024;
 /// The most creator slots one root's tally keeps (all families).
@@ -283,7 +282,11 @@ mod tests {
             assert_eq!(total.entries, *creators as u64 * each, "{name}");
             assert_eq!(total.disk_bytes, *creators as u64 * each * bytes, "{name}");
             if *creators <= SLOTS {
-                assert_eq!(got.other, EntryCount::default(), "{name}: nothing pushed out");
+                assert_eq!(
+                    got.other,
+                    EntryCount::default(),
+                    "{name}: nothing pushed out"
+                );
             }
         }
     }

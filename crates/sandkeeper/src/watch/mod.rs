@@ -241,6 +241,9 @@ impl Watcher {
         };
         watcher.opts.reap.trust_pid_namespace = trust_caller || watcher.config.trust_pid_namespace;
         watcher.opts.reap.assume_unseen_free = assume_caller || watcher.config.assume_unseen_free;
+        // The metrics' creator label (`sandkeeper_creator_*`) is the scans'
+        // tally of origins.
+        watcher.opts.reap.origins |= watcher.opts.metrics;
         if watcher.config.source.is_some() {
             watcher.metrics.set_config_ok(true);
         }
