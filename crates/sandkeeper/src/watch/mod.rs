@@ -155,6 +155,14 @@ pub enum WatchEvent<'a> {
     /// not start for a root.
     #[cfg(target_os = "linux")]
     Origins(&'a crate::origin::TrackerChange),
+    /// The origin store's records of a tracked root could not be pruned
+    /// (`crate::origin::Store::prune`).
+    OriginStoreFailed {
+        /// The root.
+        root: &'a Path,
+        /// Why.
+        error: &'a Error,
+    },
 }
 
 /// How a reap under pressure ended.
@@ -323,6 +331,14 @@ impl Watcher {
         if self.stopping() {
             return errors;
         }
+        // The origin store's records of entries gone meanwhile.
+        #[cfg(target_os = "linux")]
+        for (root, result) in self.origins.prune() {
+            if let Err(error) = result {
+                driver.event(WatchEvent::OriginStoreFailed { root, error: &error });
+                errors += 1;
+            }
+        }
         let took = driver.now().saturating_duration_since(started);
         self.metrics.finish_cycle(took, SystemTime::now());
         driver.event(WatchEvent::CycleFinished { took, errors });
@@ -406,6 +422,8 @@ impl Watcher {
     /// Starts or stops the origin trackers so that exactly the roots with
     /// `track_origins = true` are tracked (`crate::origin`).
     fn track_origins(&mut self, driver: &mut dyn Driver) {
+        #[cfg(target_os = "linux")]
+        self.origins.set_store(self.config.origin_store.as_deref());
         #[cfg(target_os = "linux")]
         for change in self.origins.sync(
             self.config
