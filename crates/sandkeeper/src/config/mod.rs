@@ -453,9 +453,13 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         .origin_store
         .as_ref()
         .map(|v| {
-            string(v, "origin_store", "a directory such as \"/var/lib/sandkeeper/origins\"")
-                .and_then(check_store_path)
-                .map_err(|m| at(Some(v.span()), m))
+            string(
+                v,
+                "origin_store",
+                "a directory such as \"/var/lib/sandkeeper/origins\"",
+            )
+            .and_then(check_store_path)
+            .map_err(|m| at(Some(v.span()), m))
         })
         .transpose()?;
     let mut roots: Vec<RootConfig> = Vec::with_capacity(raw.root.len());
@@ -883,7 +887,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 19] = [
+        const KEYS: [&str; 20] = [
             "interval",
             "poll",
             "path",

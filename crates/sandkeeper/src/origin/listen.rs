@@ -332,7 +332,7 @@ struct Batch {
     /// Whether records go to the store (no `trusted.*` attributes).
     to_store: bool,
     /// The records for the store, written together after the buffer.
-    pending: Vec<(Vec<u8>, OwnedFd, Origin)>,
+    pending: Vec<(Vec<u8>, super::store::Born, Origin)>,
 }
 
 /// Writes the batch's records to the store, and counts them.
@@ -541,6 +541,11 @@ fn handle_event(
         }
     }
     if batch.to_store {
+        // The entry's birth now (no descriptor is held until the flush).
+        let Ok((_, born)) = super::store::identity(fd.as_fd()) else {
+            c.vanished.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
         let origin = Origin {
             v: 1,
             ino,
@@ -548,7 +553,7 @@ fn handle_event(
             by: Recorder::Watch,
             creator,
         };
-        batch.pending.push((name.as_bytes().to_vec(), fd, origin));
+        batch.pending.push((name.as_bytes().to_vec(), born, origin));
         return;
     }
     let exited = matches!(creator, super::Creator::Exited { .. });

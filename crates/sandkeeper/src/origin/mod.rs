@@ -319,8 +319,12 @@ fn store_one(
         by,
         creator,
     };
+    let (now, born) = store::identity(fd.as_fd())?;
+    if now != ino {
+        return Err(Errno::NOENT);
+    }
     store
-        .put(root, vec![(name.as_bytes().to_vec(), fd, origin)])
+        .put(root, vec![(name.as_bytes().to_vec(), born, origin)])
         .map_err(|_| Errno::IO)?
         .pop()
         .ok_or(Errno::IO)
@@ -382,9 +386,10 @@ fn run_to_store(path: &Path, ino: u64, origin: Origin) -> Option<bool> {
     if now != ino {
         return Some(false);
     }
+    let (_, born) = store::identity(fd.as_fd()).ok()?;
     let store = Store::open(&store_path(None)).ok()?;
     let written = store
-        .put(parent.fd(), vec![(name.as_bytes().to_vec(), fd, origin)])
+        .put(parent.fd(), vec![(name.as_bytes().to_vec(), born, origin)])
         .ok()?;
     Some(written.first() == Some(&Written::Recorded))
 }

@@ -144,6 +144,21 @@ impl Records {
     }
 }
 
+/// Applies the bounds to `file` (the newest first; past [`MAX_STORED`]
+/// records or [`MAX_STORE_FILE`] bytes the oldest go) and gives its text.
+fn bounded(file: &mut StoreFile) -> Vec<u8> {
+    file.records
+        .sort_by_key(|r| std::cmp::Reverse(r.origin.recorded_ms));
+    file.records.truncate(MAX_STORED);
+    let mut text = serde_json::to_vec(&*file).unwrap_or_default();
+    while text.len() > MAX_STORE_FILE && !file.records.is_empty() {
+        let drop = (file.records.len() / 10).max(1);
+        file.records.truncate(file.records.len() - drop);
+        text = serde_json::to_vec(&*file).unwrap_or_default();
+    }
+    text
+}
+
 /// The store directory, open.
 #[derive(Debug)]
 pub struct Store {
@@ -236,15 +251,19 @@ impl Store {
                     match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(mode)) {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => {
-                            return Err(Error::io("cannot make the origin store", e.into()).at(&here))
+                            return Err(
+                                Error::io("cannot make the origin store", e.into()).at(&here)
+                            )
                         }
                     }
-                    let fd = rustix::fs::openat(&dir, *part, dir_flags, Mode::empty())
-                        .map_err(|e| match e {
-                            Errno::LOOP | Errno::NOTDIR => {
-                                unsafe_store(&here, "a symlink or not a directory")
+                    let fd =
+                        rustix::fs::openat(&dir, *part, dir_flags, Mode::empty()).map_err(|e| {
+                            match e {
+                                Errno::LOOP | Errno::NOTDIR => {
+                                    unsafe_store(&here, "a symlink or not a directory")
+                                }
+                                e => Error::io("cannot open the origin store", e.into()).at(&here),
                             }
-                            e => Error::io("cannot open the origin store", e.into()).at(&here),
                         })?;
                     if last {
                         // Made by us just now (checked below): exactly 0700
@@ -349,13 +368,14 @@ impl Store {
                 // Bounded again: only root writes here, but the bounds are
                 // the reader's too.
                 f.records.truncate(MAX_STORED);
-                f.records.retain_mut(|r| match Origin::decode(&r.origin.encode()) {
-                    Some(o) => {
-                        r.origin = o;
-                        true
-                    }
-                    None => false,
-                });
+                f.records
+                    .retain_mut(|r| match Origin::decode(&r.origin.encode()) {
+                        Some(o) => {
+                            r.origin = o;
+                            true
+                        }
+                        None => false,
+                    });
                 f
             }
             _ => StoreFile::default(),
@@ -389,24 +409,20 @@ impl Store {
         let out = change(&mut file.records);
         file.v = 1;
         file.root = root_path.to_string_lossy().into_owned();
-        // The newest first, then the bounds: the oldest go.
-        file.records
-            .sort_by_key(|r| std::cmp::Reverse(r.origin.recorded_ms));
-        file.records.truncate(MAX_STORED);
-        let mut text = serde_json::to_vec(&file).unwrap_or_default();
-        while text.len() > MAX_STORE_FILE && !file.records.is_empty() {
-            let drop = (file.records.len() / 10).max(1);
-            file.records.truncate(file.records.len() - drop);
-            text = serde_json::to_vec(&file).unwrap_or_default();
-        }
-        self.replace(&name, &text).with_path("cannot write the origin store file", at)?;
+        let text = bounded(&mut file);
+        self.replace(&name, &text)
+            .with_path("cannot write the origin store file", at)?;
         Ok(out)
     }
 
     /// Writes `text` to a new file (`O_EXCL`, `0600`) and renames it over
     /// `name`.
     fn replace(&self, name: &str, text: &[u8]) -> std::io::Result<()> {
-        let tmp = format!(".{name}.{}.{:016x}.tmp", std::process::id(), fastrand::u64(..));
+        let tmp = format!(
+            ".{name}.{}.{:016x}.tmp",
+            std::process::id(),
+            fastrand::u64(..)
+        );
         let fd = rustix::fs::openat(
             &self.dir,
             &tmp,
@@ -424,8 +440,8 @@ impl Store {
         renamed
     }
 
-    /// Records `origins` — (name, the entry open `O_PATH`, its origin) —
-    /// in the file of `root`, each unless its entry has a record already
+    /// Records `origins` — (name, the entry's birth as [`identity`] gave
+    /// it, its origin, which holds the inode) — in the file of `root`, each unless its entry has a record already
     /// (the same inode, name and birth): what `XATTR_CREATE` does for the
     /// attribute. A record of the same name and inode but another birth
     /// (another entry) is replaced.
@@ -436,25 +452,12 @@ impl Store {
     pub(crate) fn put(
         &self,
         root: BorrowedFd<'_>,
-        origins: Vec<(Vec<u8>, OwnedFd, Origin)>,
+        origins: Vec<(Vec<u8>, Born, Origin)>,
     ) -> Result<Vec<Written>> {
-        let items: Vec<(Vec<u8>, Option<Born>, Origin)> = origins
-            .into_iter()
-            .map(|(name, fd, o)| {
-                let born = identity(fd.as_fd())
-                    .ok()
-                    .filter(|(ino, _)| *ino == o.ino)
-                    .map(|b| b.1);
-                (name, born, o)
-            })
-            .collect();
         self.update(root, |records| {
-            items
+            origins
                 .into_iter()
                 .map(|(name, born, origin)| {
-                    let Some(born) = born else {
-                        return Written::AlreadyRecorded;
-                    };
                     let hexname = hex(&name);
                     match records
                         .iter_mut()
@@ -525,6 +528,53 @@ mod tests {
         }
         for bad in ["a", "zz", "0g"] {
             assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
+
+    fn stored(n: usize, argv: usize) -> Stored {
+        Stored {
+            ino: n as u64,
+            name: hex(format!("e-{n}").as_bytes()),
+            born: Born::Btime { sec: 1, nsec: 0 },
+            origin: Origin {
+                v: 1,
+                ino: n as u64,
+                recorded_ms: n as i64,
+                by: super::super::Recorder::Watch,
+                creator: super::super::Creator::Process(super::super::Process {
+                    pid: 1,
+                    argv: vec!["x".repeat(argv)],
+                    ..Default::default()
+                }),
+            },
+        }
+    }
+
+    /// Past either bound the oldest records go, and what stays fits.
+    #[test]
+    fn the_bounds_drop_the_oldest() {
+        let cases: &[(&str, usize, usize, usize)] = &[
+            // (case, records, argv bytes, records kept at most)
+            ("few", 10, 10, 10),
+            ("too many", MAX_STORED + 50, 10, MAX_STORED),
+            ("too big", 30_000 / 10, 2_000, MAX_STORE_FILE / 2_000),
+        ];
+        for (name, n, argv, most) in cases {
+            let mut file = StoreFile {
+                v: 1,
+                root: "/r".into(),
+                records: (0..*n).map(|i| stored(i, *argv)).collect(),
+            };
+            let text = bounded(&mut file);
+            assert!(text.len() <= MAX_STORE_FILE, "{name}");
+            assert!(
+                file.records.len() <= *most,
+                "{name}: {}",
+                file.records.len()
+            );
+            let oldest_kept = file.records.iter().map(|r| r.origin.recorded_ms).min();
+            let dropped = n - file.records.len();
+            assert_eq!(oldest_kept, Some(dropped as i64), "{name}: the oldest went");
         }
     }
 

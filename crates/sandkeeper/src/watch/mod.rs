@@ -335,7 +335,10 @@ impl Watcher {
         #[cfg(target_os = "linux")]
         for (root, result) in self.origins.prune() {
             if let Err(error) = result {
-                driver.event(WatchEvent::OriginStoreFailed { root, error: &error });
+                driver.event(WatchEvent::OriginStoreFailed {
+                    root,
+                    error: &error,
+                });
                 errors += 1;
             }
         }
