@@ -349,3 +349,93 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
         "asked for: {text}"
     );
 }
+
+/// A ramfs (no `trusted.*` attributes) mounted on a fresh directory,
+/// emptied and unmounted when dropped.
+struct Ramfs(sandkeeper::Sandbox);
+
+impl Ramfs {
+    fn new() -> Ramfs {
+        let dir = sandbox!().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "ramfs", "-o", "mode=0755", "sandkeeper-test"])
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount ramfs at {}", dir.path().display());
+        Ramfs(dir)
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        for e in fs::read_dir(self.0.path()).into_iter().flatten().flatten() {
+            let _ = fs::remove_dir_all(e.path()).or_else(|_| fs::remove_file(e.path()));
+        }
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// Issue 17: on a filesystem without `trusted.*` attributes, origins go to
+/// the fallback store (`SANDKEEPER_ORIGIN_STORE` here): `scan` groups by
+/// them, `--json --entries` carries them, and `sandkeeper run` records its
+/// own directory there.
+#[test]
+fn origins_of_a_root_without_trusted_attributes_come_from_the_store() {
+    if !require_root("origins_of_a_root_without_trusted_attributes_come_from_the_store") {
+        return;
+    }
+    let ramfs = Ramfs::new();
+    let base = ramfs.0.path();
+    let keep = sandbox!().unwrap();
+    let store = keep.path().join("store");
+    for name in ["aura-235-1", "aura-235-2"] {
+        fs::create_dir(base.join(name)).unwrap();
+    }
+    let root = Root::open_exact(base).unwrap();
+    origin::write_with_store(
+        root.fd(),
+        OsStr::new("aura-235-1"),
+        Recorder::Watch,
+        made_by(&["cargo", "test"], "/system.slice/gitea-runner.service"),
+        &store,
+    )
+    .unwrap();
+    let with_store = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+            .args(args)
+            .env("SANDKEEPER_ORIGIN_STORE", &store)
+            .env_remove("SANDKEEPER_KEEP")
+            .output()
+            .unwrap()
+    };
+    let path = base.to_str().unwrap();
+    let text = stdout(&with_store(&["scan", path]));
+    assert!(
+        text.contains(
+            "  made by `cargo test` (unit gitea-runner.service, cwd /home/ci/aura): 1 entry,"
+        ),
+        "{text}"
+    );
+    let doc: Value =
+        serde_json::from_str(&stdout(&with_store(&["scan", "--json", "--entries", path])))
+            .unwrap();
+    let entries = doc["roots"][0]["entries"].as_array().unwrap();
+    assert_eq!(entries[0]["origin"]["creator"]["argv"][0], "cargo");
+    assert!(entries[1].get("origin").is_none(), "{entries:?}");
+    // Without the store: nothing.
+    let text = stdout(&sandkeeper(&["scan", path]));
+    assert!(!text.contains("made by"), "{text}");
+
+    let script = format!("{} ls --json {path}", env!("CARGO_BIN_EXE_sandkeeper"));
+    let out = with_store(&["run", "--root", path, "--", "sh", "-c", &script]);
+    let text = stdout(&out);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let origin = &doc["sandboxes"][0]["origin"];
+    assert_eq!(origin["by"], "run", "{text}");
+    assert_eq!(origin["creator"]["argv"][0], "sh", "{text}");
+}
