@@ -406,6 +406,24 @@ fn bench_origins() {
             .count();
     });
     println!("scan of {count} entries: {plain:.1} ms; with every origin read: {with:.1} ms ({:.2}x); {found} origins", with / plain);
+    // The streaming scan (no entries kept), without and with the creators
+    // tallied per family on the walking threads (`Scanner::origins`).
+    scanner.keep_entries(false);
+    let streamed = median(&mut || {
+        scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+    });
+    scanner.origins(true);
+    let mut tallied = 0;
+    let with_tally = median(&mut || {
+        let report = scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+        tallied = report.roots[0]
+            .groups
+            .iter()
+            .filter_map(|g| g.creators.as_deref())
+            .map(|c| c.top.iter().map(|t| t.count.entries).sum::<u64>() + c.other.entries)
+            .sum::<u64>();
+    });
+    println!("scan streamed of {count} entries: {streamed:.1} ms; with creators tallied: {with_tally:.1} ms ({:.2}x); {tallied} tallied", with_tally / streamed);
 }
 
 /// A ramfs mounted at a scratch directory (ramfs has no `trusted.*`

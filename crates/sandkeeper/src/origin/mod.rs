@@ -106,6 +106,26 @@ fn entry(root: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, u64), Errno> {
     Ok((fd, st.st_ino))
 }
 
+/// The entry `name` of `root` if it is a directory, opened for reading
+/// (a directory opens nothing else), with the same resolution as
+/// [`entry`]: `ENOTDIR` for anything else, `ELOOP` for a symlink, `EXDEV`
+/// for a mount point.
+fn directory(root: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, u64), Errno> {
+    use rustix::fs::ResolveFlags;
+    if !plain(name) {
+        return Err(Errno::INVAL);
+    }
+    let fd = rustix::fs::openat2(
+        root,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_XDEV | ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+    )?;
+    let ino = fstat(&fd)?.st_ino;
+    Ok((fd, ino))
+}
+
 /// `/proc/self/fd/N` of an `O_PATH` descriptor: the xattr calls follow
 /// that magic link to the inode itself (the `f*xattr` calls refuse
 /// `O_PATH` descriptors, and opening the entry for reading could open a
@@ -216,12 +236,26 @@ impl<'a> Reader<'a> {
 
     /// The origin of the entry `name`, as [`read`] gives it.
     pub fn read(&self, name: &OsStr) -> Option<Origin> {
-        let (fd, ino) = entry(self.root, name).ok()?;
+        // A directory (most entries) is opened for reading, which opens
+        // nothing else and lets `fgetxattr` ask it directly; anything else
+        // is reached `O_PATH` and asked through `/proc/self/fd`.
+        let (fd, ino, direct) = match directory(self.root, name) {
+            Ok((fd, ino)) => (fd, ino, true),
+            Err(Errno::NOTDIR) => {
+                let (fd, ino) = entry(self.root, name).ok()?;
+                (fd, ino, false)
+            }
+            Err(_) => return None,
+        };
         if let Some(stored) = &self.stored {
             return stored.get(name, fd.as_fd());
         }
         let mut buf = vec![0u8; MAX_RECORD];
-        let n = rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]).ok()?;
+        let n = match direct {
+            true => rustix::fs::fgetxattr(&fd, XATTR, &mut buf[..]),
+            false => rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]),
+        }
+        .ok()?;
         let origin = Origin::decode(&buf[..n])?;
         (origin.ino == ino).then_some(origin)
     }
