@@ -453,14 +453,7 @@ impl Ramfs {
 
 impl Drop for Ramfs {
     fn drop(&mut self) {
-        // Empty it first: the scratch directory is removed after.
-        for e in std::fs::read_dir(self.dir.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let _ = std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
-        }
+        // What is in it goes with it; the scratch directory is removed after.
         let _ = rustix::mount::unmount(self.dir.path(), rustix::mount::UnmountFlags::DETACH);
     }
 }
@@ -486,7 +479,7 @@ fn the_store_records_where_trusted_attributes_are_not_supported() {
         Err(rustix::io::Errno::OPNOTSUPP),
         "ramfs has no trusted.* attributes here"
     );
-    std::fs::remove_dir(&probe).unwrap();
+    rustix::fs::unlinkat(root.fd(), "probe", rustix::fs::AtFlags::REMOVEDIR).unwrap();
 
     let tracker = Tracker::start_with_store(&root, &store).unwrap();
     let st = std::fs::metadata(&store).unwrap();
@@ -533,7 +526,7 @@ fn the_store_records_where_trusted_attributes_are_not_supported() {
     // does an entry whose inode changed since (ramfs has no birth time:
     // its ctime is the identity, and a new child changes a directory's).
     tracker.set_paused(true);
-    std::fs::remove_file(ramfs.path().join("file-1")).unwrap();
+    rustix::fs::unlinkat(root.fd(), "file-1", rustix::fs::AtFlags::empty()).unwrap();
     std::fs::write(ramfs.path().join("file-1"), "y").unwrap();
     std::fs::write(ramfs.path().join("app-1/inside"), "z").unwrap();
     let reader = origin::Reader::with_store(root.fd(), &store).unwrap();
@@ -548,7 +541,7 @@ fn the_store_records_where_trusted_attributes_are_not_supported() {
     assert!(reader.read(name("fifo-1")).is_some());
 
     // Prune: the records whose entries are gone or changed are dropped.
-    std::fs::remove_file(ramfs.path().join("fifo-1")).unwrap();
+    rustix::fs::unlinkat(root.fd(), "fifo-1", rustix::fs::AtFlags::empty()).unwrap();
     let before = std::fs::read_to_string(&file).unwrap();
     assert!(
         before.contains("6669666f2d31"),
