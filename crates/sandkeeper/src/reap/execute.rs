@@ -16,17 +16,17 @@
 //! threads of its own: thousands of small entries used to start and join
 //! a pool each); a large one may use the remover's own helper threads.
 //!
-//! With a free-space target, or a [stop flag](super::PolicyBuilder::stop_flag)
-//! (`watch` sets one), the batch uses the same pool. Each worker looks,
-//! before it starts on an entry, at the stop flag and at a "target met"
-//! flag shared by the workers (the worker that finishes a removal
-//! re-measures the free space and sets it): after a stop, or once the
-//! target is met, **no new removal starts; the ones already under way
-//! finish** (at most one per worker), and the entries not started are put
-//! back, told as stopped (or kept: target met). With a target, the
-//! entries are taken in the batch's order (the policy's: the oldest
-//! first) rather than largest first, so that the target takes what the
-//! policy would take; its batches grow 1, 2, 4, … 64 (see the [reaper's
+//! With a [stop flag](super::PolicyBuilder::stop_flag) (`watch` sets one),
+//! the batch uses the same pool. Each worker looks, before it starts on an
+//! entry, at the stop flag: after a stop **no new removal starts; the ones
+//! already under way finish** (at most one per worker), and the entries
+//! not started are put back, told as stopped. With a free-space target the
+//! pool has **one** worker, which takes the entries in the batch's order
+//! (the policy's: the oldest first) and re-measures the free space after
+//! each removal (counting the entry's directory, which its claim holds
+//! open, and the batch's quarantine, both freed right after): once the
+//! target is met no further removal starts, so exactly as many go as
+//! needed. Its batches grow 1, 2, 4, … 64 (see the [reaper's
 //! docs](super)), so few entries are moved only to be put back.
 //!
 //! # Why the check and the deletion are two walks
@@ -172,6 +172,11 @@ impl Reaper {
         // The last two workers out of the quarantine may each have left it
         // to the other.
         remove::tidy_quarantine(dir);
+        if let Some(t) = target {
+            // The pool counted the quarantine as freed; what the next
+            // batch decides on is what is really free.
+            *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+        }
         Ok(())
     }
 
@@ -203,7 +208,13 @@ impl Reaper {
         // Set by the worker whose removal met the target; looked at by
         // every worker before it starts on an entry.
         let met = AtomicBool::new(target_met);
-        let workers = walk::cores().clamp(1, POOL_MAX).min(count);
+        // With a target, one worker: the free space is measured after each
+        // removal before the next starts, so exactly as many go as needed
+        // (two workers would each start one more before either had met it).
+        let workers = match target {
+            Some(_) => 1,
+            None => walk::cores().clamp(1, POOL_MAX).min(count),
+        };
         let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
         let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
             let mut walker = walk::Walker::new();
@@ -213,7 +224,7 @@ impl Reaper {
                 let Moved {
                     entry,
                     reason,
-                    claim,
+                    mut claim,
                     q,
                 } = m;
                 // After a stop, or once the target is met, no new removal
@@ -225,11 +236,19 @@ impl Reaper {
                         // The check walked all of it and found nothing:
                         // only now is anything in it unlinked.
                         None => {
+                            let ours = target.map(|_| own_quarantine(dir, &q));
                             let removal = q.remove();
                             if let Some(t) = target {
+                                // The claim holds the entry's directory
+                                // open: its inode is freed only when the
+                                // claim goes.
+                                drop(claim.take());
                                 // Unlinked-but-open files free nothing:
-                                // measured, not counted.
-                                if scan::filesystem::free(dir).is_ok_and(|free| t.met(free)) {
+                                // measured, not counted. The quarantine
+                                // itself goes when the batch is done.
+                                let free = scan::filesystem::free(dir)
+                                    .map(|free| free.plus(ours.unwrap_or_default()));
+                                if free.is_ok_and(|free| t.met(free)) {
                                     met.store(true, Ordering::Release);
                                 }
                             }
@@ -372,6 +391,21 @@ fn record(path: &Path, held: Held<'_>, outcome: Outcome<'_>, result: &mut Record
         Outcome::Halted(why, q) => put_back(path, entry, q, why, result),
     }
     drop(claim);
+}
+
+/// What the batch's quarantine itself takes on the filesystem (one inode
+/// and its blocks), freed when the batch is done; nothing when the entry
+/// is its own quarantine (a full filesystem).
+fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem::Free {
+    match (rustix::fs::fstat(q.dir()), rustix::fs::fstat(dir)) {
+        (Ok(qst), Ok(parent)) if (qst.st_dev, qst.st_ino) != (parent.st_dev, parent.st_ino) => {
+            scan::filesystem::Free {
+                bytes: (qst.st_blocks as u64).saturating_mul(512),
+                inodes: 1,
+            }
+        }
+        _ => scan::filesystem::Free::default(),
+    }
 }
 
 /// Records a removal's outcome: removed, what was left of it, or why it

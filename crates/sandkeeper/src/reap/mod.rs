@@ -47,9 +47,9 @@
 //! in it; what is held goes back to the calling thread to be put back,
 //! which records every outcome in the batch's order. With a free-space
 //! target the batches grow 1, 2, 4, … 64, so few entries are moved only to
-//! be put back, and the pool takes them in the batch's order; every
-//! worker looks at the stop flag and at a shared "target met" flag before
-//! it starts on an entry.
+//! be put back, and one worker takes them in the batch's order,
+//! re-measuring the free space after each removal; with a stop flag every
+//! worker looks at it before it starts on an entry.
 //!
 //! # Memory
 //!
