@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::Watermarks;
 use crate::reap::{ReapReason, RootReap};
-use crate::scan::{EntryState, RootReport};
+use crate::scan::{CreatorKey, EntryState, RootReport};
 
 /// Families per root with their own series; the smaller rest are summed
 /// into the family `(other)`, so a root of many unrelated names cannot
@@ -41,6 +41,18 @@ pub const OTHER_FAMILY: &str = "(other)";
 /// 0700 so that nobody else can list it, and the metrics are
 /// world-readable (and served over the network by node_exporter).
 pub const ALL_FAMILY: &str = "(all)";
+
+/// Creators per root with their own series (`sandkeeper_creator_*`), the
+/// biggest by disk usage; the rest are summed into [`OTHER_CREATOR`].
+pub const MAX_CREATORS: usize = 20;
+
+/// The creator label of the creators beyond [`MAX_CREATORS`] (and of
+/// those the scan's bounded tally counted under no creator).
+pub const OTHER_CREATOR: &str = "(other)";
+
+/// The longest creator label, in characters (longer ones are cut and end
+/// in `…`; labels that become equal are summed into one series).
+pub const CREATOR_LABEL_CHARS: usize = 160;
 
 /// Whether a root's families get their own series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +104,8 @@ struct RootGauges {
     /// (high, low) in free bytes, for roots with watermarks.
     watermarks: Option<(u64, u64)>,
     families: Vec<Family>,
+    /// (creator label, entries, disk bytes), at most [`MAX_CREATORS`] + 1.
+    creators: Vec<(String, u64, u64)>,
     /// Seen in the current cycle (stale roots are dropped at its end).
     fresh: bool,
 }
@@ -101,6 +115,104 @@ struct Family {
     pattern: String,
     /// Per state, in [`EntryState::ALL`] order: (entries, disk bytes).
     states: [(u64, u64); 5],
+}
+
+/// The creator label of `key` (never its cwd: another user cannot read a
+/// process's working directory, and the file is world-readable): its
+/// command, then its unit or cgroup — `cargo test (unit ci.service)`.
+/// Text the creator chose: control, bidi and format characters are written
+/// `\u{…}`, a label that would start with `(` or `\` gets a leading `\`
+/// (no process can name itself like the tool's own `(other)`), and it is
+/// cut at [`CREATOR_LABEL_CHARS`].
+fn creator_label(key: &CreatorKey) -> String {
+    let text = match key {
+        CreatorKey::Process {
+            command,
+            more_args,
+            unit,
+            cgroup,
+            ..
+        } => {
+            let mut s = command.join(" ");
+            if *more_args {
+                s.push_str(" …");
+            }
+            match (unit, cgroup) {
+                (Some(u), _) => s += &format!(" (unit {u})"),
+                (None, Some(c)) => s += &format!(" (cgroup {c})"),
+                (None, None) => {}
+            }
+            s
+        }
+        CreatorKey::Exited => return "(exited before it could be read)".into(),
+        _ => return "(unknown)".into(),
+    };
+    let mut out = String::new();
+    if text.is_empty() {
+        return "(no command)".into();
+    }
+    if text.starts_with('(') || text.starts_with('\\') {
+        out.push('\\');
+    }
+    for (n, c) in text.chars().enumerate() {
+        if n == CREATOR_LABEL_CHARS {
+            out.push('…');
+            break;
+        }
+        let hidden = c.is_control()
+            || matches!(c, '\u{61c}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
+        match hidden {
+            true => out += &format!("\\u{{{:x}}}", c as u32),
+            false => out.push(c),
+        }
+    }
+    out
+}
+
+/// A root's creators for the metrics: the families' tallies summed per
+/// creator label (without cwd), the biggest [`MAX_CREATORS`] by disk usage
+/// on their own, the rest as [`OTHER_CREATOR`]; with
+/// [`FamilyLabels::TotalsOnly`] only [`ALL_FAMILY`]. Empty when no entry
+/// has a recorded origin.
+fn creators_of(scan: &RootReport, labels: FamilyLabels) -> Vec<(String, u64, u64)> {
+    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut other = (0u64, 0u64);
+    let mut any = false;
+    for c in scan.groups.iter().filter_map(|g| g.creators.as_deref()) {
+        any = true;
+        other.0 += c.other.entries;
+        other.1 += c.other.disk_bytes;
+        for t in &c.top {
+            let label = match labels {
+                FamilyLabels::Named => creator_label(&t.creator),
+                FamilyLabels::TotalsOnly => ALL_FAMILY.to_owned(),
+            };
+            let slot = by.entry(label).or_default();
+            slot.0 += t.count.entries;
+            slot.1 += t.count.disk_bytes;
+        }
+    }
+    if !any {
+        return Vec::new();
+    }
+    if labels == FamilyLabels::TotalsOnly {
+        let (n, b) = by.into_values().fold(other, |a, v| (a.0 + v.0, a.1 + v.1));
+        return vec![(ALL_FAMILY.to_owned(), n, b)];
+    }
+    let mut all: Vec<(String, u64, u64)> = by.into_iter().map(|(k, (n, b))| (k, n, b)).collect();
+    all.sort_by(|a, b| {
+        b.2.cmp(&a.2)
+            .then(b.1.cmp(&a.1))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    for (_, n, b) in all.drain(MAX_CREATORS.min(all.len())..) {
+        other.0 += n;
+        other.1 += b;
+    }
+    if other.0 > 0 {
+        all.push((OTHER_CREATOR.to_owned(), other.0, other.1));
+    }
+    all
 }
 
 fn state_index(state: EntryState) -> usize {
@@ -236,6 +348,7 @@ impl Metrics {
                 free_bytes: scan.filesystem.free_bytes,
                 watermarks: watermarks.map(|w| (w.high.free_bytes(total), w.low.free_bytes(total))),
                 families,
+                creators: creators_of(scan, labels),
                 fresh: true,
             },
         );
@@ -326,6 +439,27 @@ impl Metrics {
             MetricKind::Gauge,
             "Disk usage of a root's top-level entries (st_blocks, hard links once, like du -x), by name family and state, at the last scan.",
             bytes,
+        );
+        let mut creator_entries = Vec::new();
+        let mut creator_bytes = Vec::new();
+        for (root, r) in &self.roots {
+            for (creator, n, b) in &r.creators {
+                let labels = labels(&[("root", root), ("creator", creator)]);
+                creator_entries.push(sample(labels.clone(), *n));
+                creator_bytes.push(sample(labels, *b));
+            }
+        }
+        family(
+            "sandkeeper_creator_entries",
+            MetricKind::Gauge,
+            "Top-level entries of a root with a recorded origin, by creator (command and unit, never the cwd), at the last scan; at most 20 creators per root, the rest creator=\"(other)\"; a per-user root has only creator=\"(all)\" unless its config sets user_dir_families.",
+            creator_entries,
+        );
+        family(
+            "sandkeeper_creator_disk_usage_bytes",
+            MetricKind::Gauge,
+            "Disk usage of those entries, by creator (as sandkeeper_creator_entries).",
+            creator_bytes,
         );
         let per_root = |f: &dyn Fn(&RootGauges) -> Option<u64>| -> Vec<Sample> {
             self.roots
@@ -474,6 +608,56 @@ mod tests {
                 crate::pattern::matches(&label, name.as_ref()),
                 "{label} is the same glob as {pattern}"
             );
+        }
+    }
+
+    #[test]
+    fn creator_labels_are_bounded_escaped_and_never_the_tools() {
+        let process = |argv: &[&str], unit: Option<&str>| CreatorKey::Process {
+            command: argv.iter().map(|a| (*a).to_owned()).collect(),
+            more_args: false,
+            unit: unit.map(str::to_owned),
+            cgroup: None,
+            cwd: Some("/home/secret".into()),
+        };
+        let long = "x".repeat(500);
+        let cases: &[(&str, CreatorKey, String)] = &[
+            (
+                "plain",
+                process(&["cargo", "test"], Some("ci.service")),
+                "cargo test (unit ci.service)".into(),
+            ),
+            (
+                "tool's own",
+                process(&["(other)"], None),
+                r"\(other)".into(),
+            ),
+            (
+                "backslash",
+                process(&[r"\(other)"], None),
+                r"\\(other)".into(),
+            ),
+            (
+                "controls",
+                process(&["a\x1b[2J\u{202e}b"], None),
+                r"a\u{1b}[2J\u{202e}b".into(),
+            ),
+            ("empty", process(&[], None), "(no command)".into()),
+            (
+                "exited",
+                CreatorKey::Exited,
+                "(exited before it could be read)".into(),
+            ),
+            (
+                "long",
+                process(&[&long], None),
+                format!("{}…", "x".repeat(CREATOR_LABEL_CHARS)),
+            ),
+        ];
+        for (name, key, want) in cases {
+            let got = creator_label(key);
+            assert_eq!(&got, want, "{name}");
+            assert!(!got.contains("secret"), "{name}: never the cwd");
         }
     }
 

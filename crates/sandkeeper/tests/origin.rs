@@ -441,4 +441,232 @@ fn bench_origins() {
             .count();
     });
     println!("scan of {count} entries: {plain:.1} ms; with every origin read: {with:.1} ms ({:.2}x); {found} origins", with / plain);
+    // The streaming scan (no entries kept), without and with the creators
+    // tallied per family on the walking threads (`Scanner::origins`).
+    scanner.keep_entries(false);
+    let streamed = median(&mut || {
+        scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+    });
+    scanner.origins(true);
+    let mut tallied = 0;
+    let with_tally = median(&mut || {
+        let report = scanner.scan_roots(std::slice::from_ref(&root)).unwrap();
+        tallied = report.roots[0]
+            .groups
+            .iter()
+            .filter_map(|g| g.creators.as_deref())
+            .map(|c| c.top.iter().map(|t| t.count.entries).sum::<u64>() + c.other.entries)
+            .sum::<u64>();
+    });
+    println!("scan streamed of {count} entries: {streamed:.1} ms; with creators tallied: {with_tally:.1} ms ({:.2}x); {tallied} tallied", with_tally / streamed);
+}
+
+/// A ramfs mounted at a scratch directory (ramfs has no `trusted.*`
+/// attributes, and no birth times): unmounted when dropped.
+struct Ramfs {
+    dir: sandkeeper_testkit::scratch::Scratch,
+}
+
+impl Ramfs {
+    fn new(tag: &str) -> Ramfs {
+        let dir = scratch!(tag);
+        rustix::mount::mount(
+            "sandkeeper-test",
+            dir.path(),
+            "ramfs",
+            rustix::mount::MountFlags::empty(),
+            Some(c"mode=0755"),
+        )
+        .unwrap_or_else(|e| panic!("mount ramfs at {}: {e}", dir.path().display()));
+        Ramfs { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        // What is in it goes with it; the scratch directory is removed after.
+        let _ = rustix::mount::unmount(self.dir.path(), rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+/// Issue 17, the fallback store: on a filesystem without `trusted.*`
+/// attributes (ramfs, checked here) the tracker records each creator in
+/// the store (a 0700 directory of root's, made on first use), readers
+/// find it there, a restarted tracker keeps it, and `watch`'s prune drops
+/// the records of entries that are gone.
+#[test]
+fn the_store_records_where_trusted_attributes_are_not_supported() {
+    if !require_root("the_store_records_where_trusted_attributes_are_not_supported") {
+        return;
+    }
+    let ramfs = Ramfs::new("origin-store-ramfs");
+    let store_base = scratch!("origin-store-dir");
+    let store = store_base.join("var/lib/origins");
+    let root = Root::open_exact(ramfs.path()).unwrap();
+    let probe = ramfs.path().join("probe");
+    std::fs::create_dir(&probe).unwrap();
+    assert_eq!(
+        rustix::fs::setxattr(&probe, origin::XATTR, b"x", rustix::fs::XattrFlags::empty()),
+        Err(rustix::io::Errno::OPNOTSUPP),
+        "ramfs has no trusted.* attributes here"
+    );
+    rustix::fs::unlinkat(root.fd(), "probe", rustix::fs::AtFlags::REMOVEDIR).unwrap();
+
+    let tracker = Tracker::start_with_store(&root, &store).unwrap();
+    let st = std::fs::metadata(&store).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (st.uid(), st.mode() & 0o7777),
+        (0, 0o700),
+        "made 0700, root's"
+    );
+    let path = ramfs.path().to_str().unwrap();
+    let mut child = Helper::start("make", &[("SK_PATH", path)]);
+    child.expect("READY");
+    tracker.drain();
+    let reader = origin::Reader::with_store(root.fd(), &store).unwrap();
+    for entry in ["app-1", "file-1", "fifo-1"] {
+        let got = reader
+            .read(name(entry))
+            .unwrap_or_else(|| panic!("{entry}: no origin in the store"));
+        let Creator::Process(p) = got.creator else {
+            panic!("{entry}: {:?}", got.creator)
+        };
+        assert_eq!(p.pid, child.pid(), "{entry}");
+    }
+    assert!(tracker.stats().recorded >= 3, "{:?}", tracker.stats());
+    child.kill();
+    let files: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert_eq!(files.len(), 1, "one file per root: {files:?}");
+    let file = store.join(&files[0]);
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+
+    // Restarted: the records stay, and are not replaced.
+    tracker.stop();
+    let tracker = Tracker::start_with_store(&root, &store).unwrap();
+    assert!(origin::Reader::with_store(root.fd(), &store)
+        .unwrap()
+        .read(name("app-1"))
+        .is_some());
+
+    // A new entry under a name that had a record does not inherit it, nor
+    // does an entry whose inode changed since (ramfs has no birth time:
+    // its ctime is the identity, and a new child changes a directory's).
+    tracker.set_paused(true);
+    rustix::fs::unlinkat(root.fd(), "file-1", rustix::fs::AtFlags::empty()).unwrap();
+    std::fs::write(ramfs.path().join("file-1"), "y").unwrap();
+    std::fs::write(ramfs.path().join("app-1/inside"), "z").unwrap();
+    let reader = origin::Reader::with_store(root.fd(), &store).unwrap();
+    assert!(
+        reader.read(name("file-1")).is_none(),
+        "a new entry, a new name"
+    );
+    assert!(
+        reader.read(name("app-1")).is_none(),
+        "another ctime: not taken"
+    );
+    assert!(reader.read(name("fifo-1")).is_some());
+
+    // Prune: the records whose entries are gone or changed are dropped.
+    rustix::fs::unlinkat(root.fd(), "fifo-1", rustix::fs::AtFlags::empty()).unwrap();
+    let before = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        before.contains("6669666f2d31"),
+        "fifo-1's record, its name in hex"
+    );
+    assert_eq!(
+        tracker.prune().unwrap(),
+        3,
+        "fifo-1 gone, file-1 and app-1 other"
+    );
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(!after.contains("6669666f2d31"), "fifo-1's record dropped");
+    tracker.set_paused(false);
+    drop(tracker);
+}
+
+/// The store is root's alone: nobody cannot write into it nor read it, and
+/// a store that is a symlink, open to others, or another user's is refused
+/// (nothing is written there).
+#[test]
+fn the_store_is_root_only_and_unsafe_ones_are_refused() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    if !require_root("the_store_is_root_only_and_unsafe_ones_are_refused") {
+        return;
+    }
+    let base = sandkeeper_testkit::scratch::Scratch::reachable_by_others("origin-store-perm");
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = base.join("store");
+    let opened = origin::Store::open(&store).unwrap();
+    assert_eq!(opened.path(), store);
+    let ramfs = Ramfs::new("origin-store-perm-ramfs");
+    std::fs::create_dir(ramfs.path().join("job-1")).unwrap();
+    let root = Root::open_exact(ramfs.path()).unwrap();
+    origin::write_with_store(
+        root.fd(),
+        name("job-1"),
+        Recorder::Run,
+        Creator::Exited { pid: Some(9) },
+        &store,
+    )
+    .unwrap();
+    let file = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let (planted, written, read) = as_nobody(|| {
+        (
+            std::fs::write(store.join("planted.json"), "{}").is_ok(),
+            std::fs::OpenOptions::new().append(true).open(&file).is_ok(),
+            std::fs::read(&file).is_ok(),
+        )
+    });
+    assert!(
+        !planted && !written && !read,
+        "nobody cannot touch the store"
+    );
+
+    let refused = |p: &Path, why: &str| {
+        let err = origin::Store::open(p).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            sandkeeper::ErrorKind::UnsafeRoot,
+            "{why}: {err}"
+        );
+        assert!(err.to_string().contains("origin store"), "{why}: {err}");
+    };
+    let open_to_others = base.join("wide");
+    std::fs::create_dir(&open_to_others).unwrap();
+    std::fs::set_permissions(&open_to_others, std::fs::Permissions::from_mode(0o755)).unwrap();
+    refused(&open_to_others, "0755");
+    let link = base.join("link");
+    symlink(&store, &link).unwrap();
+    refused(&link, "a symlink");
+    refused(&link.join("below"), "below a symlink");
+    let theirs = base.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+    rustix::fs::chown(&theirs, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+    refused(&theirs, "nobody's");
+    refused(&theirs.join("inside"), "below nobody's directory");
+    // A writer refused the store records nothing.
+    std::fs::create_dir(ramfs.path().join("job-2")).unwrap();
+    assert!(origin::write_with_store(
+        root.fd(),
+        name("job-2"),
+        Recorder::Run,
+        Creator::Exited { pid: None },
+        &link,
+    )
+    .is_err());
+    assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
 }

@@ -19,6 +19,9 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     // Without `--entries` the report keeps only totals and families:
     // memory flat in the number of entries.
     scanner.keep_entries(args.entries);
+    // Each family's members by creator (as root; nothing otherwise),
+    // tallied as the entries stream.
+    scanner.origins(true);
     for &pid in &args.ignore_pids {
         scanner.ignore_pid(pid);
     }

@@ -325,6 +325,11 @@ impl Driver for LogDriver {
                 (true, line) => self.log.error(&line),
                 (false, line) => self.log.notice(&line),
             },
+            WatchEvent::OriginStoreFailed { root, error } => self.log.error(&format!(
+                "origins: cannot drop the stored records of entries gone from {}: {}",
+                sanitize(root.as_os_str().as_bytes()),
+                sanitize(error.to_string().as_bytes())
+            )),
             _ => {}
         }
     }

@@ -2,12 +2,11 @@
 //! recorded it. Every field is text a user's process chose: escaped and
 //! bounded here; origins are shown, never used to decide.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 
 use sandkeeper::origin::{self, Creator, Origin};
 use sandkeeper::root::Root;
-use sandkeeper::scan::RootReport;
+use sandkeeper::scan::{CreatorKey, Creators, RootReport};
 
 use super::escape::Untrusted;
 
@@ -44,29 +43,12 @@ fn argv(args: &[String]) -> String {
     shown.join(" ")
 }
 
-/// What groups entries under one creator: its command, unit and cwd (not
-/// the pid: every run of a suite has its own).
+/// What groups entries under one creator (as the scan tallies them), or
+/// why it could not be read.
 fn key(o: &Origin) -> String {
     match &o.creator {
-        Creator::Process(p) => {
-            let mut s = format!("`{}`", argv(&p.argv));
-            let mut paren = Vec::new();
-            if let Some(unit) = p.unit() {
-                paren.push(format!("unit {}", text(unit)));
-            } else if let Some(cg) = &p.cgroup {
-                paren.push(format!("cgroup {}", text(cg)));
-            }
-            if let Some(cwd) = &p.cwd {
-                paren.push(format!("cwd {}", text(cwd)));
-            }
-            if !paren.is_empty() {
-                s += &format!(" ({})", paren.join(", "));
-            }
-            s
-        }
-        Creator::Exited { .. } => "a process that exited before it could be read".into(),
         Creator::Unknown { reason } => format!("unknown ({})", text(reason)),
-        _ => "unknown".into(),
+        _ => creator(&CreatorKey::of(o)),
     }
 }
 
@@ -110,56 +92,73 @@ pub fn line(o: &Origin) -> String {
     }
 }
 
-/// Per family of `report` (by pattern), its entries grouped by creator,
-/// biggest first: "made by `cargo test` (unit ci.service, cwd /src): 159
-/// entries, 9.9 GiB". Families with no recorded origin have no lines.
-pub fn by_family(report: &RootReport, root: Option<&Root>) -> HashMap<String, Vec<String>> {
-    let mut out = HashMap::new();
-    let Some(root) = root else {
-        return out;
-    };
-    // family -> creator -> (entries, bytes)
-    let mut tally: HashMap<&str, HashMap<String, (u64, u64)>> = HashMap::new();
-    for e in &report.entries {
-        let Some(o) = origin::read(root.fd(), &e.name) else {
-            continue;
-        };
-        let slot = tally
-            .entry(&*e.pattern)
-            .or_default()
-            .entry(key(&o))
-            .or_default();
-        slot.0 += 1;
-        slot.1 += e.disk_bytes;
-    }
-    for (family, creators) in tally {
-        let mut creators: Vec<(String, (u64, u64))> = creators.into_iter().collect();
-        creators.sort_by(|a, b| {
-            b.1 .1
-                .cmp(&a.1 .1)
-                .then(b.1 .0.cmp(&a.1 .0))
-                .then(a.0.cmp(&b.0))
-        });
-        let mut lines: Vec<String> = creators
-            .iter()
-            .take(PER_FAMILY)
-            .map(|(who, (n, bytes))| {
-                let noun = if *n == 1 { "entry" } else { "entries" };
-                format!(
-                    "made by {who}: {n} {noun}, {}",
-                    crate::humanize::size(*bytes)
-                )
-            })
-            .collect();
-        if creators.len() > PER_FAMILY {
-            lines.push(format!(
-                "and {} other creators",
-                creators.len() - PER_FAMILY
-            ));
+/// A tallied creator, escaped: "`cargo test` (unit ci.service, cwd /src)".
+pub fn creator(k: &CreatorKey) -> String {
+    match k {
+        CreatorKey::Process {
+            command,
+            more_args,
+            unit,
+            cgroup,
+            cwd,
+        } => {
+            let mut shown: Vec<String> = command.iter().map(|a| text(a)).collect();
+            if *more_args {
+                shown.push("…".into());
+            }
+            let mut s = format!("`{}`", shown.join(" "));
+            let mut paren = Vec::new();
+            if let Some(unit) = unit {
+                paren.push(format!("unit {}", text(unit)));
+            } else if let Some(cg) = cgroup {
+                paren.push(format!("cgroup {}", text(cg)));
+            }
+            if let Some(cwd) = cwd {
+                paren.push(format!("cwd {}", text(cwd)));
+            }
+            if !paren.is_empty() {
+                s += &format!(" ({})", paren.join(", "));
+            }
+            s
         }
-        out.insert(family.to_owned(), lines);
+        CreatorKey::Exited => "a process that exited before it could be read".into(),
+        _ => "a creator that could not be read".into(),
     }
-    out
+}
+
+/// A family's members grouped by creator (the scan's tally), biggest
+/// first: "made by `cargo test` (unit ci.service, cwd /src): 159 entries,
+/// 9.9 GiB", at most [`PER_FAMILY`] lines, then one "made by (other
+/// creators)" line for the rest. No lines for a family without origins.
+pub fn family_lines(creators: Option<&Creators>) -> Vec<String> {
+    let Some(c) = creators else {
+        return Vec::new();
+    };
+    let count = |n: u64, bytes: u64| {
+        let noun = if n == 1 { "entry" } else { "entries" };
+        format!("{n} {noun}, {}", crate::humanize::size(bytes))
+    };
+    let mut lines: Vec<String> = c
+        .top
+        .iter()
+        .take(PER_FAMILY)
+        .map(|t| {
+            format!(
+                "made by {}: {}",
+                creator(&t.creator),
+                count(t.count.entries, t.count.disk_bytes)
+            )
+        })
+        .collect();
+    let (mut n, mut bytes) = (c.other.entries, c.other.disk_bytes);
+    for t in c.top.iter().skip(PER_FAMILY) {
+        n += t.count.entries;
+        bytes += t.count.disk_bytes;
+    }
+    if n > 0 {
+        lines.push(format!("made by (other creators): {}", count(n, bytes)));
+    }
+    lines
 }
 
 /// `explain`'s origin section: every field, escaped (argv in full up to

@@ -61,7 +61,6 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             "RECLAIMABLE"
         );
         let opened = super::origin::open(root);
-        let mut made_by = super::origin::by_family(root, opened.as_ref());
         for (g, pattern) in root.groups.iter().zip(&patterns) {
             let s = &g.states;
             let _ = writeln!(
@@ -82,7 +81,7 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
                 s.unknown,
                 size(g.reclaimable_bytes),
             );
-            for line in made_by.remove(&g.pattern).unwrap_or_default() {
+            for line in super::origin::family_lines(g.creators.as_deref()) {
                 let _ = writeln!(out, "  {line}");
             }
         }

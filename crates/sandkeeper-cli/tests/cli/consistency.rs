@@ -630,3 +630,75 @@ fn inner_kept() {
     );
     drop(live);
 }
+
+/// The fields a section of a `docs/*-json.md` documents (from its heading
+/// to the next heading of the same level), as [`documented`] reads them.
+fn documented_section(doc: &str, heading: &str) -> BTreeSet<String> {
+    let text = fs::read_to_string(top().join("docs").join(doc)).unwrap();
+    let mut out = BTreeSet::new();
+    let section = text
+        .lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "));
+    for line in section.filter(|l| l.starts_with("| `")) {
+        let cell = line.split('|').nth(1).unwrap_or_default();
+        for name in cell.split('`').skip(1).step_by(2) {
+            out.insert(name.to_owned());
+        }
+    }
+    out
+}
+
+/// Issue 17: `scan --json`'s families carry their creators (without
+/// `--entries`), and docs/scan-json.md's "Creators" table documents
+/// exactly the fields a creator has, of every kind.
+#[test]
+fn scan_json_creators_are_as_documented() {
+    use sandkeeper::origin::{self, Creator, Process, Recorder};
+    if !sandkeeper_testkit::privilege::require_root("scan_json_creators_are_as_documented") {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let root = sandkeeper::root::Root::open_exact(base.path()).unwrap();
+    let made = |name: &str, creator: Creator| {
+        fs::create_dir(base.path().join(name)).unwrap();
+        origin::write(root.fd(), name.as_ref(), Recorder::Watch, creator).unwrap();
+    };
+    made(
+        "job-1",
+        Creator::Process(Process {
+            pid: 1,
+            argv: vec!["make".into()],
+            cgroup: Some("/system.slice/ci.service".into()),
+            ..Process::default()
+        }),
+    );
+    made("job-2", Creator::Exited { pid: None });
+    made(
+        "job-3",
+        Creator::Unknown {
+            reason: "hidden".into(),
+        },
+    );
+    let out = sandkeeper(&["scan", "--json", base.path().to_str().unwrap()]);
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let creators = &doc["roots"][0]["groups"][0]["creators"];
+    let kinds: BTreeSet<&str> = creators
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["exited", "process", "unknown"].into(), "{creators}");
+    let mut got = BTreeSet::new();
+    emitted(creators, "", &[], &mut got);
+    let got: BTreeSet<String> = got
+        .into_iter()
+        .map(|f| f.trim_start_matches("[].").to_owned())
+        .collect();
+    let mut documented = documented_section("scan-json.md", "## Creators");
+    // `other` carries only kind, count and disk_bytes, all documented.
+    documented.retain(|f| !f.is_empty());
+    assert_eq!(documented, got, "docs/scan-json.md \"Creators\" vs emitted");
+}

@@ -87,6 +87,11 @@ pub struct Config {
     /// owns are still asked (default `false`; see
     /// [`InUseOptions::assume_unseen_free`](crate::inuse::InUseOptions::assume_unseen_free)).
     pub assume_unseen_free: bool,
+    /// `origin_store = "/path"`: where `watch` keeps the origins of the
+    /// entries of tracked roots whose filesystem has no `trusted.*`
+    /// attributes (`None`: `SANDKEEPER_ORIGIN_STORE`, else
+    /// `/var/lib/sandkeeper/origins`; see `crate::origin::Store`).
+    pub origin_store: Option<PathBuf>,
 }
 
 /// One `[[root]]`.
@@ -283,6 +288,7 @@ impl Config {
             poll: DEFAULT_POLL,
             trust_pid_namespace: false,
             assume_unseen_free: false,
+            origin_store: None,
             roots: vec![RootConfig {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
@@ -443,6 +449,19 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
             "no [[root]] table: name at least one directory to keep, such as\n\n[[root]]\npath = \"/tmp\"".to_owned(),
         ));
     }
+    let origin_store = raw
+        .origin_store
+        .as_ref()
+        .map(|v| {
+            string(
+                v,
+                "origin_store",
+                "a directory such as \"/var/lib/sandkeeper/origins\"",
+            )
+            .and_then(check_store_path)
+            .map_err(|m| at(Some(v.span()), m))
+        })
+        .transpose()?;
     let mut roots: Vec<RootConfig> = Vec::with_capacity(raw.root.len());
     let mut root_spans: Vec<Range<usize>> = Vec::new();
     for r in &raw.root {
@@ -553,6 +572,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         roots,
         trust_pid_namespace: raw.trust_pid_namespace.unwrap_or(false),
         assume_unseen_free: raw.assume_unseen_free.unwrap_or(false),
+        origin_store,
     })
 }
 
@@ -563,6 +583,7 @@ struct RawConfig {
     poll: Option<Spanned<toml::Value>>,
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
+    origin_store: Option<Spanned<toml::Value>>,
     #[serde(default)]
     root: Vec<RawRoot>,
 }
@@ -766,6 +787,18 @@ fn check_order(high: Watermark, low: Watermark, root: &Path) -> Result<(), Strin
     }
 }
 
+/// The origin store's directory: absolute, without `..`, not `/`.
+fn check_store_path(text: &str) -> Result<PathBuf, String> {
+    let p = Path::new(text);
+    let dotdot = p.components().any(|c| matches!(c, Component::ParentDir));
+    if !p.is_absolute() || dotdot || p.parent().is_none() {
+        return Err(format!(
+            "origin_store {text:?} must be an absolute directory below / without \"..\", such as \"/var/lib/sandkeeper/origins\""
+        ));
+    }
+    Ok(p.to_owned())
+}
+
 /// An absolute, normalized root path that is not `/`.
 fn check_root_path(text: &str) -> Result<PathBuf, String> {
     let p = Path::new(text);
@@ -854,7 +887,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 19] = [
+        const KEYS: [&str; 20] = [
             "interval",
             "poll",
             "path",
@@ -874,6 +907,7 @@ mod tests {
             "trust_pid_namespace",
             "assume_unseen_free",
             "track_origins",
+            "origin_store",
         ];
 
         fn value() -> impl Strategy<Value = String> {
@@ -983,6 +1017,22 @@ keep_last = 3
 
     /// Issue 10, finding 5(a): trusting the pid namespace is one explicit
     /// top-level key, off by default.
+    #[test]
+    fn origin_store_key() {
+        let root = "[[root]]\npath = \"/tmp\"\n";
+        assert_eq!(parse_str(root).unwrap().origin_store, None);
+        let on = format!("origin_store = \"/srv/origins\"\n{root}");
+        assert_eq!(
+            parse_str(&on).unwrap().origin_store.as_deref(),
+            Some(Path::new("/srv/origins"))
+        );
+        for bad in ["\"relative\"", "\"/\"", "\"/a/../b\"", "1"] {
+            let text = format!("origin_store = {bad}\n{root}");
+            let err = parse_str(&text).unwrap_err();
+            assert!(err.message.contains("origin_store"), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn assume_unseen_free_key() {
         let root = "[[root]]\npath = \"/tmp\"\n";

@@ -6,7 +6,10 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::{bytes_field, holder_value, kernel_value, lease_value, path_field};
-use crate::scan::{Entry, EntryState, Group, Report, RootReport, StateCounts, Totals};
+use crate::scan::{
+    CreatorKey, Creators, Entry, EntryCount, EntryState, Group, Report, RootReport, StateCounts,
+    Totals,
+};
 
 /// The JSON schema name; bump on incompatible changes only.
 pub const SCAN_SCHEMA: &str = "sandkeeper.scan/v1";
@@ -141,7 +144,7 @@ fn states_json(s: &StateCounts) -> Value {
 }
 
 fn group_json(g: &Group) -> Value {
-    json!({
+    let mut v = json!({
         "pattern": g.pattern,
         "count": g.totals.entries,
         "disk_bytes": g.totals.disk_bytes,
@@ -153,7 +156,55 @@ fn group_json(g: &Group) -> Value {
         "states": states_json(&g.states),
         "reclaimable_bytes": g.reclaimable_bytes,
         "kept": g.kept,
-    })
+    });
+    if let (Some(c), Value::Object(m)) = (&g.creators, &mut v) {
+        m.insert("creators".into(), creators_json(c));
+    }
+    v
+}
+
+/// A family's members by creator (`docs/scan-json.md`): the tallied
+/// creators, biggest first, then `other` for the rest.
+fn creators_json(c: &Creators) -> Value {
+    let count = |n: &EntryCount, m: &mut Map<String, Value>| {
+        m.insert("count".into(), n.entries.into());
+        m.insert("disk_bytes".into(), n.disk_bytes.into());
+    };
+    let mut out: Vec<Value> = Vec::with_capacity(c.top.len() + 1);
+    for t in &c.top {
+        let mut m = Map::new();
+        match &*t.creator {
+            CreatorKey::Process {
+                command,
+                more_args,
+                unit,
+                cgroup,
+                cwd,
+            } => {
+                m.insert("kind".into(), "process".into());
+                m.insert("command".into(), json!(command));
+                m.insert("more_args".into(), (*more_args).into());
+                m.insert("unit".into(), json!(unit));
+                m.insert("cgroup".into(), json!(cgroup));
+                m.insert("cwd".into(), json!(cwd));
+            }
+            CreatorKey::Exited => {
+                m.insert("kind".into(), "exited".into());
+            }
+            _ => {
+                m.insert("kind".into(), "unknown".into());
+            }
+        }
+        count(&t.count, &mut m);
+        out.push(Value::Object(m));
+    }
+    if c.other.entries > 0 {
+        let mut m = Map::new();
+        m.insert("kind".into(), "other".into());
+        count(&c.other, &mut m);
+        out.push(Value::Object(m));
+    }
+    Value::Array(out)
 }
 
 struct EntryJson<'a>(&'a Entry, i64, Option<std::os::fd::BorrowedFd<'a>>);

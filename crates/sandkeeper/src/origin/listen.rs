@@ -13,7 +13,7 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fs::FileType;
 use rustix::io::Errno;
 
-use super::{capture, entry, write_fd, Recorder, Written};
+use super::{capture, entry, has_xattrs, store_path, write_fd, Origin, Recorder, Store, Written};
 use crate::error::{IoResultExt, Result};
 use crate::root::Root;
 use crate::sys::fanotify as fan;
@@ -80,6 +80,9 @@ pub struct Tracker {
     path: PathBuf,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The store, when the root's filesystem has no `trusted.*`
+    /// attributes, and the root (for [`prune`](Self::prune)).
+    store: Option<(Arc<Store>, OwnedFd)>,
 }
 
 impl std::fmt::Debug for Tracker {
@@ -90,14 +93,31 @@ impl std::fmt::Debug for Tracker {
 
 impl Tracker {
     /// Starts watching `root` (its directory itself: direct children only).
+    /// On a filesystem without `trusted.*` attributes the records go to the
+    /// [`Store`] at [`store_path`]`(None)`.
     ///
     /// # Errors
     ///
     /// `PermissionDenied` without `CAP_SYS_ADMIN`; `Unsupported` on a
     /// kernel or filesystem without fanotify's directory events; each
-    /// naming the root.
+    /// naming the root. Where the store is needed: why it cannot be used
+    /// ([`Store::open`]).
     pub fn start(root: &Root) -> Result<Tracker> {
+        Tracker::start_with_store(root, &store_path(None))
+    }
+
+    /// As [`start`](Self::start), with the store (where needed) at
+    /// `store` (the config's `origin_store`).
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with_store(root: &Root, store: &Path) -> Result<Tracker> {
         let path = root.path().to_owned();
+        let store = match has_xattrs(root.fd()) {
+            true => None,
+            false => Some(Arc::new(Store::open(store)?)),
+        };
         // The richest reporting the kernel offers: the new entry's own
         // handle (5.17) and a pidfd (5.15), else less.
         let group = match [(true, true), (false, true)]
@@ -118,17 +138,48 @@ impl Tracker {
             .fd()
             .try_clone_to_owned()
             .with_path("cannot duplicate the descriptor of", || path.clone())?;
+        let store = match store {
+            Some(s) => Some((
+                s,
+                root.fd()
+                    .try_clone_to_owned()
+                    .with_path("cannot duplicate the descriptor of", || path.clone())?,
+            )),
+            None => None,
+        };
         let shared = Arc::new(Shared::default());
         let worker = Arc::clone(&shared);
+        let worker_store = store.as_ref().map(|(s, _)| Arc::clone(s));
         let thread = std::thread::Builder::new()
             .name("sandkeeper-origins".into())
-            .spawn(move || listen(&group, &root_fd, &handle, &worker))
+            .spawn(move || listen(&group, &root_fd, &handle, &worker, worker_store.as_deref()))
             .with_path("cannot start the origin thread for", || path.clone())?;
         Ok(Tracker {
             path,
             shared,
             thread: Some(thread),
+            store,
         })
+    }
+
+    /// The store this tracker records in, when the root's filesystem has
+    /// no `trusted.*` attributes.
+    pub fn store(&self) -> Option<&Store> {
+        self.store.as_ref().map(|(s, _)| &**s)
+    }
+
+    /// Drops the store's records of entries that are gone (or are other
+    /// entries now); `Ok(0)` for a root whose records are attributes
+    /// (they go with their entries). `watch` does this on each pass.
+    ///
+    /// # Errors
+    ///
+    /// When the store file cannot be locked or written.
+    pub fn prune(&self) -> Result<usize> {
+        match &self.store {
+            Some((store, root)) => store.prune(root.as_fd()),
+            None => Ok(0),
+        }
     }
 
     /// The root watched.
@@ -215,7 +266,13 @@ impl Drop for Tracker {
 }
 
 /// The thread: read, handle, until stopped.
-fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Shared) {
+fn listen(
+    group: &OwnedFd,
+    root: &OwnedFd,
+    handle: &(i32, Vec<u8>),
+    shared: &Shared,
+    store: Option<&Store>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let tick = rustix::event::Timespec {
         tv_sec: 0,
@@ -241,10 +298,17 @@ fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Sha
                 Ok(n) => {
                     // A creator read once per buffer: a burst from one
                     // process costs one `/proc` read per read(2).
-                    let mut batch = Batch::default();
+                    let mut batch = Batch {
+                        to_store: store.is_some(),
+                        ..Batch::default()
+                    };
                     parse(&buf[..n], &mut |ev| {
                         handle_event(ev, root.as_fd(), handle, shared, &mut batch)
                     });
+                    if let Some(store) = store {
+                        // One write of the store file per read(2).
+                        flush(store, root.as_fd(), &mut batch, &shared.counters);
+                    }
                 }
                 Err(Errno::INTR) => continue,
                 Err(_) => break, // EAGAIN: empty
@@ -266,6 +330,43 @@ fn listen(group: &OwnedFd, root: &OwnedFd, handle: &(i32, Vec<u8>), shared: &Sha
 #[derive(Default)]
 struct Batch {
     seen: Vec<(u32, OwnedFd, super::Creator)>,
+    /// Whether records go to the store (no `trusted.*` attributes).
+    to_store: bool,
+    /// The records for the store, written together after the buffer.
+    pending: Vec<(Vec<u8>, super::store::Born, Origin)>,
+}
+
+/// Writes the batch's records to the store, and counts them.
+fn flush(store: &Store, root: BorrowedFd<'_>, batch: &mut Batch, c: &Counters) {
+    let pending = std::mem::take(&mut batch.pending);
+    if pending.is_empty() {
+        return;
+    }
+    let exited: Vec<bool> = pending
+        .iter()
+        .map(|(_, _, o)| matches!(o.creator, super::Creator::Exited { .. }))
+        .collect();
+    let n = pending.len() as u64;
+    match store.put(root, pending) {
+        Ok(written) => {
+            for (w, exited) in written.into_iter().zip(exited) {
+                match w {
+                    Written::Recorded => {
+                        c.recorded.fetch_add(1, Ordering::Relaxed);
+                        if exited {
+                            c.exited.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Written::AlreadyRecorded => {
+                        c.already.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        Err(_) => {
+            c.failed.fetch_add(n, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Batch {
@@ -451,6 +552,22 @@ fn handle_event(
             c.failed.fetch_add(1, Ordering::Relaxed);
             return;
         }
+    }
+    if batch.to_store {
+        // The entry's birth now (no descriptor is held until the flush).
+        let Ok((_, born)) = super::store::identity(fd.as_fd()) else {
+            c.vanished.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let origin = Origin {
+            v: 1,
+            ino,
+            recorded_ms: super::now_ms(),
+            by: Recorder::Watch,
+            creator,
+        };
+        batch.pending.push((name.as_bytes().to_vec(), born, origin));
+        return;
     }
     let exited = matches!(creator, super::Creator::Exited { .. });
     match write_fd(fd.as_fd(), ino, Recorder::Watch, creator) {

@@ -60,10 +60,12 @@ mod capture;
 mod listen;
 mod record;
 mod set;
+mod store;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{fstat, FileType, Mode, OFlags, XattrFlags};
 use rustix::io::Errno;
@@ -71,6 +73,7 @@ use rustix::io::Errno;
 pub use listen::{Tracker, TrackerStats};
 pub use record::{Creator, Origin, Process, Recorder, MAX_ARGS, MAX_FIELD, MAX_RECORD};
 pub use set::{TrackerChange, Trackers};
+pub use store::{store_path, Store, DEFAULT_STORE, MAX_STORED, MAX_STORE_FILE, STORE_ENV};
 
 /// The extended attribute that holds an entry's origin record.
 pub const XATTR: &str = "trusted.sandkeeper.origin";
@@ -106,6 +109,26 @@ fn entry(root: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, u64), Errno> {
     Ok((fd, st.st_ino))
 }
 
+/// The entry `name` of `root` if it is a directory, opened for reading
+/// (a directory opens nothing else), with the same resolution as
+/// [`entry`]: `ENOTDIR` for anything else, `ELOOP` for a symlink, `EXDEV`
+/// for a mount point.
+fn directory(root: BorrowedFd<'_>, name: &OsStr) -> Result<(OwnedFd, u64), Errno> {
+    use rustix::fs::ResolveFlags;
+    if !plain(name) {
+        return Err(Errno::INVAL);
+    }
+    let fd = rustix::fs::openat2(
+        root,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_XDEV | ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+    )?;
+    let ino = fstat(&fd)?.st_ino;
+    Ok((fd, ino))
+}
+
 /// `/proc/self/fd/N` of an `O_PATH` descriptor: the xattr calls follow
 /// that magic link to the inode itself (the `f*xattr` calls refuse
 /// `O_PATH` descriptors, and opening the entry for reading could open a
@@ -116,17 +139,155 @@ fn fd_path(fd: BorrowedFd<'_>) -> String {
 
 /// The origin recorded on the entry `name` of the root open as `root`,
 /// if there is one and it is valid: the [`XATTR`] attribute, decoded and
-/// bounded, recorded for this very inode.
+/// bounded, recorded for this very inode — or, on a filesystem without
+/// `trusted.*` attributes, the record of the [`Store`] at
+/// [`store_path`]`(None)` for this very entry (inode, name, birth time).
 ///
 /// `None` when nothing was recorded, the caller may not read `trusted.*`
-/// attributes (not root), the filesystem has none, `name` is a symlink or
-/// is gone, or the value is not a record. Never reads `user.*`.
+/// attributes (not root), `name` is a symlink or is gone, or the value is
+/// not a record. Never reads `user.*`. Reading many entries of one root,
+/// a [`Reader`] asks the filesystem (and reads the store) once.
 pub fn read(root: BorrowedFd<'_>, name: &OsStr) -> Option<Origin> {
-    let (fd, ino) = entry(root, name).ok()?;
-    let mut buf = vec![0u8; MAX_RECORD];
-    let n = rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]).ok()?;
-    let origin = Origin::decode(&buf[..n])?;
-    (origin.ino == ino).then_some(origin)
+    Reader::new(root)?.read(name)
+}
+
+/// Whether the filesystem of `fd` has `trusted.*` attributes: asking for
+/// ours gives `ENODATA` (or the value) there, `EOPNOTSUPP` elsewhere.
+fn has_xattrs(fd: BorrowedFd<'_>) -> bool {
+    let mut buf = [0u8; 1];
+    !matches!(
+        rustix::fs::getxattr(fd_path(fd), XATTR, &mut buf[..]),
+        Err(Errno::OPNOTSUPP)
+    )
+}
+
+/// The records of `root` in the store at `store` (none when it does not
+/// exist or is refused), read once per store file version (a process-wide
+/// cache of one file: `explain`, `ls` and `scan --json --entries` ask per
+/// entry).
+fn stored_records(root: BorrowedFd<'_>, store: &Path) -> std::sync::Arc<store::Records> {
+    use std::sync::{Arc, Mutex};
+    type Key = (PathBuf, u64, u64, i64, i64, u64, u64);
+    static CACHE: Mutex<Option<(Key, Arc<store::Records>)>> = Mutex::new(None);
+    let Ok(Some(store)) = Store::open_existing(store) else {
+        return Arc::default();
+    };
+    let Ok(root_st) = fstat(root) else {
+        return Arc::default();
+    };
+    let file = format!("root-{:x}-{:x}.json", root_st.st_dev, root_st.st_ino);
+    let Ok(st) = rustix::fs::statat(
+        store.dir(),
+        file.as_str(),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    ) else {
+        return Arc::default();
+    };
+    let key: Key = (
+        store.path().to_owned(),
+        root_st.st_dev,
+        root_st.st_ino,
+        st.st_mtime,
+        st.st_mtime_nsec as i64,
+        st.st_size as u64,
+        st.st_ino,
+    );
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((k, records)) = cache.as_ref() {
+        if *k == key {
+            return Arc::clone(records);
+        }
+    }
+    let records = Arc::new(store.load(root));
+    *cache = Some((key, Arc::clone(&records)));
+    records
+}
+
+/// Reads the origins of one root's entries, as cheaply as it can: made
+/// once per root, it knows whether reading can give anything at all.
+///
+/// - Not root: [`Reader::new`] is `None` (no `trusted.*` attribute can be
+///   read): a scan that asks for origins costs nothing more then.
+/// - Root: one `getxattr` per entry (after an `openat2` and `fstat` of
+///   it); on a filesystem without `trusted.*` attributes, a `statx` per
+///   entry against the [`Store`]'s records of the root, read once.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    root: BorrowedFd<'a>,
+    /// The store's records, when the root's filesystem has no `trusted.*`
+    /// attributes.
+    stored: Option<std::sync::Arc<store::Records>>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of the entries of the root open as `root` (the store, where
+    /// needed, at [`store_path`]`(None)`); `None` when this process may not
+    /// read `trusted.*` attributes (not root).
+    pub fn new(root: BorrowedFd<'a>) -> Option<Reader<'a>> {
+        Reader::with_store(root, &store_path(None))
+    }
+
+    /// As [`new`](Self::new), with the store at `store` (the config's
+    /// `origin_store`).
+    pub fn with_store(root: BorrowedFd<'a>, store: &Path) -> Option<Reader<'a>> {
+        if !rustix::process::geteuid().is_root() {
+            return None;
+        }
+        let stored = (!has_xattrs(root)).then(|| stored_records(root, store));
+        Some(Reader { root, stored })
+    }
+
+    /// The origin of the entry `name`, as [`read`] gives it.
+    pub fn read(&self, name: &OsStr) -> Option<Origin> {
+        // A directory (most entries) is opened for reading, which opens
+        // nothing else and lets `fgetxattr` ask it directly; anything else
+        // is reached `O_PATH` and asked through `/proc/self/fd`.
+        let (fd, ino, direct) = match directory(self.root, name) {
+            Ok((fd, ino)) => (fd, ino, true),
+            Err(Errno::NOTDIR) => {
+                let (fd, ino) = entry(self.root, name).ok()?;
+                (fd, ino, false)
+            }
+            Err(_) => return None,
+        };
+        if let Some(stored) = &self.stored {
+            return stored.get(name, fd.as_fd());
+        }
+        let mut buf = vec![0u8; MAX_RECORD];
+        let n = match direct {
+            true => rustix::fs::fgetxattr(&fd, XATTR, &mut buf[..]),
+            false => rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]),
+        }
+        .ok()?;
+        let origin = Origin::decode(&buf[..n])?;
+        (origin.ino == ino).then_some(origin)
+    }
+}
+
+impl crate::scan::CreatorKey {
+    /// The key of `origin`'s creator: its first argv elements, its unit
+    /// (or cgroup) and cwd, each bounded.
+    pub fn of(origin: &Origin) -> crate::scan::CreatorKey {
+        use crate::scan::creators::cut;
+        use crate::scan::{CreatorKey, KEY_ARGS};
+        match &origin.creator {
+            Creator::Process(p) => {
+                let unit = p.unit().map(cut);
+                CreatorKey::Process {
+                    command: p.argv.iter().take(KEY_ARGS).map(|a| cut(a)).collect(),
+                    more_args: p.argv.len() > KEY_ARGS || p.argv_truncated,
+                    cgroup: match unit {
+                        Some(_) => None,
+                        None => p.cgroup.as_deref().map(cut),
+                    },
+                    unit,
+                    cwd: p.cwd.as_deref().map(cut),
+                }
+            }
+            Creator::Exited { .. } => CreatorKey::Exited,
+            _ => CreatorKey::Unknown,
+        }
+    }
 }
 
 /// What [`write()`] did.
@@ -139,21 +300,71 @@ pub enum Written {
 }
 
 /// Records `creator` as the origin of the entry `name` of `root`, unless
-/// it has one already (`XATTR_CREATE`).
+/// it has one already (`XATTR_CREATE`); on a filesystem without
+/// `trusted.*` attributes, in the [`Store`] at [`store_path`]`(None)`.
 ///
 /// # Errors
 ///
-/// The errno: `ENOENT` (gone), `EOPNOTSUPP` (a symlink, or a filesystem
-/// without `trusted.*` attributes), `EPERM` (not root), `EINVAL` (not
-/// one plain name).
+/// The errno: `ENOENT` (gone), `EOPNOTSUPP` (a symlink), `EPERM` (not
+/// root), `EINVAL` (not one plain name); `EACCES` when the store is
+/// needed and cannot be used (refused as unsafe, or not writable).
 pub fn write(
     root: BorrowedFd<'_>,
     name: &OsStr,
     by: Recorder,
     creator: Creator,
 ) -> Result<Written, Errno> {
+    write_with_store(root, name, by, creator, &store_path(None))
+}
+
+/// As [`write()`], with the store (where needed) at `store`.
+///
+/// # Errors
+///
+/// As [`write()`].
+pub fn write_with_store(
+    root: BorrowedFd<'_>,
+    name: &OsStr,
+    by: Recorder,
+    creator: Creator,
+    store: &Path,
+) -> Result<Written, Errno> {
     let (fd, ino) = entry(root, name)?;
-    write_fd(fd.as_fd(), ino, by, creator)
+    match write_fd(fd.as_fd(), ino, by, creator.clone()) {
+        Err(Errno::OPNOTSUPP) => {
+            let store = Store::open(store).map_err(|_| Errno::ACCESS)?;
+            store_one(&store, root, name, fd, ino, by, creator)
+        }
+        other => other,
+    }
+}
+
+/// Records one origin in `store` (see [`Store`]).
+fn store_one(
+    store: &Store,
+    root: BorrowedFd<'_>,
+    name: &OsStr,
+    fd: OwnedFd,
+    ino: u64,
+    by: Recorder,
+    creator: Creator,
+) -> Result<Written, Errno> {
+    let origin = Origin {
+        v: 1,
+        ino,
+        recorded_ms: now_ms(),
+        by,
+        creator,
+    };
+    let (now, born) = store::identity(fd.as_fd())?;
+    if now != ino {
+        return Err(Errno::NOENT);
+    }
+    store
+        .put(root, vec![(name.as_bytes().to_vec(), born, origin)])
+        .map_err(|_| Errno::IO)?
+        .pop()
+        .ok_or(Errno::IO)
 }
 
 fn write_fd(
@@ -177,10 +388,12 @@ fn write_fd(
 }
 
 /// Records this process, running `command`, as the creator of the
-/// directory open as `dir` (what `sandkeeper run` does for its own
-/// directory). Best effort: `false` when it could not (not root, no
-/// `trusted.*` attributes, recorded already).
-pub fn record_run(dir: BorrowedFd<'_>, command: &[impl AsRef<OsStr>]) -> bool {
+/// directory open as `dir`, whose path is `path` (what `sandkeeper run`
+/// does for its own directory); on a filesystem without `trusted.*`
+/// attributes, in the [`Store`] at [`store_path`]`(None)`, if the entry
+/// at `path` is still `dir`. Best effort: `false` when it could not (not
+/// root, no store, recorded already).
+pub fn record_run(dir: BorrowedFd<'_>, path: &Path, command: &[impl AsRef<OsStr>]) -> bool {
     let Ok(st) = fstat(dir) else { return false };
     let argv = command
         .iter()
@@ -194,7 +407,28 @@ pub fn record_run(dir: BorrowedFd<'_>, command: &[impl AsRef<OsStr>]) -> bool {
         by: Recorder::Run,
         creator,
     };
-    rustix::fs::fsetxattr(dir, XATTR, &origin.encode(), XattrFlags::CREATE).is_ok()
+    match rustix::fs::fsetxattr(dir, XATTR, &origin.encode(), XattrFlags::CREATE) {
+        Ok(()) => true,
+        Err(Errno::OPNOTSUPP) => run_to_store(path, st.st_ino, origin).unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// `record_run`'s fallback: the entry `path` (its parent opened without
+/// following links), if it is still the inode `ino`.
+fn run_to_store(path: &Path, ino: u64, origin: Origin) -> Option<bool> {
+    let parent = crate::root::Root::open_exact(path.parent()?).ok()?;
+    let name = path.file_name()?;
+    let (fd, now) = entry(parent.fd(), name).ok()?;
+    if now != ino {
+        return Some(false);
+    }
+    let (_, born) = store::identity(fd.as_fd()).ok()?;
+    let store = Store::open(&store_path(None)).ok()?;
+    let written = store
+        .put(parent.fd(), vec![(name.as_bytes().to_vec(), born, origin)])
+        .ok()?;
+    Some(written.first() == Some(&Written::Recorded))
 }
 
 fn now_ms() -> i64 {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Tracker;
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::root::Root;
 
 /// One [`Tracker`] per root that asks for one: what `watch` holds for the
@@ -11,6 +11,9 @@ use crate::root::Root;
 #[derive(Debug, Default)]
 pub struct Trackers {
     running: Vec<Tracker>,
+    /// Where records go on filesystems without `trusted.*` attributes
+    /// (`None`: [`store_path`](super::store_path)`(None)`).
+    store: Option<PathBuf>,
 }
 
 /// What [`Trackers::sync`] did for one root.
@@ -31,6 +34,24 @@ impl Trackers {
         Trackers::default()
     }
 
+    /// Where trackers started from now on keep the records of roots
+    /// without `trusted.*` attributes (the config's `origin_store`).
+    pub fn set_store(&mut self, store: Option<&Path>) {
+        self.store = store.map(Path::to_owned);
+    }
+
+    /// Drops the store's records of entries that are gone, for every
+    /// tracker that records in a store: what `watch` does on each pass.
+    /// Returns (root, records dropped) for those that dropped any, and the
+    /// errors.
+    pub fn prune(&self) -> Vec<(&Path, Result<usize>)> {
+        self.running
+            .iter()
+            .filter(|t| t.store().is_some())
+            .map(|t| (t.path(), t.prune()))
+            .collect()
+    }
+
     /// Tracks exactly the roots `wanted`: starts the missing ones (each
     /// root opened afresh, without following links), stops the others,
     /// keeps those running. Returns what changed.
@@ -49,7 +70,8 @@ impl Trackers {
             if self.running.iter().any(|t| t.path() == path) {
                 continue;
             }
-            match Root::open_exact(path).and_then(|root| Tracker::start(&root)) {
+            let store = super::store_path(self.store.as_deref());
+            match Root::open_exact(path).and_then(|root| Tracker::start_with_store(&root, &store)) {
                 Ok(t) => {
                     self.running.push(t);
                     changes.push(TrackerChange::Started(path.to_owned()));

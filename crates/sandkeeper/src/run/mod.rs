@@ -312,7 +312,7 @@ impl Run {
             let command: Vec<&OsStr> = std::iter::once(self.program.as_os_str())
                 .chain(self.args.iter().map(OsString::as_os_str))
                 .collect();
-            crate::origin::record_run(std::os::fd::AsFd::as_fd(&dir), &command);
+            crate::origin::record_run(std::os::fd::AsFd::as_fd(&dir), sandbox.path(), &command);
         }
         if let Some(size) = &opts.isolate {
             // The namespace is the calling thread's (see `isolate`).

@@ -40,6 +40,7 @@
 //! Linux only: in-use detection needs `/proc`.
 
 mod claims;
+pub(crate) mod creators;
 pub(crate) mod filesystem;
 mod names;
 mod report;
@@ -54,6 +55,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rustix::fs::{Mode, OFlags};
 
 pub use claims::PidCheck;
+pub use creators::{
+    CreatorCount, CreatorKey, Creators, EntryCount, KEY_ARGS, KEY_FIELD, MAX_KEYS, MAX_SLOTS, SLOTS,
+};
 pub use filesystem::{free_bytes, Filesystem};
 pub use report::{Entry, Group, Report, RootReport, StateCounts, Totals};
 pub use state::{EntryState, StateReason};
@@ -81,6 +85,9 @@ pub struct Scanner {
     stop: Option<Arc<AtomicBool>>,
     /// Whether reports leave out the entries (`keep_entries(false)`).
     drop_entries: bool,
+    /// Whether each entry's origin is read and tallied per family
+    /// (`origins(true)`).
+    origins: bool,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -91,6 +98,7 @@ impl std::fmt::Debug for Scanner {
             .field("assume_unseen_free", &self.assume_unseen_free)
             .field("threads", &self.threads)
             .field("keep_entries", &!self.drop_entries)
+            .field("origins", &self.origins)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +152,25 @@ impl Scanner {
     /// holding them all uses [`scan_root_with`](Self::scan_root_with).
     pub fn keep_entries(&mut self, yes: bool) -> &mut Scanner {
         self.drop_entries = !yes;
+        self
+    }
+
+    /// Whether to read each entry's origin (who made it, `crate::origin`)
+    /// and group every family's members by creator
+    /// ([`Group::creators`]) as the entries stream (default: `false`).
+    ///
+    /// Memory stays bounded whatever the number of entries (at most
+    /// [`SLOTS`] creators per family, [`MAX_KEYS`] per root: see
+    /// [`Creators`]). Only root can read origins: for anyone else this
+    /// costs nothing and every family's `creators` is `None`; as root it
+    /// costs an `openat2`, an `fstat` and a `getxattr` per entry, on the
+    /// walking threads. Origins never change a state.
+    ///
+    /// # Platform behavior
+    ///
+    /// Linux only; elsewhere it does nothing.
+    pub fn origins(&mut self, yes: bool) -> &mut Scanner {
+        self.origins = yes;
         self
     }
 
@@ -341,6 +368,14 @@ impl Scanner {
             ));
         }
         let mut totals = Totals::default();
+        let mut tally = creators::Tally::default();
+        #[cfg(target_os = "linux")]
+        let origins = match self.origins {
+            true => crate::origin::Reader::new(dir),
+            false => None,
+        };
+        #[cfg(not(target_os = "linux"))]
+        let origins = None;
         let mut links = walk::HardLinks::new();
         let started = AtomicUsize::new(0);
         let mut given = 0usize;
@@ -355,36 +390,46 @@ impl Scanner {
                 locks: locks.as_ref().ok(),
                 started: &started,
                 total: names.len(),
+                origins: origins.as_ref(),
             };
             let examined = self.examine(&pass, &chunk, &mut links, &mut warnings);
             self.check_stop(&path)?;
-            for (i, mut entry) in examined {
+            for (i, mut entry, creator) in examined {
                 totals.add(&entry);
                 entry.pattern = families.add(first + i, &entry, members.then_some(given));
+                if let Some(key) = creator {
+                    tally.add(&entry.pattern, key, entry.disk_bytes);
+                }
                 given += 1;
                 on_entry(entry);
             }
+        }
+        let mut groups = families.into_groups();
+        let mut creators = tally.into_families();
+        for g in &mut groups {
+            g.creators = creators.remove(g.pattern.as_str()).map(Box::new);
         }
         Ok(RootReport {
             path,
             filesystem,
             totals,
-            groups: families.into_groups(),
+            groups,
             entries: Vec::new(),
             warnings,
         })
     }
 
     /// Walks and classifies the entries `names` (one chunk) of the pass's
-    /// directory; gives them back with their indexes in `names`, in order,
-    /// without those that vanished.
+    /// directory; gives them back with their indexes in `names` and their
+    /// creators (when origins are read), in order, without those that
+    /// vanished.
     fn examine(
         &self,
         pass: &Pass<'_>,
         names: &[&OsStr],
         links: &mut walk::HardLinks,
         warnings: &mut Vec<String>,
-    ) -> Vec<(usize, Entry)> {
+    ) -> Vec<(usize, Entry, Option<CreatorKey>)> {
         let Pass {
             root,
             dir,
@@ -392,6 +437,7 @@ impl Scanner {
             locks,
             started,
             total,
+            origins,
         } = *pass;
         let hits: Mutex<Vec<(usize, crate::inuse::Holder)>> = Mutex::new(Vec::new());
         let kernel_hits: Mutex<Vec<(usize, crate::inuse::KernelUse)>> = Mutex::new(Vec::new());
@@ -399,6 +445,11 @@ impl Scanner {
         // The lease probe of each entry runs on the walking threads, when
         // the walk reaches the entry itself.
         let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
+        // Each entry's creator, read on the walking threads too.
+        let creators: Vec<OnceLock<CreatorKey>> = match origins {
+            Some(_) => names.iter().map(|_| OnceLock::new()).collect(),
+            None => Vec::new(),
+        };
         // Processes whose holdings were not read (uninspectable, or vouched
         // for): each regular file is asked whether it is open anywhere
         // else (a write lease, `inuse::open_elsewhere`).
@@ -417,6 +468,13 @@ impl Scanner {
                     p(n, total);
                 }
                 let _ = probes[i].set(probe_entry(dir, root, names[i], v, locks));
+                #[cfg(target_os = "linux")]
+                if let Some(key) = origins
+                    .and_then(|r| r.read(names[i]))
+                    .map(|o| CreatorKey::of(&o))
+                {
+                    let _ = creators[i].set(key);
+                }
                 if v.is_mount_point() {
                     // In use by definition; never entered (the mounted
                     // filesystem may not answer).
@@ -522,6 +580,7 @@ impl Scanner {
                     unreadable: usage.error_count,
                     mount_points: usage.mount_points,
                 },
+                creators.get(i).and_then(|c| c.get().cloned()),
             ));
         }
         entries
@@ -593,6 +652,11 @@ struct Pass<'a> {
     started: &'a AtomicUsize,
     /// Entries in all.
     total: usize,
+    /// Reads each entry's origin, when asked for and possible.
+    #[cfg(target_os = "linux")]
+    origins: Option<&'a crate::origin::Reader<'a>>,
+    #[cfg(not(target_os = "linux"))]
+    origins: Option<&'a ()>,
 }
 
 /// What the probe of one entry found (its lease and identity).

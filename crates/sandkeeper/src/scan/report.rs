@@ -159,6 +159,11 @@ pub struct Group {
     /// ([`Scanner::keep_entries`](super::Scanner::keep_entries),
     /// [`Scanner::scan_root_with`](super::Scanner::scan_root_with)).
     pub members: Vec<usize>,
+    /// The members grouped by who made them, when the scan read origins
+    /// ([`Scanner::origins`](super::Scanner::origins)) and at least one
+    /// member has one; else `None`. Bounded (see
+    /// [`Creators`](super::Creators)).
+    pub creators: Option<Box<super::Creators>>,
 }
 
 /// One top-level entry of a root.
@@ -293,6 +298,7 @@ impl Families {
                 reclaimable_bytes: 0,
                 kept: 0,
                 members: Vec::new(),
+                creators: None,
             });
         }
         Families {

@@ -88,20 +88,34 @@ pub(crate) fn file_handle(fd: BorrowedFd<'_>) -> io::Result<(i32, Vec<u8>)> {
         f_handle: [0; libc::MAX_HANDLE_SZ as usize],
     };
     let mut mount_id: libc::c_int = 0;
-    // SAFETY: `handle` is laid out as `struct file_handle` followed by
-    // MAX_HANDLE_SZ bytes, and `handle_bytes` says so; the empty C string
-    // with AT_EMPTY_PATH names `fd` itself; both pointers outlive the call.
-    let r = unsafe {
-        libc::name_to_handle_at(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            (&raw mut handle).cast::<libc::file_handle>(),
-            &raw mut mount_id,
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
+    /// `AT_HANDLE_FID` (Linux 6.5): a handle that identifies only, as
+    /// fanotify reports for a filesystem that cannot export handles (ramfs,
+    /// some FUSE ones): asked for only where the plain call is refused.
+    const AT_HANDLE_FID: libc::c_int = 0x200;
+    for flags in [libc::AT_EMPTY_PATH, libc::AT_EMPTY_PATH | AT_HANDLE_FID] {
+        handle.bytes = libc::MAX_HANDLE_SZ as u32;
+        // SAFETY: `handle` is laid out as `struct file_handle` followed by
+        // MAX_HANDLE_SZ bytes, and `handle_bytes` says so; the empty C
+        // string with AT_EMPTY_PATH names `fd` itself; both pointers
+        // outlive the call.
+        let r = unsafe {
+            libc::name_to_handle_at(
+                fd.as_raw_fd(),
+                c"".as_ptr(),
+                (&raw mut handle).cast::<libc::file_handle>(),
+                &raw mut mount_id,
+                flags,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let err = io::Error::last_os_error();
+        // EOPNOTSUPP: the filesystem exports no handles; try an
+        // identifying one (EINVAL before 6.5: the flag is unknown).
+        if err.raw_os_error() != Some(libc::EOPNOTSUPP) || flags & AT_HANDLE_FID != 0 {
+            return Err(err);
+        }
     }
     let len = (handle.bytes as usize).min(handle.f_handle.len());
     Ok((handle.kind, handle.f_handle[..len].to_vec()))

@@ -41,6 +41,10 @@ pub struct ReapOptions {
     pub assume_unseen_free: bool,
     /// Raised to stop before the next removal (and during a scan).
     pub stop: Option<Arc<AtomicBool>>,
+    /// Read each entry's origin during the scans and tally the creators
+    /// per family ([`Scanner::origins`]): what the metrics' creator label
+    /// needs; [`Watcher`](super::Watcher) turns it on with its metrics.
+    pub origins: bool,
 }
 
 impl ReapOptions {
@@ -62,6 +66,7 @@ impl ReapOptions {
         if self.assume_unseen_free {
             scanner.assume_unseen_free(true);
         }
+        scanner.origins(self.origins);
     }
 }
 

@@ -155,6 +155,14 @@ pub enum WatchEvent<'a> {
     /// not start for a root.
     #[cfg(target_os = "linux")]
     Origins(&'a crate::origin::TrackerChange),
+    /// The origin store's records of a tracked root could not be pruned
+    /// (`crate::origin::Store::prune`).
+    OriginStoreFailed {
+        /// The root.
+        root: &'a Path,
+        /// Why.
+        error: &'a Error,
+    },
 }
 
 /// How a reap under pressure ended.
@@ -241,6 +249,9 @@ impl Watcher {
         };
         watcher.opts.reap.trust_pid_namespace = trust_caller || watcher.config.trust_pid_namespace;
         watcher.opts.reap.assume_unseen_free = assume_caller || watcher.config.assume_unseen_free;
+        // The metrics' creator label (`sandkeeper_creator_*`) is the scans'
+        // tally of origins.
+        watcher.opts.reap.origins |= watcher.opts.metrics;
         if watcher.config.source.is_some() {
             watcher.metrics.set_config_ok(true);
         }
@@ -319,6 +330,17 @@ impl Watcher {
         }
         if self.stopping() {
             return errors;
+        }
+        // The origin store's records of entries gone meanwhile.
+        #[cfg(target_os = "linux")]
+        for (root, result) in self.origins.prune() {
+            if let Err(error) = result {
+                driver.event(WatchEvent::OriginStoreFailed {
+                    root,
+                    error: &error,
+                });
+                errors += 1;
+            }
         }
         let took = driver.now().saturating_duration_since(started);
         self.metrics.finish_cycle(took, SystemTime::now());
@@ -403,6 +425,8 @@ impl Watcher {
     /// Starts or stops the origin trackers so that exactly the roots with
     /// `track_origins = true` are tracked (`crate::origin`).
     fn track_origins(&mut self, driver: &mut dyn Driver) {
+        #[cfg(target_os = "linux")]
+        self.origins.set_store(self.config.origin_store.as_deref());
         #[cfg(target_os = "linux")]
         for change in self.origins.sync(
             self.config
