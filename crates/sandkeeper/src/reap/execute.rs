@@ -29,19 +29,55 @@
 //! policy would take; its batches grow 1, 2, 4, … 64 (see the [reaper's
 //! docs](super)), so few entries are moved only to be put back.
 //!
-//! # Why the check and the deletion are two walks
+//! # Small entries: one walk that checks, then deletes
 //!
 //! The check must see the whole entry before its first unlink: a held
-//! file deep inside keeps every other file of the entry too. A walk that
-//! deleted as it checked would unlink before it knew. A walk that
-//! recorded the tree for the deletion to replay would cost memory in the
-//! size of the tree (the walks are bounded by its depth), and would save
-//! little: the deletion must list every directory again anyway (what a
-//! process that had a directory open added since is only found by
-//! listing; `rmdir` fails on it), and its confinement comes from its own
-//! descriptor-relative steps, never from a record a hostile owner of files
-//! inside could have made stale. So each entry is walked twice, once to
-//! check and once to delete, but the entries are walked in parallel.
+//! file deep inside keeps every other file of the entry too. For an entry
+//! below [`SMALL`] files and directories and [`SMALL_DIRS`] directories
+//! (as scanned), the worker lists the entry once, in the quarantine,
+//! into memory (`remove::Quarantined::list`): every name, each
+//! directory opened as the remover opens it (`openat2` beneath its
+//! parent's descriptor, no link, no mount crossed) and held open, each
+//! other inode `statx`ed by name. Every inode is shown to the same check
+//! as the check walk's (holders, kernel users, mount points, and the
+//! write-lease probe when some processes were not read); the listing
+//! stops at the first one held, and nothing is unlinked. Only when all of
+//! it was listed and nothing found is it deleted from the listing: renamed
+//! to its condemned name, every listed directory checked (parents first)
+//! to still be that inode under its name in its parent, then each
+//! directory's files unlinked through its own descriptor, the directories
+//! removed children first. Whatever does not go as listed — `ENOTEMPTY`
+//! (something was added since the listing: only a process that already
+//! had a descriptor or working directory inside could, and the check
+//! looked for those), a directory swapped or moved, any error — hands what
+//! is there now to the remover's own deletion, which lists it afresh:
+//! exactly what became of something added between the check walk and the
+//! deletion before. An entry that cannot be listed exactly (it grew past
+//! twice the bound, an error, a name that changed kind, no descriptor
+//! left) goes the two-walk way below. The memory is bounded by the bound
+//! (the names and under 80 bytes per inode), the descriptors by [`SMALL_DIRS`] per
+//! worker.
+//!
+//! # Larger entries: the check and the deletion are two walks
+//!
+//! A walk that recorded a large tree for the deletion to replay would
+//! cost memory in the size of the tree (the walks are bounded by its
+//! depth), so a larger entry is walked twice, once to check
+//! (`walk::Walker`, against the same index) and once to delete (the
+//! remover: its confinement comes from its own descriptor-relative steps,
+//! and it lists every directory again, so what was added since the check
+//! is found by listing; `rmdir` fails on it). The entries are walked in
+//! parallel.
+//!
+//! # One `/proc/locks` per batch
+//!
+//! When some processes' holdings were not read (uninspectable, or vouched
+//! for), every regular file is asked whether it is open elsewhere
+//! (`inuse::open_elsewhere`), which needs `/proc/locks` (a file with a
+//! lock or lease on it is answered "open" without being opened, so no
+//! holder's lease is broken). It is read once per batch, right after the
+//! batch's `/proc` pass, not once per entry; when it cannot be read,
+//! every entry of the batch is kept, saying why.
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
