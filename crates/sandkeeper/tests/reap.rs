@@ -702,7 +702,11 @@ fn inner_small_held() {
         })
         .unwrap();
     assert_eq!(removed_names(&report), ["app-free".to_owned()].into());
-    assert!(report.roots[0].errors.is_empty(), "{:?}", report.roots[0].errors);
+    assert!(
+        report.roots[0].errors.is_empty(),
+        "{:?}",
+        report.roots[0].errors
+    );
     assert!(!p("app-free").exists());
     for name in ["app-fd", "app-cwd"] {
         assert_eq!(snapshot(&p(name)), before[name], "{name}: every file kept");

@@ -55,8 +55,9 @@
 //! deletion before. An entry that cannot be listed exactly (it grew past
 //! twice the bound, an error, a name that changed kind, no descriptor
 //! left) goes the two-walk way below. The memory is bounded by the bound
-//! (the names and under 80 bytes per inode), the descriptors by [`SMALL_DIRS`] per
-//! worker.
+//! (the names and under 80 bytes per inode), the descriptors by
+//! [`SMALL_DIRS`] per worker, fewer when all the workers' would exceed a
+//! quarter of the soft `RLIMIT_NOFILE`.
 //!
 //! # Larger entries: the check and the deletion are two walks
 //!
@@ -114,7 +115,19 @@ const SMALL: u64 = 4096;
 
 /// Directories such a listing holds open at most (each until it is
 /// deleted); an entry with more is checked and deleted by the two walks.
+/// Lower when the descriptor limit is low: the batch's workers together
+/// hold at most a quarter of it ([`small_dirs`]).
 const SMALL_DIRS: u64 = 128;
+
+/// [`SMALL_DIRS`], or less, so that `workers` listings together hold at
+/// most a quarter of the soft `RLIMIT_NOFILE` (1024 by default for a
+/// service: 8 workers then list up to 32 directories each).
+fn small_dirs(workers: usize) -> u64 {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    (soft / 4 / workers.max(1) as u64).min(SMALL_DIRS)
+}
 
 /// What a batch keeps of an entry while a worker deals with it.
 struct Held<'r> {
@@ -253,6 +266,7 @@ impl Reaper {
         // every worker before it starts on an entry.
         let met = AtomicBool::new(target_met);
         let workers = walk::cores().clamp(1, POOL_MAX).min(count);
+        let small_dirs = small_dirs(workers);
         let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
         let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
             let mut walker = walk::Walker::new();
@@ -269,19 +283,21 @@ impl Reaper {
                 // starts; the ones under way on other workers finish.
                 let outcome = match self.halted(met.load(Ordering::Acquire)) {
                     Some(why) => Outcome::Halted(why, q),
-                    None => match check_and_remove(path, entry, q, check, &mut walker) {
-                        Ok(removal) => {
-                            if let Some(t) = target {
-                                // Unlinked-but-open files free nothing:
-                                // measured, not counted.
-                                if scan::filesystem::free(dir).is_ok_and(|free| t.met(free)) {
-                                    met.store(true, Ordering::Release);
+                    None => {
+                        match check_and_remove(path, entry, q, check, small_dirs, &mut walker) {
+                            Ok(removal) => {
+                                if let Some(t) = target {
+                                    // Unlinked-but-open files free nothing:
+                                    // measured, not counted.
+                                    if scan::filesystem::free(dir).is_ok_and(|free| t.met(free)) {
+                                        met.store(true, Ordering::Release);
+                                    }
                                 }
+                                Outcome::Removed(removal)
                             }
-                            Outcome::Removed(removal)
+                            Err((what, q)) => Outcome::Held(what, q),
                         }
-                        Err((what, q)) => Outcome::Held(what, q),
-                    },
+                    }
                 };
                 let held = Held {
                     entry,
@@ -678,17 +694,18 @@ fn check_and_remove<'d>(
     entry: &Entry,
     q: Quarantined<'d>,
     check: &Check<'_>,
+    small_dirs: u64,
     walker: &mut walk::Walker,
 ) -> std::result::Result<Result<RemovalReport>, (String, Quarantined<'d>)> {
     if let Some(what) = check.by_path(root, Some(&entry.name), &q) {
         return Err((what, q));
     }
-    let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= SMALL_DIRS {
+    let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= small_dirs {
         false => q,
         true => {
             let limits = remove::Limits {
                 inodes: 2 * SMALL as usize,
-                dirs: SMALL_DIRS as usize,
+                dirs: small_dirs as usize,
             };
             let qname = PathBuf::from(q.name_in_quarantine());
             let listed = q.list(limits, &mut |seen: &remove::Seen<'_>| {

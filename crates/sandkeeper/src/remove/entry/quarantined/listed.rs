@@ -254,9 +254,11 @@ fn walk(
     let unique = q.unique.as_c_str();
     match fs_at::stat(qdir, unique, NO_STATX) {
         Ok(st) if st.id == root.id && st.is_dir() => {
-            let parent = fs_at::fstat_dir(qdir, NO_STATX).ok()?;
-            if !fs_at::Fence::of(&parent).admits(&st) {
-                return Some(Stop::Kept("a filesystem is mounted on it".into()));
+            match fs_at::fstat_dir(qdir, NO_STATX) {
+                Ok(parent) if fs_at::Fence::of(&parent).admits(&st) => {}
+                Ok(_) => return Some(Stop::Kept("a filesystem is mounted on it".into())),
+                // Cannot be told: the check walk decides (it keeps it).
+                Err(_) => return Some(Stop::Unlisted),
             }
         }
         _ => return Some(Stop::Unlisted),
