@@ -243,16 +243,24 @@ fn trust(given: Option<bool>) -> sandkeeper::Result<bool> {
     }
 }
 
+fn assume_unseen(given: Option<bool>) -> sandkeeper::Result<bool> {
+    match given {
+        Some(yes) => Ok(yes),
+        None => sandkeeper::inuse::assume_unseen_free_from_env(),
+    }
+}
+
 /// `scan`: the `sandkeeper.scan/v1` document (the Python layer turns it
 /// into dataclasses).
 #[pyfunction]
-#[pyo3(signature = (roots, entries, ignore_pids, trust_pid_namespace))]
+#[pyo3(signature = (roots, entries, ignore_pids, trust_pid_namespace, assume_unseen_free))]
 fn scan_json(
     py: Python<'_>,
     roots: Vec<PathBuf>,
     entries: bool,
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
+    assume_unseen_free: Option<bool>,
 ) -> PyResult<String> {
     py.detach(|| {
         let roots = open_roots(&roots, false)?;
@@ -261,6 +269,7 @@ fn scan_json(
             scanner.ignore_pid(pid);
         }
         scanner.trust_pid_namespace(trust(trust_pid_namespace)?);
+        scanner.assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = scanner.scan_roots(&roots)?;
         Ok(sandkeeper::json::scan(&report, entries))
     })
@@ -269,7 +278,7 @@ fn scan_json(
 
 /// `reap`: the `sandkeeper.reap/v1` document.
 #[pyfunction]
-#[pyo3(signature = (roots, globs, older_than, keep_last, target_free, target_free_inodes, owner, grace, max_keep, dry_run, ignore_pids, trust_pid_namespace))]
+#[pyo3(signature = (roots, globs, older_than, keep_last, target_free, target_free_inodes, owner, grace, max_keep, dry_run, ignore_pids, trust_pid_namespace, assume_unseen_free))]
 #[allow(clippy::too_many_arguments)]
 fn reap_json(
     py: Python<'_>,
@@ -285,6 +294,7 @@ fn reap_json(
     dry_run: bool,
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
+    assume_unseen_free: Option<bool>,
 ) -> PyResult<String> {
     let mut b = Policy::builder();
     b.grace(seconds(py, "grace", grace)?)
@@ -318,6 +328,9 @@ fn reap_json(
         reaper
             .scanner()
             .trust_pid_namespace(trust(trust_pid_namespace)?);
+        reaper
+            .scanner()
+            .assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = reaper.reap_roots(&roots)?;
         Ok(sandkeeper::json::reap(&report))
     })

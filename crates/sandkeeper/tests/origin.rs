@@ -229,6 +229,41 @@ fn forged_origins_are_never_taken() {
     }
 }
 
+/// A hard link made into a watched root names a file made elsewhere, by
+/// someone else perhaps: the tracker writes no record on it (it would
+/// land on that other file's inode), while a plain new file gets one.
+#[test]
+fn a_hard_link_into_the_root_gets_no_record() {
+    if !require_root("a_hard_link_into_the_root_gets_no_record") {
+        return;
+    }
+    let outside = scratch!("origin-outside");
+    let elsewhere = outside.join("precious");
+    std::fs::write(&elsewhere, "not the creator's").unwrap();
+    let (dir, root, tracker) = tracked("origin-hardlink");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ln "$1" "$2/linked" && echo x > "$2/plain" && exec sleep 60"#)
+        .arg("sh")
+        .arg(&elsewhere)
+        .arg(dir.path());
+    let mut maker = Helper::spawn(cmd);
+    wait_until("plain", || dir.join("plain").exists());
+    tracker.drain();
+    assert!(
+        origin::read(root.fd(), name("plain")).is_some(),
+        "a plain file is recorded"
+    );
+    assert_eq!(
+        xattr_get(&elsewhere, origin::XATTR),
+        None,
+        "nothing written on the other file"
+    );
+    assert_eq!(origin::read(root.fd(), name("linked")), None);
+    assert!(tracker.stats().failed >= 1);
+    maker.kill();
+}
+
 /// A tracker stopped and started again keeps the origins of the entries
 /// that exist; an entry renamed inside the root keeps its first creator.
 #[test]

@@ -483,6 +483,7 @@ class ScanReport:
     assumed: List[Process] = field(default_factory=list)
     blind_spots: List[str] = field(default_factory=list)
     assumed_blind_spots: List[str] = field(default_factory=list)
+    assumes_unseen_free: bool = False
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def entries(self) -> List[Entry]:
@@ -580,6 +581,7 @@ class ReapReport:
     freed_bytes: int = 0
     roots: List[ReapRoot] = field(default_factory=list)
     assumed_blind_spots: List[str] = field(default_factory=list)
+    assumes_unseen_free: bool = False
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def skipped_at(self, path: PathLike) -> Optional[Skipped]:
@@ -628,12 +630,19 @@ def _pids_arg(pids: Iterable[int]) -> List[int]:
     return out
 
 
+def _flag(value: Optional[bool], what: str) -> Optional[bool]:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{what} must be True, False or None, not {value!r}")
+    return value
+
+
 def scan(
     roots: Union[None, PathLike, Iterable[PathLike]] = None,
     *,
     entries: bool = False,
     ignore_pids: Iterable[int] = (),
     trust_pid_namespace: Optional[bool] = None,
+    assume_unseen_free: Optional[bool] = None,
 ) -> ScanReport:
     """Audits ``roots`` (default: the system temp directory and the
     per-user sandbox directories in it), as ``sandkeeper scan --json``.
@@ -644,10 +653,21 @@ def scan(
     :param ignore_pids: processes that cannot be inspected but are vouched for.
     :param trust_pid_namespace: trust that every process that can reach the
         roots is in this pid namespace (default: ``SANDKEEPER_TRUST_PID_NAMESPACE``).
+    :param assume_unseen_free: assume that the processes this user cannot
+        inspect use nothing under the roots, except regular files the
+        caller owns, which are still asked (default:
+        ``SANDKEEPER_ASSUME_UNSEEN_FREE``; ``ScanReport.assumes_unseen_free``
+        says whether it was assumed). See docs/security.md.
     :raises UnusableRoot: a root that does not exist (naming it).
+    :raises InvalidInput: ``SANDKEEPER_ASSUME_UNSEEN_FREE`` or
+        ``SANDKEEPER_TRUST_PID_NAMESPACE`` set to something other than ``1``.
     """
     doc = _native.scan_json(
-        _roots_arg(roots), bool(entries), _pids_arg(ignore_pids), trust_pid_namespace
+        _roots_arg(roots),
+        bool(entries),
+        _pids_arg(ignore_pids),
+        _flag(trust_pid_namespace, "trust_pid_namespace"),
+        _flag(assume_unseen_free, "assume_unseen_free"),
     )
     return _scan_report(json.loads(doc))
 
@@ -666,6 +686,7 @@ def reap(
     dry_run: bool = False,
     ignore_pids: Iterable[int] = (),
     trust_pid_namespace: Optional[bool] = None,
+    assume_unseen_free: Optional[bool] = None,
 ) -> ReapReport:
     """Removes what is safe to remove from ``roots``, as ``sandkeeper reap
     --json``: orphaned sandboxes always, unmanaged entries only when a
@@ -681,6 +702,8 @@ def reap(
     :param grace: never remove anything younger than this (default 60 s).
     :param max_keep: honour a kept sandbox's "keep until" for at most this.
     :param dry_run: remove nothing; ``removed`` lists what would go.
+    :param assume_unseen_free: as for :func:`scan`; regular files the
+        caller owns are asked again on the moved entry before removal.
     :raises InvalidInput: a bad glob, duration, percentage or count (naming it).
     :raises UnusableRoot: a root that does not exist or is a symlink.
     """
@@ -713,6 +736,7 @@ def reap(
         _seconds(max_keep, "max_keep"),
         bool(dry_run),
         _pids_arg(ignore_pids),
-        trust_pid_namespace,
+        _flag(trust_pid_namespace, "trust_pid_namespace"),
+        _flag(assume_unseen_free, "assume_unseen_free"),
     )
     return _reap_report(json.loads(doc))

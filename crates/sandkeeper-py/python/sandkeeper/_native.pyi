@@ -29,7 +29,11 @@ class _Sandbox:
     def persist_for(self, secs: float) -> str: ...
 
 def scan_json(
-    roots: List[str], entries: bool, ignore_pids: List[int], trust_pid_namespace: Optional[bool]
+    roots: List[str],
+    entries: bool,
+    ignore_pids: List[int],
+    trust_pid_namespace: Optional[bool],
+    assume_unseen_free: Optional[bool],
 ) -> str: ...
 def reap_json(
     roots: List[str],
@@ -44,6 +48,7 @@ def reap_json(
     dry_run: bool,
     ignore_pids: List[int],
     trust_pid_namespace: Optional[bool],
+    assume_unseen_free: Optional[bool],
 ) -> str: ...
 def parse_duration(text: str) -> float: ...
 def cli_main(argv: List[str]) -> int: ...

@@ -198,6 +198,23 @@ def test_scan_fields_match_the_schema(root):
         assert reap.skipped[0].path == sb.path
 
 
+def test_assume_unseen_free_is_asked_for_and_told(root, monkeypatch):
+    monkeypatch.delenv("SANDKEEPER_ASSUME_UNSEEN_FREE", raising=False)
+    assert sandkeeper.scan(root).assumes_unseen_free is False
+    assert sandkeeper.scan(root, assume_unseen_free=True).assumes_unseen_free is True
+    assert sandkeeper.reap(root, dry_run=True, assume_unseen_free=True).assumes_unseen_free
+    monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "1")
+    assert sandkeeper.scan(root).assumes_unseen_free is True
+    assert sandkeeper.scan(root, assume_unseen_free=False).assumes_unseen_free is False
+    monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "yes")
+    with pytest.raises(sandkeeper.InvalidInput, match="yes"):
+        sandkeeper.scan(root)
+    with pytest.raises(sandkeeper.InvalidInput, match="yes"):
+        sandkeeper.reap(root, dry_run=True)
+    with pytest.raises(TypeError):
+        sandkeeper.scan(root, assume_unseen_free="no")
+
+
 def test_the_module_docstring_example_runs():
     import doctest
 

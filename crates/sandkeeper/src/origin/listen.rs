@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fs::FileType;
 use rustix::io::Errno;
 
 use super::{capture, entry, write_fd, Recorder, Written};
@@ -32,8 +33,8 @@ pub struct TrackerStats {
     /// Entries gone, or replaced by another inode, before the event was
     /// read: nothing recorded.
     pub vanished: u64,
-    /// Entries that could not take a record (a symlink, no `trusted.*`
-    /// attributes, another error).
+    /// Entries that could not take a record (a symlink, a hard link to a
+    /// file elsewhere, no `trusted.*` attributes, another error).
     pub failed: u64,
     /// Queue overflows: the kernel dropped events (its queue holds 16384),
     /// so some entries of that moment have no origin.
@@ -437,6 +438,18 @@ fn handle_event(
                 c.vanished.fetch_add(1, Ordering::Relaxed);
                 return;
             }
+        }
+    }
+    // A file with another name elsewhere (a hard link made into the
+    // root) is not the creator's to record on: the record would be
+    // written on an inode someone else made (root's, with
+    // `fs.protected_hardlinks = 0`). Directories cannot be hard-linked.
+    match rustix::fs::fstat(&fd) {
+        Ok(st)
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory || st.st_nlink <= 1 => {}
+        _ => {
+            c.failed.fetch_add(1, Ordering::Relaxed);
+            return;
         }
     }
     let exited = matches!(creator, super::Creator::Exited { .. });

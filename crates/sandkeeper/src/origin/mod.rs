@@ -41,6 +41,9 @@
 //!   reading, so a FIFO or device is not opened; a symlink is not followed
 //!   and gets no record; a mount point, possibly a dead FUSE mount, is not
 //!   entered and gets none either).
+//! - The tracker writes only on what the creator made: a file with more
+//!   than one link (a hard link made into the root) gets no record, so
+//!   root never writes on an inode someone else made elsewhere.
 //! - The creator is read after the event and then checked alive through
 //!   its pidfd: a process that exited before it could be read — whose pid
 //!   may already be another's — is [`Creator::Exited`], never a guess.

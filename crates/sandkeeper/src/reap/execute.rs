@@ -234,6 +234,11 @@ impl Reaper {
         // The last two workers out of the quarantine may each have left it
         // to the other.
         remove::tidy_quarantine(dir);
+        if let Some(t) = target {
+            // The pool counted the quarantine as freed; what the next
+            // batch decides on is what is really free.
+            *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+        }
         Ok(())
     }
 
@@ -276,7 +281,7 @@ impl Reaper {
                 let Moved {
                     entry,
                     reason,
-                    claim,
+                    mut claim,
                     q,
                 } = m;
                 // After a stop, or once the target is met, no new removal
@@ -284,12 +289,20 @@ impl Reaper {
                 let outcome = match self.halted(met.load(Ordering::Acquire)) {
                     Some(why) => Outcome::Halted(why, q),
                     None => {
+                        let ours = target.map(|_| own_quarantine(dir, &q));
                         match check_and_remove(path, entry, q, check, small_dirs, &mut walker) {
                             Ok(removal) => {
                                 if let Some(t) = target {
+                                    // The claim holds the entry's directory
+                                    // open: its inode is freed only when the
+                                    // claim goes.
+                                    drop(claim.take());
                                     // Unlinked-but-open files free nothing:
-                                    // measured, not counted.
-                                    if scan::filesystem::free(dir).is_ok_and(|free| t.met(free)) {
+                                    // measured, not counted. The quarantine
+                                    // itself goes when the batch is done.
+                                    let free = scan::filesystem::free(dir)
+                                        .map(|free| free.plus(ours.unwrap_or_default()));
+                                    if free.is_ok_and(|free| t.met(free)) {
                                         met.store(true, Ordering::Release);
                                     }
                                 }
@@ -435,6 +448,21 @@ fn record(path: &Path, held: Held<'_>, outcome: Outcome<'_>, result: &mut Record
         Outcome::Halted(why, q) => put_back(path, entry, q, why, result),
     }
     drop(claim);
+}
+
+/// What the batch's quarantine itself takes on the filesystem (one inode
+/// and its blocks), freed when the batch is done; nothing when the entry
+/// is its own quarantine (a full filesystem).
+fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem::Free {
+    match (rustix::fs::fstat(q.dir()), rustix::fs::fstat(dir)) {
+        (Ok(qst), Ok(parent)) if (qst.st_dev, qst.st_ino) != (parent.st_dev, parent.st_ino) => {
+            scan::filesystem::Free {
+                bytes: (qst.st_blocks as u64).saturating_mul(512),
+                inodes: 1,
+            }
+        }
+        _ => scan::filesystem::Free::default(),
+    }
 }
 
 /// Records a removal's outcome: removed, what was left of it, or why it

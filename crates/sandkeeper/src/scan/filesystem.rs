@@ -81,10 +81,20 @@ pub(crate) fn used_percent(total: u64, free: u64) -> f64 {
 }
 
 /// Free bytes and free inodes, measured once (`fstatvfs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Free {
     pub(crate) bytes: u64,
     pub(crate) inodes: u64,
+}
+
+impl Free {
+    /// This much more free.
+    pub(crate) fn plus(self, more: Free) -> Free {
+        Free {
+            bytes: self.bytes.saturating_add(more.bytes),
+            inodes: self.inodes.saturating_add(more.inodes),
+        }
+    }
 }
 
 /// Re-measures free bytes and inodes (after each removal).

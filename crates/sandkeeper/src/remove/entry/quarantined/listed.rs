@@ -320,7 +320,9 @@ fn list_dir(
     files: &mut Vec<File>,
     names: &mut Vec<u8>,
 ) -> Option<Stop> {
-    if fs_at::rewind(fd).is_err() {
+    // The entry's descriptor came from the move into the quarantine;
+    // every other one was opened just now, at its start.
+    if at == 0 && fs_at::rewind(fd).is_err() {
         return Some(Stop::Unlisted);
     }
     let mut listing = RawDir::new(fd, buf);
