@@ -291,7 +291,7 @@ impl Reaper {
                     None => {
                         let ours = target.map(|_| own_quarantine(dir, &q));
                         match check_and_remove(path, entry, q, check, small_dirs, &mut walker) {
-                            Ok(removal) => {
+                            Outcome::Removed(removal) => {
                                 if let Some(t) = target {
                                     // The claim holds the entry's directory
                                     // open: its inode is freed only when the
@@ -308,7 +308,7 @@ impl Reaper {
                                 }
                                 Outcome::Removed(removal)
                             }
-                            Err((what, q)) => Outcome::Held(what, q),
+                            held => held,
                         }
                     }
                 };
@@ -715,7 +715,7 @@ impl<'i> Check<'i> {
 /// after it was moved) and, if nothing holds it, removes it: a small one
 /// ([`SMALL`]) in one walk that lists it, checks every inode and deletes
 /// from the listing; any other (or one that could not be listed exactly)
-/// by the check walk, then the remover's own. `Err((what, q))` when
+/// by the check walk, then the remover's own. [`Outcome::Held`] when
 /// anything holds it, or the index cannot tell: nothing was removed.
 fn check_and_remove<'d>(
     root: &Path,
@@ -724,9 +724,9 @@ fn check_and_remove<'d>(
     check: &Check<'_>,
     small_dirs: u64,
     walker: &mut walk::Walker,
-) -> std::result::Result<Result<RemovalReport>, (String, Quarantined<'d>)> {
+) -> Outcome<'d> {
     if let Some(what) = check.by_path(root, Some(&entry.name), &q) {
-        return Err((what, q));
+        return Outcome::Held(what, q);
     }
     let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= small_dirs {
         false => q,
@@ -750,17 +750,17 @@ fn check_and_remove<'d>(
             match listed {
                 // Every inode listed and checked, nothing found: only now
                 // is anything in it unlinked.
-                remove::Listed::Clear(listing) => return Ok(listing.remove()),
-                remove::Listed::Kept(what, q) => return Err((what, q)),
+                remove::Listed::Clear(listing) => return Outcome::Removed(listing.remove()),
+                remove::Listed::Kept(what, q) => return Outcome::Held(what, q),
                 remove::Listed::Unlisted(q) => q,
             }
         }
     };
     match walk_check(&q, check, walker) {
-        Some(what) => Err((what, q)),
+        Some(what) => Outcome::Held(what, q),
         // The check walked all of it and found nothing: only now is
         // anything in it unlinked.
-        None => Ok(q.remove()),
+        None => Outcome::Removed(q.remove()),
     }
 }
 
