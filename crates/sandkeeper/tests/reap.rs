@@ -634,3 +634,83 @@ fn inner_batch_pool() {
     );
     drop(holders);
 }
+
+/// A small entry is checked and deleted in one walk (listed, every inode
+/// checked, then deleted from the listing): a file held deep inside, or a
+/// working directory deep inside, keeps every file of the entry, not only
+/// the held one; the free twin goes whole.
+#[test]
+fn a_held_inode_deep_in_a_small_entry_keeps_all_of_it() {
+    run_in_pid_namespace(
+        "a_held_inode_deep_in_a_small_entry_keeps_all_of_it",
+        "inner_small_held",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_small_held() {
+    if !in_namespace() {
+        return;
+    }
+    let root = sandbox!().unwrap();
+    let p = |n: &str| root.path().join(n);
+    for name in ["app-fd", "app-cwd", "app-free"] {
+        for d in ["a/b/c/d", "a/x", "e"] {
+            fs::create_dir_all(p(name).join(d)).unwrap();
+            for f in 0..5 {
+                fs::write(p(name).join(d).join(format!("f{f}")), name).unwrap();
+            }
+        }
+    }
+    for name in ["app-fd", "app-cwd", "app-free"] {
+        for d in ["a/b/c/d", "a/b/c", "a/b", "a/x", "a", "e", ""] {
+            age_tree(&p(name).join(d), Duration::from_secs(30 * 86_400));
+        }
+    }
+    let before: BTreeMap<_, _> = ["app-fd", "app-cwd"]
+        .iter()
+        .map(|n| (*n, snapshot(&p(n))))
+        .collect();
+    let policy = Policy::builder()
+        .matching("app-*")
+        .older_than(Duration::from_secs(3600))
+        .grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    let opened = sandkeeper::root::Root::open_exact(root.path()).unwrap();
+    let mut holders = Vec::new();
+    let report = Reaper::new(policy)
+        .reap_roots_with(&[opened], &mut |event| {
+            // After the scan (all idle), before the claims and moves: only
+            // the check in the quarantine can find them.
+            if let sandkeeper::reap::ReapEvent::Scanned(_) = event {
+                holders.push(spawn_ready(
+                    Command::new("sh")
+                        .arg("-c")
+                        .arg("exec 3<\"$1/a/b/c/d/f4\"; echo ready; exec sleep 600")
+                        .arg("sh")
+                        .arg(p("app-fd")),
+                ));
+                holders.push(spawn_ready(
+                    Command::new("sh")
+                        .arg("-c")
+                        .arg("echo ready; exec sleep 600")
+                        .current_dir(p("app-cwd").join("a/b/c")),
+                ));
+            }
+        })
+        .unwrap();
+    assert_eq!(removed_names(&report), ["app-free".to_owned()].into());
+    assert!(
+        report.roots[0].errors.is_empty(),
+        "{:?}",
+        report.roots[0].errors
+    );
+    assert!(!p("app-free").exists());
+    for name in ["app-fd", "app-cwd"] {
+        assert_eq!(snapshot(&p(name)), before[name], "{name}: every file kept");
+        assert_eq!(before[name].len(), 15, "{name}");
+    }
+    drop(holders);
+}

@@ -29,22 +29,60 @@
 //! needed. Its batches grow 1, 2, 4, … 64 (see the [reaper's
 //! docs](super)), so few entries are moved only to be put back.
 //!
-//! # Why the check and the deletion are two walks
+//! # Small entries: one walk that checks, then deletes
 //!
 //! The check must see the whole entry before its first unlink: a held
-//! file deep inside keeps every other file of the entry too. A walk that
-//! deleted as it checked would unlink before it knew. A walk that
-//! recorded the tree for the deletion to replay would cost memory in the
-//! size of the tree (the walks are bounded by its depth), and would save
-//! little: the deletion must list every directory again anyway (what a
-//! process that had a directory open added since is only found by
-//! listing; `rmdir` fails on it), and its confinement comes from its own
-//! descriptor-relative steps, never from a record a hostile owner of files
-//! inside could have made stale. So each entry is walked twice, once to
-//! check and once to delete, but the entries are walked in parallel.
+//! file deep inside keeps every other file of the entry too. For an entry
+//! below [`SMALL`] files and directories and [`SMALL_DIRS`] directories
+//! (as scanned), the worker lists the entry once, in the quarantine,
+//! into memory (`remove::Quarantined::list`): every name, each
+//! directory opened as the remover opens it (`openat2` beneath its
+//! parent's descriptor, no link, no mount crossed) and held open, each
+//! other inode `statx`ed by name. Every inode is shown to the same check
+//! as the check walk's (holders, kernel users, mount points, and the
+//! write-lease probe when some processes were not read); the listing
+//! stops at the first one held, and nothing is unlinked. Only when all of
+//! it was listed and nothing found is it deleted from the listing: renamed
+//! to its condemned name, every listed directory checked (parents first)
+//! to still be that inode under its name in its parent, then each
+//! directory's files unlinked through its own descriptor, the directories
+//! removed children first. Whatever does not go as listed — `ENOTEMPTY`
+//! (something was added since the listing: only a process that already
+//! had a descriptor or working directory inside could, and the check
+//! looked for those), a directory swapped or moved, any error — hands what
+//! is there now to the remover's own deletion, which lists it afresh:
+//! exactly what became of something added between the check walk and the
+//! deletion before. An entry that cannot be listed exactly (it grew past
+//! twice the bound, an error, a name that changed kind, no descriptor
+//! left) goes the two-walk way below. The memory is bounded by the bound
+//! (the names and under 80 bytes per inode), the descriptors by
+//! [`SMALL_DIRS`] per worker, fewer when all the workers' would exceed a
+//! quarter of the soft `RLIMIT_NOFILE`.
+//!
+//! # Larger entries: the check and the deletion are two walks
+//!
+//! A walk that recorded a large tree for the deletion to replay would
+//! cost memory in the size of the tree (the walks are bounded by its
+//! depth), so a larger entry is walked twice, once to check
+//! (`walk::Walker`, against the same index) and once to delete (the
+//! remover: its confinement comes from its own descriptor-relative steps,
+//! and it lists every directory again, so what was added since the check
+//! is found by listing; `rmdir` fails on it). The entries are walked in
+//! parallel.
+//!
+//! # One `/proc/locks` per batch
+//!
+//! When some processes' holdings were not read (uninspectable, or vouched
+//! for), every regular file is asked whether it is open elsewhere
+//! (`inuse::open_elsewhere`), which needs `/proc/locks` (a file with a
+//! lock or lease on it is answered "open" without being opened, so no
+//! holder's lease is broken). It is read once per batch, right after the
+//! batch's `/proc` pass, not once per entry; when it cannot be read,
+//! every entry of the batch is kept, saying why.
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -54,10 +92,11 @@ use super::events::Recorder;
 use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
 use crate::error::{Error, Result};
 use crate::inuse::InUse;
-use crate::lease::{self, Claim, Probe};
+use crate::lease::{self, Claim, Locks, Probe};
 use crate::remove::{self, Quarantined, RemovalReport, RemoveOptions, Restore};
 use crate::scan::{self, Entry, EntryState};
 use crate::walk::{self, FileKind, WalkState};
+use rustix::fs::FileType;
 
 /// The most worker threads a batch's pool starts (as the remover's own
 /// automatic choice: unlinking contends on filesystem locks).
@@ -67,6 +106,28 @@ const POOL_MAX: usize = 8;
 /// use the remover's helper threads besides their worker; smaller ones
 /// are deleted on their worker alone.
 const LARGE: u64 = 512;
+
+/// Entries with fewer files and directories than this (as scanned) are
+/// checked and deleted in one walk (`remove::Quarantined::list`); the listing
+/// itself stops at twice as many, handing the entry back to the two
+/// walks (it grew since the scan).
+const SMALL: u64 = 4096;
+
+/// Directories such a listing holds open at most (each until it is
+/// deleted); an entry with more is checked and deleted by the two walks.
+/// Lower when the descriptor limit is low: the batch's workers together
+/// hold at most a quarter of it ([`small_dirs`]).
+const SMALL_DIRS: u64 = 128;
+
+/// [`SMALL_DIRS`], or less, so that `workers` listings together hold at
+/// most a quarter of the soft `RLIMIT_NOFILE` (1024 by default for a
+/// service: 8 workers then list up to 32 directories each).
+fn small_dirs(workers: usize) -> u64 {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    (soft / 4 / workers.max(1) as u64).min(SMALL_DIRS)
+}
 
 /// What a batch keeps of an entry while a worker deals with it.
 struct Held<'r> {
@@ -168,7 +229,8 @@ impl Reaper {
                 return Err(e);
             }
         };
-        *target_met = self.remove_in_pool(dir, path, moved, &inuse, target, *target_met, result);
+        let check = Check::new(&inuse);
+        *target_met = self.remove_in_pool(dir, path, moved, &check, target, *target_met, result);
         // The last two workers out of the quarantine may each have left it
         // to the other.
         remove::tidy_quarantine(dir);
@@ -190,7 +252,7 @@ impl Reaper {
         dir: BorrowedFd<'_>,
         path: &Path,
         moved: Vec<Moved<'r, 'd>>,
-        inuse: &InUse,
+        check: &Check<'_>,
         target: Option<Target>,
         target_met: bool,
         result: &mut Recorder<'_>,
@@ -215,6 +277,7 @@ impl Reaper {
             Some(_) => 1,
             None => walk::cores().clamp(1, POOL_MAX).min(count),
         };
+        let small_dirs = small_dirs(workers);
         let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
         let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
             let mut walker = walk::Walker::new();
@@ -231,30 +294,29 @@ impl Reaper {
                 // starts; the ones under way on other workers finish.
                 let outcome = match self.halted(met.load(Ordering::Acquire)) {
                     Some(why) => Outcome::Halted(why, q),
-                    None => match still_unused(path, entry, &q, inuse, &mut walker) {
-                        Some(what) => Outcome::Held(what, q),
-                        // The check walked all of it and found nothing:
-                        // only now is anything in it unlinked.
-                        None => {
-                            let ours = target.map(|_| own_quarantine(dir, &q));
-                            let removal = q.remove();
-                            if let Some(t) = target {
-                                // The claim holds the entry's directory
-                                // open: its inode is freed only when the
-                                // claim goes.
-                                drop(claim.take());
-                                // Unlinked-but-open files free nothing:
-                                // measured, not counted. The quarantine
-                                // itself goes when the batch is done.
-                                let free = scan::filesystem::free(dir)
-                                    .map(|free| free.plus(ours.unwrap_or_default()));
-                                if free.is_ok_and(|free| t.met(free)) {
-                                    met.store(true, Ordering::Release);
+                    None => {
+                        let ours = target.map(|_| own_quarantine(dir, &q));
+                        match check_and_remove(path, entry, q, check, small_dirs, &mut walker) {
+                            Outcome::Removed(removal) => {
+                                if let Some(t) = target {
+                                    // The claim holds the entry's directory
+                                    // open: its inode is freed only when the
+                                    // claim goes.
+                                    drop(claim.take());
+                                    // Unlinked-but-open files free nothing:
+                                    // measured, not counted. The quarantine
+                                    // itself goes when the batch is done.
+                                    let free = scan::filesystem::free(dir)
+                                        .map(|free| free.plus(ours.unwrap_or_default()));
+                                    if free.is_ok_and(|free| t.met(free)) {
+                                        met.store(true, Ordering::Release);
+                                    }
                                 }
+                                Outcome::Removed(removal)
                             }
-                            Outcome::Removed(removal)
+                            held => held,
                         }
-                    },
+                    }
                 };
                 let held = Held {
                     entry,
@@ -334,6 +396,7 @@ impl Reaper {
             return;
         }
         let inuse = self.scanner.in_use();
+        let check = inuse.as_ref().map(Check::new);
         let mut walker = walk::Walker::new();
         for q in pending {
             let here = root.join(q.path_in_parent());
@@ -356,8 +419,8 @@ impl Reaper {
                 },
                 false => None,
             };
-            let why = match &inuse {
-                Ok(inuse) => check_quarantined(root, q.original_name(), &q, inuse, &mut walker),
+            let why = match &check {
+                Ok(check) => check_quarantined(root, q.original_name(), &q, check, &mut walker),
                 Err(e) => Some(e.to_string()),
             };
             if let Some(why) = why {
@@ -569,97 +632,188 @@ fn claim(
     }
 }
 
-/// Checks a quarantined entry against an in-use index taken after it was
-/// moved; `Some(what)` if anything holds it, or the index cannot tell.
-fn still_unused(
-    root: &Path,
-    entry: &Entry,
-    q: &Quarantined<'_>,
-    inuse: &InUse,
-    walker: &mut walk::Walker,
-) -> Option<String> {
-    check_quarantined(root, Some(&entry.name), q, inuse, walker)
+/// What a batch's checks share: the in-use index taken after the batch's
+/// moves and, when some processes' holdings were not read, one reading of
+/// `/proc/locks` taken at the same moment (for
+/// [`open_elsewhere`](crate::inuse::open_elsewhere), which answers "open"
+/// for a file that has a lock or lease without opening it).
+struct Check<'i> {
+    inuse: &'i InUse,
+    /// `None` when every process was read (no file is asked).
+    locks: Option<std::result::Result<Locks, String>>,
 }
 
-/// See [`still_unused`]. Path-based kernel users (mounts, loop devices,
-/// overlays, bound unix sockets) are asked about the entry's old path
-/// (`original`, when known) and its path in the quarantine (mounts of
-/// other mount namespaces move with it); everything else is found by
-/// walking the entry in the quarantine through descriptors.
+impl<'i> Check<'i> {
+    fn new(inuse: &'i InUse) -> Check<'i> {
+        let locks = inuse
+            .has_unread_processes()
+            .then(|| Locks::read().map_err(|e| e.to_string()));
+        Check { inuse, locks }
+    }
+
+    /// What holds the entry by path (mounts, loop devices, overlays, bound
+    /// unix sockets, asked about its old path, when known, and its path in
+    /// the quarantine: mounts of other mount namespaces move with it), or
+    /// why it cannot be told; before any walk.
+    fn by_path(
+        &self,
+        root: &Path,
+        original: Option<&OsStr>,
+        q: &Quarantined<'_>,
+    ) -> Option<String> {
+        if !self.inuse.is_complete() {
+            return Some("some processes cannot be inspected".into());
+        }
+        if let Some(Err(e)) = &self.locks {
+            return Some(format!("cannot read /proc/locks ({e})"));
+        }
+        let paths = original
+            .map(|name| root.join(name))
+            .into_iter()
+            .chain([root.join(q.path_in_parent())]);
+        for path in paths {
+            if let Some(k) = self.inuse.kernel_users_under(&path).first() {
+                return Some(k.to_string());
+            }
+            if let Some(s) = self.inuse.socket_paths_under(&path).first() {
+                return Some(format!("unix socket {}", s.display()));
+            }
+        }
+        None
+    }
+
+    /// What holds the inode `id` (of type `kind`, the name `name` in the
+    /// open directory `dir`, shown as `shown`): a process, a kernel user,
+    /// or — when some processes were not read — a regular file open
+    /// elsewhere or that cannot be asked.
+    fn inode(
+        &self,
+        id: (u64, u64),
+        is_file: bool,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Option<String> {
+        if let Some(h) = self.inuse.holders(id.0, id.1).first() {
+            return Some(h.to_string());
+        }
+        if let Some(k) = self.inuse.kernel_users_of(id.0, id.1).next() {
+            return Some(k.to_string());
+        }
+        let (Some(Ok(locks)), true) = (&self.locks, is_file) else {
+            return None;
+        };
+        match crate::inuse::open_elsewhere(dir, name, id, locks) {
+            crate::inuse::OpenElsewhere::No => None,
+            crate::inuse::OpenElsewhere::Yes => Some(format!(
+                "{} is open in a process that could not be inspected",
+                shown().display()
+            )),
+            crate::inuse::OpenElsewhere::CannotTell(why) => Some(format!(
+                "{} cannot be asked whether it is open: {why}",
+                shown().display()
+            )),
+        }
+    }
+}
+
+/// Checks a quarantined entry against the batch's in-use index (taken
+/// after it was moved) and, if nothing holds it, removes it: a small one
+/// ([`SMALL`]) in one walk that lists it, checks every inode and deletes
+/// from the listing; any other (or one that could not be listed exactly)
+/// by the check walk, then the remover's own. [`Outcome::Held`] when
+/// anything holds it, or the index cannot tell: nothing was removed.
+fn check_and_remove<'d>(
+    root: &Path,
+    entry: &Entry,
+    q: Quarantined<'d>,
+    check: &Check<'_>,
+    small_dirs: u64,
+    walker: &mut walk::Walker,
+) -> Outcome<'d> {
+    if let Some(what) = check.by_path(root, Some(&entry.name), &q) {
+        return Outcome::Held(what, q);
+    }
+    let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= small_dirs {
+        false => q,
+        true => {
+            let limits = remove::Limits {
+                inodes: 2 * SMALL as usize,
+                dirs: small_dirs as usize,
+            };
+            let qname = PathBuf::from(q.name_in_quarantine());
+            let listed = q.list(limits, &mut |seen: &remove::Seen<'_>| {
+                let name = OsStr::from_bytes(seen.name.to_bytes());
+                let shown = || qname.join(seen.path());
+                check.inode(
+                    seen.id,
+                    seen.kind == FileType::RegularFile,
+                    seen.parent,
+                    name,
+                    &shown,
+                )
+            });
+            match listed {
+                // Every inode listed and checked, nothing found: only now
+                // is anything in it unlinked.
+                remove::Listed::Clear(listing) => return Outcome::Removed(listing.remove()),
+                remove::Listed::Kept(what, q) => return Outcome::Held(what, q),
+                remove::Listed::Unlisted(q) => q,
+            }
+        }
+    };
+    match walk_check(&q, check, walker) {
+        Some(what) => Outcome::Held(what, q),
+        // The check walked all of it and found nothing: only now is
+        // anything in it unlinked.
+        None => Outcome::Removed(q.remove()),
+    }
+}
+
+/// The check of a quarantined entry (`original`: its old name, when
+/// known): by path ([`Check::by_path`]), then every inode found by walking
+/// it in the quarantine through descriptors. `Some(what)` if anything
+/// holds it, or the index cannot tell.
 fn check_quarantined(
     root: &Path,
     original: Option<&OsStr>,
     q: &Quarantined<'_>,
-    inuse: &InUse,
+    check: &Check<'_>,
     walker: &mut walk::Walker,
 ) -> Option<String> {
-    if !inuse.is_complete() {
-        return Some("some processes cannot be inspected".into());
-    }
-    let paths = original
-        .map(|name| root.join(name))
-        .into_iter()
-        .chain([root.join(q.path_in_parent())]);
-    for path in paths {
-        if let Some(k) = inuse.kernel_users_under(&path).first() {
-            return Some(k.to_string());
-        }
-        if let Some(s) = inuse.socket_paths_under(&path).first() {
-            return Some(format!("unix socket {}", s.display()));
-        }
-    }
+    check
+        .by_path(root, original, q)
+        .or_else(|| walk_check(q, check, walker))
+}
+
+/// The walk of [`check_quarantined`].
+fn walk_check(q: &Quarantined<'_>, check: &Check<'_>, walker: &mut walk::Walker) -> Option<String> {
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
-    // Processes whose holdings were not read (vouched for): each regular
-    // file is asked whether it is open anywhere else (a write lease,
-    // `inuse::open_elsewhere`); one that is, or cannot be asked, keeps it.
-    let locks = match inuse.has_unread_processes() {
-        true => match crate::lease::Locks::read() {
-            Ok(locks) => Some(locks),
-            Err(e) => return Some(format!("cannot read /proc/locks ({e})")),
-        },
-        false => None,
-    };
     let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
         if v.is_mount_point() {
             // Something is mounted on it: in use by definition.
             found = Some("a filesystem is mounted on it".into());
             return WalkState::Quit;
         }
-        if let Some(h) = inuse.holders(v.dev(), v.ino()).first() {
-            found = Some(h.to_string());
-            return WalkState::Quit;
-        }
-        if let Some(k) = inuse.kernel_users_of(v.dev(), v.ino()).next() {
-            found = Some(k.to_string());
-            return WalkState::Quit;
-        }
-        if let (Some(locks), FileKind::File) = (&locks, v.kind()) {
-            let below = match v.depth() {
-                0 => PathBuf::from(q.name_in_quarantine()),
-                _ => Path::new(q.name_in_quarantine()).join(v.path()),
-            };
-            let answer =
-                crate::inuse::open_elsewhere(q.dir(), below.as_os_str(), (v.dev(), v.ino()), locks);
-            match answer {
-                crate::inuse::OpenElsewhere::No => {}
-                crate::inuse::OpenElsewhere::Yes => {
-                    found = Some(format!(
-                        "{} is open in a process that could not be inspected",
-                        below.display()
-                    ));
-                    return WalkState::Quit;
-                }
-                crate::inuse::OpenElsewhere::CannotTell(why) => {
-                    found = Some(format!(
-                        "{} cannot be asked whether it is open: {why}",
-                        below.display()
-                    ));
-                    return WalkState::Quit;
-                }
+        // Regular files are asked through the quarantine by their path
+        // below it (`openat2` beneath it, through no link and no mount).
+        let below = || match v.depth() {
+            0 => PathBuf::from(q.name_in_quarantine()),
+            _ => Path::new(q.name_in_quarantine()).join(v.path()),
+        };
+        let is_file = v.kind() == FileKind::File;
+        let name = match is_file {
+            true => below().into_os_string(),
+            false => std::ffi::OsString::new(),
+        };
+        match check.inode((v.dev(), v.ino()), is_file, q.dir(), &name, &below) {
+            Some(what) => {
+                found = Some(what);
+                WalkState::Quit
             }
+            None => WalkState::Continue,
         }
-        WalkState::Continue
     });
     match walked {
         Ok(_) if found.is_some() => found,

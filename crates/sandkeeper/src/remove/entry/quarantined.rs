@@ -20,6 +20,10 @@ use crate::remove::report::{RemovalReport, Tally};
 use crate::remove::RemoveOptions;
 use crate::remove::{ATIME, NO_STATX};
 
+mod listed;
+
+pub(crate) use listed::{Limits, Listed, Seen};
+
 /// See [`crate::remove::quarantine_entry`].
 pub(crate) fn quarantine<'a>(
     parent: BorrowedFd<'a>,
