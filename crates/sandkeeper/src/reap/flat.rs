@@ -284,7 +284,7 @@ impl<'p> Decisions<'p> {
         let items = entry.files.saturating_add(entry.dirs);
         let blocks = u32::try_from(entry.disk_bytes / 512).ok();
         let uid = self.uid_number(entry.uid);
-        let rare = entry.disk_bytes % 512 != 0
+        let rare = !entry.disk_bytes.is_multiple_of(512)
             || blocks.is_none()
             || u16::try_from(items).is_err()
             || uid.is_none()

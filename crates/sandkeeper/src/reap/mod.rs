@@ -188,9 +188,11 @@ impl ReapReport {
 pub struct RootReap {
     /// The root.
     pub path: PathBuf,
-    /// Removed entries (in a dry run: those that would be).
+    /// Removed entries (in a dry run: those that would be); empty when the
+    /// policy keeps no records ([`PolicyBuilder::records`]).
     pub removed: Vec<Removed>,
-    /// Entries left, with the reason.
+    /// Entries left, with the reason; empty when the policy keeps no
+    /// records.
     pub skipped: Vec<Skipped>,
     /// Entries that should have gone but could not be removed (fully).
     pub errors: Vec<ReapError>,
