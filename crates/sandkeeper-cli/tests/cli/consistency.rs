@@ -577,12 +577,7 @@ fn inner_kept() {
     assert_eq!(kept_json["state"], "orphaned");
     assert!(kept_json["kept_until_ms"].is_u64());
     let mut got = BTreeSet::new();
-    emitted(
-        &doc,
-        "",
-        &["sandboxes[].lease", "sandboxes[].origin"],
-        &mut got,
-    );
+    emitted(&doc, "", &["sandboxes[].lease", "sandboxes[].origin"], &mut got);
     assert_eq!(
         with_parents(&documented("ls-json.md")),
         with_parents(&got),

@@ -500,7 +500,10 @@ pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
 }
 
 /// The names in `dir` (but `.` and `..`) for which `keep` is true.
-fn list_where(dir: BorrowedFd<'_>, keep: fn(&[u8]) -> bool) -> Result<Vec<CString>, Errno> {
+pub(crate) fn list_where(
+    dir: BorrowedFd<'_>,
+    keep: fn(&[u8]) -> bool,
+) -> Result<Vec<CString>, Errno> {
     let fd = rustix::fs::openat(
         dir,
         c".",
