@@ -225,9 +225,9 @@ pub struct RootReap {
 /// let counts = &report.roots[0].counts;
 /// assert!(report.roots[0].skipped.is_empty());
 /// // Young (in the grace period), or unknown where processes are hidden.
-/// assert_eq!(counts.skipped, 1);
-/// assert_eq!(counts.skipped_by_reason.values().map(|t| t.entries).sum::<u64>(), 1);
-/// # Ok::<(), sandkeeper::Error>(())
+/// assert!(counts.skipped >= 1);
+/// assert_eq!(counts.skipped_by_reason.values().map(|t| t.entries).sum::<u64>(), counts.skipped);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
