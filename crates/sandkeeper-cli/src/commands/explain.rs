@@ -108,7 +108,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
             }
         }
     };
-    let mut reaper = Reaper::new(policy(&args.rules, true)?);
+    let mut reaper = Reaper::new(policy(&args.rules, true, true)?);
     for &pid in &args.rules.ignore_pids {
         reaper.scanner().ignore_pid(pid);
     }

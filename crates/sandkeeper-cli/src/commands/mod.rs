@@ -145,11 +145,12 @@ pub fn refuse_overlaps(given: &[PathBuf], roots: &[Root]) -> Result<(), CliError
 }
 
 /// The reap policy the rule flags describe.
-pub fn policy(rules: &RuleArgs, dry_run: bool) -> Result<Policy, CliError> {
+pub fn policy(rules: &RuleArgs, dry_run: bool, records: bool) -> Result<Policy, CliError> {
     let mut b = Policy::builder();
     b.grace(rules.grace)
         .max_keep(rules.max_keep)
-        .dry_run(dry_run);
+        .dry_run(dry_run)
+        .records(records);
     for glob in &rules.globs {
         b.matching(glob.clone());
     }

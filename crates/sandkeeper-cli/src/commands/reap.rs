@@ -19,11 +19,14 @@ use crate::printer::Printer;
 use crate::render;
 
 pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
+    // A record per entry only where the output lists every entry; the
+    // summary is told from the counts.
+    let records = args.json || printer.verbose();
     let report = match config_for_reap(args)? {
-        Some(config) => reap_configured(&config, args, printer)?,
+        Some(config) => reap_configured(&config, args, records, printer)?,
         None => {
             let roots = open_roots(&args.roots, true, Purpose::Remove)?;
-            let mut reaper = Reaper::new(policy(&args.rules, args.dry_run)?);
+            let mut reaper = Reaper::new(policy(&args.rules, args.dry_run, records)?);
             for &pid in &args.rules.ignore_pids {
                 reaper.scanner().ignore_pid(pid);
             }
@@ -61,9 +64,13 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
 ///
 /// A configured root that does not exist (checked before anything is
 /// removed): exit status 2.
+///
+/// `records`: whether the reports keep a record per entry (see
+/// [`ReapOptions::records`]).
 pub fn reap_configured(
     config: &Config,
     args: &ReapArgs,
+    records: bool,
     printer: &Printer,
 ) -> Result<ReapReport, CliError> {
     let source = config
@@ -86,6 +93,7 @@ pub fn reap_configured(
     })?;
     let mut opts = ReapOptions::new();
     opts.dry_run = args.dry_run;
+    opts.records = records;
     opts.ignore_pids = args.rules.ignore_pids.clone();
     opts.trust_pid_namespace =
         super::trust_pid_namespace(args.rules.trust_pid_namespace, config.trust_pid_namespace)?;
@@ -108,7 +116,7 @@ pub fn reap_configured(
             let removed_any = merged
                 .iter()
                 .chain(&outcome.reports)
-                .any(|r| r.roots.iter().any(|root| !root.removed.is_empty()));
+                .any(|r| r.roots.iter().any(|root| root.counts.removed > 0));
             if removed_any && !args.dry_run {
                 // Something was changed: never claim otherwise.
                 err.status = exit_codes::PARTIAL;

@@ -1,7 +1,6 @@
 //! `reap` output: a human summary (the `sandkeeper.reap/v1` JSON is the
 //! library's, [`sandkeeper::json::reap`]).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sandkeeper::reap::{ReapReport, TargetOutcome};
@@ -10,7 +9,8 @@ use super::escape::{self, Untrusted};
 use crate::humanize::{plural, size};
 
 /// The human summary: per root, what went per family, what stayed and why
-/// (in counts), what failed. `--verbose` lists every entry.
+/// (in counts), what failed. `--verbose` lists every entry (from the
+/// records: a reap made for it keeps them, [`records`](sandkeeper::reap::PolicyBuilder::records)).
 pub fn summary(report: &ReapReport, verbose: bool) -> String {
     let verb = if report.dry_run {
         "would remove"
@@ -19,20 +19,21 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
     };
     let mut out = String::new();
     for root in &report.roots {
-        let mut families: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-        for r in &root.removed {
-            let f = families.entry(&r.pattern).or_default();
-            f.0 += 1;
-            f.1 += r.disk_bytes;
-        }
+        // From the counts: the records are kept only for --json and
+        // --verbose (a reap of a million entries keeps none).
+        let counts = &root.counts;
         let _ = write!(
             out,
             "{}: {verb} {} ({})",
             Untrusted::path(&root.path),
-            plural(root.removed.len() as u64, "entry", "entries"),
+            plural(counts.removed, "entry", "entries"),
             size(root.freed_bytes)
         );
-        let mut biggest: Vec<(&str, (u64, u64))> = families.into_iter().collect();
+        let mut biggest: Vec<(&str, (u64, u64))> = counts
+            .removed_by_family
+            .iter()
+            .map(|(p, t)| (&**p, (t.entries, t.disk_bytes)))
+            .collect();
         biggest.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
         let shown: Vec<String> = biggest
             .iter()
@@ -52,16 +53,16 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
             }
         }
         out.push('\n');
-        let mut reasons: BTreeMap<&str, u64> = BTreeMap::new();
-        for s in &root.skipped {
-            *reasons.entry(s.reason.as_str()).or_default() += 1;
-        }
+        let reasons = &counts.skipped_by_reason;
         if !reasons.is_empty() {
-            let parts: Vec<String> = reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+            let parts: Vec<String> = reasons
+                .iter()
+                .map(|(r, t)| format!("{r} {}", t.entries))
+                .collect();
             let _ = writeln!(
                 out,
                 "  left {}: {}",
-                plural(root.skipped.len() as u64, "entry", "entries"),
+                plural(counts.skipped, "entry", "entries"),
                 parts.join(", ")
             );
         }

@@ -62,25 +62,42 @@ pub enum ReapEvent<'a> {
 
 /// Where a reap of one root records what it does: into the root's
 /// [`RootReap`], and to the caller's event sink at the same moment.
+/// `records`: whether the [`RootReap`] keeps each record, or only its
+/// [`counts`](RootReap::counts).
 pub(super) struct Recorder<'s> {
     pub(super) reap: RootReap,
+    records: bool,
     sink: &'s mut dyn FnMut(ReapEvent<'_>),
 }
 
 impl<'s> Recorder<'s> {
-    pub(super) fn new(reap: RootReap, sink: &'s mut dyn FnMut(ReapEvent<'_>)) -> Recorder<'s> {
-        Recorder { reap, sink }
+    pub(super) fn new(
+        reap: RootReap,
+        records: bool,
+        sink: &'s mut dyn FnMut(ReapEvent<'_>),
+    ) -> Recorder<'s> {
+        Recorder {
+            reap,
+            records,
+            sink,
+        }
     }
 
     pub(super) fn kept(&mut self, skipped: Skipped) {
         (self.sink)(ReapEvent::Kept(&skipped));
-        self.reap.skipped.push(skipped);
+        self.reap.counts.skipped(&skipped);
+        if self.records {
+            self.reap.skipped.push(skipped);
+        }
     }
 
     pub(super) fn removed(&mut self, removed: Removed) {
         (self.sink)(ReapEvent::Removed(&removed));
         self.reap.freed_bytes += removed.disk_bytes;
-        self.reap.removed.push(removed);
+        self.reap.counts.removed(&removed);
+        if self.records {
+            self.reap.removed.push(removed);
+        }
     }
 
     pub(super) fn failed(&mut self, error: ReapError) {

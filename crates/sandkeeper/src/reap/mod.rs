@@ -55,18 +55,23 @@
 //!
 //! The scan streams each root's entries
 //! ([`Scanner::scan_root_with`]): each is decided as it comes, as far as
-//! the entry alone tells, and what is kept of it is one compact record
-//! (80 bytes) plus its name in one buffer, not the scanned [`Entry`]
-//! (about 300 bytes and up) or a [`Verdict`] (a `Matched` one held its
-//! own string). What needs the whole root is finished after the scan:
-//! `--keep-last N` from each family's N newest (mtime, order) pairs, a
-//! forward clock step from the lease records gathered as they passed.
-//! Candidates are then held as 4-byte numbers, sorted; a batch of at most
-//! 64 is rebuilt as small [`Entry`]s for the claim, the move and the
-//! in-use check after it. The report's records (`removed`, `skipped`)
-//! are still one per entry: they are what `reap --json` lists.
-//! [`ReapReport::scan`] has the totals and families of each root, but no
-//! entries (and so no family members).
+//! the entry alone tells, and what is kept of it is 28 bytes in two
+//! columns (mtime, inode, size in blocks, item count, owner number, glob,
+//! tag and state bits; exact values that do not fit go to a side table),
+//! not the scanned [`Entry`] (about 300 bytes and up) or a [`Verdict`] (a
+//! `Matched` one held its own string). Its name is the scan's own buffer
+//! (a name costs its bytes plus 4), handed over when the scan ends, not a
+//! copy; its family is told by runs over the sorted names. What needs
+//! the whole root is finished after the scan: `--keep-last N` from each
+//! family's N newest (mtime, order) pairs, a forward clock step from the
+//! lease records gathered as they passed. Candidates are then held as
+//! 4-byte numbers, sorted; a batch of at most 64 is rebuilt as small
+//! [`Entry`]s for the claim, the move and the in-use check after it. The
+//! report's records (`removed`, `skipped`: what `reap --json` lists) are
+//! one per entry unless the policy asks for none
+//! ([`PolicyBuilder::records`]); [`RootReap::counts`] sums them either
+//! way. [`ReapReport::scan`] has the totals and families of each root,
+//! but no entries (and so no family members).
 //!
 //! A dry run decides on the scan alone, which takes no lock (live or free
 //! is read from `/proc/locks`), and removes nothing.
@@ -87,7 +92,9 @@ mod flat;
 mod policy;
 mod verdict;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use events::ReapEvent;
 pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
@@ -181,9 +188,11 @@ impl ReapReport {
 pub struct RootReap {
     /// The root.
     pub path: PathBuf,
-    /// Removed entries (in a dry run: those that would be).
+    /// Removed entries (in a dry run: those that would be); empty when the
+    /// policy keeps no records ([`PolicyBuilder::records`]).
     pub removed: Vec<Removed>,
-    /// Entries left, with the reason.
+    /// Entries left, with the reason; empty when the policy keeps no
+    /// records.
     pub skipped: Vec<Skipped>,
     /// Entries that should have gone but could not be removed (fully).
     pub errors: Vec<ReapError>,
@@ -198,6 +207,78 @@ pub struct RootReap {
     /// a watermark under pressure): what it asked for and whether it was
     /// reached when the reap ended; `None` without one.
     pub target: Option<TargetOutcome>,
+    /// [`removed`](Self::removed) and [`skipped`](Self::skipped) summed,
+    /// kept also when the reap keeps no record per entry
+    /// ([`PolicyBuilder::records`]).
+    pub counts: ReapCounts,
+}
+
+/// What a reap of one root removed and left, summed as it happens: what a
+/// summary needs, without a record per entry.
+///
+/// ```
+/// use sandkeeper::reap::{Policy, Reaper};
+/// # let root = sandkeeper::Sandbox::new()?;
+/// # std::fs::create_dir(root.path().join("app-1"))?;
+/// let policy = Policy::builder().matching("app-*").dry_run(true).records(false).build()?;
+/// let report = Reaper::new(policy).reap(&[root.path()])?;
+/// let counts = &report.roots[0].counts;
+/// assert!(report.roots[0].skipped.is_empty());
+/// // Young (in the grace period), or unknown where processes are hidden.
+/// assert!(counts.skipped >= 1);
+/// assert_eq!(counts.skipped_by_reason.values().map(|t| t.entries).sum::<u64>(), counts.skipped);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReapCounts {
+    /// Entries removed (in a dry run: that would be).
+    pub removed: u64,
+    /// Entries left in place.
+    pub skipped: u64,
+    /// The removed entries by family pattern.
+    pub removed_by_family: BTreeMap<Arc<str>, Tally>,
+    /// The entries left by reason ([`KeepReason::as_str`]).
+    pub skipped_by_reason: BTreeMap<&'static str, Tally>,
+}
+
+/// A number of entries and their disk usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tally {
+    /// Entries.
+    pub entries: u64,
+    /// Their disk usage in bytes (as scanned).
+    pub disk_bytes: u64,
+}
+
+impl Tally {
+    fn add(&mut self, disk_bytes: u64) {
+        self.entries += 1;
+        self.disk_bytes = self.disk_bytes.saturating_add(disk_bytes);
+    }
+}
+
+impl ReapCounts {
+    fn removed(&mut self, r: &Removed) {
+        self.removed += 1;
+        match self.removed_by_family.get_mut(&*r.pattern) {
+            Some(t) => t.add(r.disk_bytes),
+            None => {
+                let mut t = Tally::default();
+                t.add(r.disk_bytes);
+                self.removed_by_family.insert(Arc::clone(&r.pattern), t);
+            }
+        }
+    }
+
+    fn skipped(&mut self, s: &Skipped) {
+        self.skipped += 1;
+        self.skipped_by_reason
+            .entry(s.reason.as_str())
+            .or_default()
+            .add(s.disk_bytes);
+    }
 }
 
 /// How a reap's free-space target ended in one root.
@@ -355,10 +436,19 @@ impl Reaper {
         let mut decided = Vec::with_capacity(roots.len());
         for root in roots {
             let mut decisions = flat::Decisions::new(&self.policy, started_ms);
-            let report = self
-                .scanner
-                .scan_root_with(root, &inuse, &mut |e| decisions.add(e))?;
-            decisions.finish();
+            let (report, streamed) =
+                self.scanner
+                    .scan_root_streamed(root, &inuse, &mut |step| match step {
+                        scan::Streaming::Start { names, families } => {
+                            decisions.start(names, families)
+                        }
+                        scan::Streaming::Entry {
+                            index,
+                            family,
+                            entry,
+                        } => decisions.add(index, family, entry),
+                    })?;
+            decisions.finish(streamed.names, streamed.patterns);
             reports.push(report);
             decided.push(decisions);
         }
@@ -404,7 +494,9 @@ impl Reaper {
                 freed_bytes: 0,
                 quarantine_finished: 0,
                 target: None,
+                counts: ReapCounts::default(),
             },
+            self.policy.records,
             on_event,
         );
         if !self.policy.dry_run && !self.policy.stop_requested() {
@@ -414,15 +506,20 @@ impl Reaper {
         // reasons are told again from the compact records when their
         // batch comes.
         let mut candidates: Vec<u32> = Vec::new();
+        let reap_count = (0..decisions.len())
+            .filter(|&i| matches!(decisions.verdict(i), Some(Verdict::Reap(_))))
+            .count();
+        candidates.reserve_exact(reap_count);
         for i in 0..decisions.len() {
             match decisions.verdict(i) {
-                Verdict::Reap(_) => candidates.push(i as u32),
-                Verdict::Keep(reason) => result.kept(decisions.skipped(&path, i, reason)),
+                Some(Verdict::Reap(_)) => candidates.push(i as u32),
+                Some(Verdict::Keep(reason)) => result.kept(decisions.skipped(&path, i, reason)),
+                None => {}
             }
         }
         // Oldest first, so a free-space target takes the stalest; entries
         // kept on purpose (taken only under pressure) after all others.
-        candidates.sort_by_key(|&i| decisions.removal_key(i as usize));
+        candidates.sort_unstable_by_key(|&i| decisions.removal_key(i as usize));
         let target = Target::of(&self.policy, &report.filesystem);
         // Measured afresh: an earlier root on the same filesystem, or
         // another reaper, may have freed space since the scan.
@@ -449,7 +546,7 @@ impl Reaper {
                     free.bytes = free.bytes.saturating_add(disk_bytes);
                     free.inodes = free.inodes.saturating_add(items.max(1));
                     target_met = target.is_some_and(|t| t.met(free));
-                    if let Verdict::Reap(reason) = decisions.verdict(i) {
+                    if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
                         result.removed(decisions.removed(&path, i, reason));
                     }
                 }
@@ -460,8 +557,8 @@ impl Reaper {
             let entries: Vec<(Entry, ReapReason)> = batch
                 .iter()
                 .filter_map(|&i| match decisions.verdict(i as usize) {
-                    Verdict::Reap(reason) => Some((decisions.entry(i as usize), reason)),
-                    Verdict::Keep(_) => None,
+                    Some(Verdict::Reap(reason)) => Some((decisions.entry(i as usize), reason)),
+                    _ => None,
                 })
                 .collect();
             self.reap_batch(dir, &path, &entries, target, &mut target_met, &mut result)?;

@@ -128,6 +128,9 @@ pub struct Policy {
     pub(crate) pressure: bool,
     pub(crate) max_keep: Duration,
     pub(crate) stop: Option<Arc<AtomicBool>>,
+    /// Whether the report keeps one record per entry (`records(false)`
+    /// clears it).
+    pub(crate) records: bool,
 }
 
 impl Policy {
@@ -217,6 +220,7 @@ pub struct PolicyBuilder {
     pressure: bool,
     max_keep: Duration,
     stop: Option<Arc<AtomicBool>>,
+    records: bool,
 }
 
 impl Default for PolicyBuilder {
@@ -232,6 +236,7 @@ impl Default for PolicyBuilder {
             pressure: false,
             max_keep: DEFAULT_MAX_KEEP,
             stop: None,
+            records: true,
         }
     }
 }
@@ -302,6 +307,17 @@ impl PolicyBuilder {
     /// same as a real run's.
     pub fn dry_run(&mut self, yes: bool) -> &mut Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Whether the report keeps one record per entry (default `true`):
+    /// with `false`, [`RootReap::removed`](super::RootReap::removed) and
+    /// [`RootReap::skipped`](super::RootReap::skipped) stay empty, and
+    /// memory stays flat in the number of entries; every decision, removal
+    /// and event is the same, and [`RootReap::counts`](super::RootReap::counts)
+    /// sums them either way (what a summary prints).
+    pub fn records(&mut self, yes: bool) -> &mut Self {
+        self.records = yes;
         self
     }
 
@@ -381,6 +397,7 @@ impl PolicyBuilder {
             pressure: self.pressure,
             max_keep: self.max_keep,
             stop: self.stop.clone(),
+            records: self.records,
         })
     }
 }

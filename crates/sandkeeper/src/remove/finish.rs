@@ -79,9 +79,10 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
 /// quarantines, or a directory left as its own (checked further when
 /// opened).
 pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
-    quarantine::list(parent).map_or(true, |names| {
-        names.iter().any(|n| {
-            quarantine::is_quarantine(n.as_bytes()) || quarantine::is_own_pending(n.as_bytes())
-        })
+    // Only such names are kept as `parent` is read: a root of a million
+    // entries is not copied name by name.
+    quarantine::list_where(parent, |n| {
+        quarantine::is_quarantine(n) || quarantine::is_own_pending(n)
     })
+    .map_or(true, |names| !names.is_empty())
 }

@@ -157,8 +157,9 @@ fn fresh_name(euid: u32) -> CString {
 /// (those of the right form; [`Quarantine::open_existing`] checks the
 /// rest on the opened directory).
 pub(crate) fn candidates(parent: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
-    let mut names = list(parent)?;
-    names.retain(|n| is_quarantine(n.as_bytes()));
+    // Kept as the directory is read: a root of a million entries is not
+    // copied name by name first.
+    let mut names = list_where(parent, is_quarantine)?;
     names.sort();
     Ok(names)
 }
@@ -495,6 +496,14 @@ pub(crate) fn tidy(parent: BorrowedFd<'_>) {
 
 /// The names in the directory `dir`, without `.` and `..`.
 pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
+    list_where(dir, |_| true)
+}
+
+/// The names in `dir` (but `.` and `..`) for which `keep` is true.
+pub(crate) fn list_where(
+    dir: BorrowedFd<'_>,
+    keep: fn(&[u8]) -> bool,
+) -> Result<Vec<CString>, Errno> {
     let fd = rustix::fs::openat(
         dir,
         c".",
@@ -505,9 +514,10 @@ pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     let mut buf = Vec::with_capacity(16 * 1024);
     let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
     while let Some(entry) = iter.next() {
-        let name = entry?.file_name().to_owned();
-        if !fs_at::is_dot(name.to_bytes()) {
-            names.push(name);
+        let entry = entry?;
+        let name = entry.file_name();
+        if !fs_at::is_dot(name.to_bytes()) && keep(name.to_bytes()) {
+            names.push(name.to_owned());
         }
     }
     Ok(names)

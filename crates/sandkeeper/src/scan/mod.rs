@@ -67,7 +67,7 @@ use crate::inuse::{InUse, InUseOptions};
 use crate::lease::{self, Look, RecordState};
 use crate::root::Root;
 use crate::walk::{self, FileKind, WalkState};
-use names::Names;
+pub(crate) use names::Names;
 use state::Facts;
 
 /// A progress callback: `(entries started, entries in all)`.
@@ -281,10 +281,13 @@ impl Scanner {
     /// As [`scan_roots`](Self::scan_roots).
     pub fn scan_root(&self, root: &Root, inuse: &InUse) -> Result<RootReport> {
         if self.drop_entries {
-            return self.scan_root_each(root, inuse, false, &mut |_| {});
+            return Ok(self.scan_root_each(root, inuse, false, &mut |_| {})?.0);
         }
         let mut entries = Vec::new();
-        let mut report = self.scan_root_each(root, inuse, true, &mut |e| entries.push(e))?;
+        let (mut report, _) = self.scan_root_each(root, inuse, true, &mut |step| match step {
+            Streaming::Start { names, .. } => entries.reserve_exact(names),
+            Streaming::Entry { entry, .. } => entries.push(entry),
+        })?;
         report.entries = entries;
         Ok(report)
     }
@@ -325,21 +328,45 @@ impl Scanner {
         inuse: &InUse,
         on_entry: &mut dyn FnMut(Entry),
     ) -> Result<RootReport> {
-        self.scan_root_each(root, inuse, false, on_entry)
+        let (report, _) = self.scan_root_each(root, inuse, false, &mut |step| {
+            if let Streaming::Entry { entry, .. } = step {
+                on_entry(entry);
+            }
+        })?;
+        Ok(report)
+    }
+
+    /// As [`scan_root_with`](Self::scan_root_with), for a caller that
+    /// keeps something per entry (the reaper): `on_step` is told how many
+    /// names were listed and how many families they form before the first
+    /// entry ([`Streaming::Start`]), then gets each entry with its number
+    /// among the names (vanished ones leave gaps) and its family's number
+    /// ([`Streaming::Entry`]); and the names and the families' patterns
+    /// come back when the scan ends, so that the caller needs no copy of
+    /// its own.
+    pub(crate) fn scan_root_streamed(
+        &self,
+        root: &Root,
+        inuse: &InUse,
+        on_step: &mut dyn FnMut(Streaming),
+    ) -> Result<(RootReport, Streamed)> {
+        self.scan_root_each(root, inuse, false, on_step)
     }
 
     /// The scan of one root: names listed once into one buffer and sorted,
     /// families computed from the names, then the entries walked
     /// [`CHUNK`] at a time (in parallel within a chunk) and handed to
     /// `on_entry` in name order; `members`: whether the families list
-    /// their members (indexes in the order of `on_entry`'s calls).
+    /// their members (indexes in the order of the entries given). See
+    /// [`scan_root_streamed`](Self::scan_root_streamed) for `on_step` and
+    /// what comes back besides the report.
     fn scan_root_each(
         &self,
         root: &Root,
         inuse: &InUse,
         members: bool,
-        on_entry: &mut dyn FnMut(Entry),
-    ) -> Result<RootReport> {
+        on_step: &mut dyn FnMut(Streaming),
+    ) -> Result<(RootReport, Streamed)> {
         let path = root.path().to_owned();
         let dir = root.fd();
         let filesystem = Filesystem::of(dir)
@@ -379,6 +406,10 @@ impl Scanner {
         let mut links = walk::HardLinks::new();
         let started = AtomicUsize::new(0);
         let mut given = 0usize;
+        on_step(Streaming::Start {
+            names: names.len(),
+            families: families.len(),
+        });
         let mut chunk: Vec<&OsStr> = Vec::with_capacity(CHUNK.min(names.len()));
         for first in (0..names.len()).step_by(CHUNK) {
             chunk.clear();
@@ -401,22 +432,29 @@ impl Scanner {
                     tally.add(&entry.pattern, key, entry.disk_bytes);
                 }
                 given += 1;
-                on_entry(entry);
+                on_step(Streaming::Entry {
+                    index: first + i,
+                    family: families.family_of(first + i),
+                    entry,
+                });
             }
         }
+        drop(chunk);
+        let patterns = families.patterns();
         let mut groups = families.into_groups();
         let mut creators = tally.into_families();
         for g in &mut groups {
             g.creators = creators.remove(g.pattern.as_str()).map(Box::new);
         }
-        Ok(RootReport {
+        let report = RootReport {
             path,
             filesystem,
             totals,
             groups,
             entries: Vec::new(),
             warnings,
-        })
+        };
+        Ok((report, Streamed { names, patterns }))
     }
 
     /// Walks and classifies the entries `names` (one chunk) of the pass's
@@ -585,6 +623,30 @@ impl Scanner {
         }
         entries
     }
+}
+
+/// What a streamed scan of one root tells as it goes
+/// ([`Scanner::scan_root_streamed`]). Not boxed: an entry is moved
+/// through once, and a box would be one more allocation per entry.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Streaming {
+    /// Before the first entry: how many names were listed, and how many
+    /// families they form.
+    Start { names: usize, families: usize },
+    /// An entry, name number `index`, of family number `family`.
+    Entry {
+        index: usize,
+        family: u32,
+        entry: Entry,
+    },
+}
+
+/// What a streamed scan of one root hands back besides its report
+/// ([`Scanner::scan_root_streamed`]): the names, sorted, and each
+/// family's pattern by number.
+pub(crate) struct Streamed {
+    pub(crate) names: Names,
+    pub(crate) patterns: Vec<Arc<str>>,
 }
 
 /// Entries walked at a time: what is held per entry while it is walked

@@ -334,6 +334,21 @@ impl Families {
         Arc::clone(&self.patterns[n])
     }
 
+    /// How many families (members or not).
+    pub(crate) fn len(&self) -> usize {
+        self.patterns.len()
+    }
+
+    /// The family number of name `i`.
+    pub(crate) fn family_of(&self, i: usize) -> u32 {
+        self.of[i]
+    }
+
+    /// Each family's pattern, by number.
+    pub(crate) fn patterns(&self) -> Vec<Arc<str>> {
+        self.patterns.clone()
+    }
+
     /// The families that have members, biggest (disk usage) first, then by
     /// pattern.
     pub(crate) fn into_groups(self) -> Vec<Group> {

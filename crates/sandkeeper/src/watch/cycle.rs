@@ -23,7 +23,7 @@ use crate::root::{Root, UserDirs};
 use crate::scan::Scanner;
 
 /// How roots are reaped.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReapOptions {
     /// Decide and report; remove nothing.
@@ -45,10 +45,30 @@ pub struct ReapOptions {
     /// per family ([`Scanner::origins`]): what the metrics' creator label
     /// needs; [`Watcher`](super::Watcher) turns it on with its metrics.
     pub origins: bool,
+    /// Whether the reports keep one record per entry (default `true`; see
+    /// [`PolicyBuilder::records`](crate::reap::PolicyBuilder::records)):
+    /// `watch` counts and logs from them, `reap` without `--json` or
+    /// `--verbose` needs only the counts.
+    pub records: bool,
+}
+
+impl Default for ReapOptions {
+    fn default() -> ReapOptions {
+        ReapOptions {
+            dry_run: false,
+            ignore_pids: Vec::new(),
+            trust_pid_namespace: false,
+            assume_unseen_free: false,
+            stop: None,
+            origins: false,
+            records: true,
+        }
+    }
 }
 
 impl ReapOptions {
-    /// The defaults: a real reap, nobody vouched for, no trust, no stop.
+    /// The defaults: a real reap, nobody vouched for, no trust, no stop,
+    /// a record per entry.
     pub fn new() -> ReapOptions {
         ReapOptions::default()
     }
@@ -136,7 +156,8 @@ pub fn policy(root: &RootConfig, pressure: Option<Pressure>, opts: &ReapOptions)
     let mut b = Policy::builder();
     b.grace(root.grace)
         .max_keep(root.max_keep)
-        .dry_run(opts.dry_run);
+        .dry_run(opts.dry_run)
+        .records(opts.records);
     if let Some(age) = root.orphan_age {
         b.older_than(age);
     }
