@@ -124,20 +124,8 @@ pub(crate) fn capture(pid: u32, pidfd: Option<OwnedFd>) -> Creator {
         return gone;
     };
     let dir = dir.as_fd();
-    let (argv, argv_truncated) = argv_of(dir);
-    let ppid = ppid_of(dir);
-    let mut p = Process {
-        pid,
-        exe: link(dir, "exe"),
-        argv,
-        argv_truncated,
-        cwd: link(dir, "cwd"),
-        uid: uid_of(dir),
-        cgroup: cgroup_of(dir),
-        ppid,
-        parent_argv: Vec::new(),
-    };
-    if let Some(ppid) = ppid.filter(|p| *p > 0) {
+    let mut p = read_process(pid, dir, argv_of(dir));
+    if let Some(ppid) = p.ppid.filter(|p| *p > 0) {
         p.parent_argv = parent_argv(pid, dir, ppid);
     }
     if exited(pidfd.as_fd()) || p.argv.is_empty() && p.exe.is_none() {
@@ -177,8 +165,23 @@ pub(crate) fn this_process(argv: Vec<String>) -> Process {
         };
     };
     let dir = dir.as_fd();
-    let ppid = ppid_of(dir);
-    let (argv, argv_truncated) = bound_argv(argv);
+    let mut p = read_process(pid, dir, bound_argv(argv));
+    p.parent_argv = p
+        .ppid
+        .filter(|p| *p > 0)
+        .and_then(proc_dir)
+        .map(|d| argv_of(d.as_fd()).0)
+        .unwrap_or_default();
+    p
+}
+
+/// The process `pid` as its `/proc` directory `dir` shows it, with `argv`
+/// (and whether it was cut) as given; no parent argv yet.
+fn read_process(
+    pid: u32,
+    dir: BorrowedFd<'_>,
+    (argv, argv_truncated): (Vec<String>, bool),
+) -> Process {
     Process {
         pid,
         exe: link(dir, "exe"),
@@ -187,11 +190,7 @@ pub(crate) fn this_process(argv: Vec<String>) -> Process {
         cwd: link(dir, "cwd"),
         uid: uid_of(dir),
         cgroup: cgroup_of(dir),
-        ppid,
-        parent_argv: ppid
-            .filter(|p| *p > 0)
-            .and_then(proc_dir)
-            .map(|d| argv_of(d.as_fd()).0)
-            .unwrap_or_default(),
+        ppid: ppid_of(dir),
+        parent_argv: Vec::new(),
     }
 }

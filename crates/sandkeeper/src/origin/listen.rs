@@ -559,13 +559,7 @@ fn handle_event(
             c.vanished.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let origin = Origin {
-            v: 1,
-            ino,
-            recorded_ms: super::now_ms(),
-            by: Recorder::Watch,
-            creator,
-        };
+        let origin = Origin::now(ino, Recorder::Watch, creator);
         batch.pending.push((name.as_bytes().to_vec(), born, origin));
         return;
     }

@@ -349,13 +349,7 @@ fn store_one(
     by: Recorder,
     creator: Creator,
 ) -> Result<Written, Errno> {
-    let origin = Origin {
-        v: 1,
-        ino,
-        recorded_ms: now_ms(),
-        by,
-        creator,
-    };
+    let origin = Origin::now(ino, by, creator);
     let (now, born) = store::identity(fd.as_fd())?;
     if now != ino {
         return Err(Errno::NOENT);
@@ -373,13 +367,7 @@ fn write_fd(
     by: Recorder,
     creator: Creator,
 ) -> Result<Written, Errno> {
-    let origin = Origin {
-        v: 1,
-        ino,
-        recorded_ms: now_ms(),
-        by,
-        creator,
-    };
+    let origin = Origin::now(ino, by, creator);
     match rustix::fs::setxattr(fd_path(fd), XATTR, &origin.encode(), XattrFlags::CREATE) {
         Ok(()) => Ok(Written::Recorded),
         Err(Errno::EXIST) => Ok(Written::AlreadyRecorded),
@@ -400,13 +388,7 @@ pub fn record_run(dir: BorrowedFd<'_>, path: &Path, command: &[impl AsRef<OsStr>
         .map(|a| String::from_utf8_lossy(a.as_ref().as_bytes()).into_owned())
         .collect();
     let creator = Creator::Process(capture::this_process(argv));
-    let origin = Origin {
-        v: 1,
-        ino: st.st_ino,
-        recorded_ms: now_ms(),
-        by: Recorder::Run,
-        creator,
-    };
+    let origin = Origin::now(st.st_ino, Recorder::Run, creator);
     match rustix::fs::fsetxattr(dir, XATTR, &origin.encode(), XattrFlags::CREATE) {
         Ok(()) => true,
         Err(Errno::OPNOTSUPP) => run_to_store(path, st.st_ino, origin).unwrap_or(false),

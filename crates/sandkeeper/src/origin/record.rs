@@ -123,6 +123,17 @@ pub(crate) fn bound_argv(argv: Vec<String>) -> (Vec<String>, bool) {
 }
 
 impl Origin {
+    /// A version-1 record of `creator` for the inode `ino`, made now by `by`.
+    pub(super) fn now(ino: u64, by: Recorder, creator: Creator) -> Origin {
+        Origin {
+            v: 1,
+            ino,
+            recorded_ms: super::now_ms(),
+            by,
+            creator,
+        }
+    }
+
     /// Re-applies the bounds to every field (a decoded record is hostile
     /// too: only root can write it, but a tool may have copied it).
     fn bounded(mut self) -> Origin {
