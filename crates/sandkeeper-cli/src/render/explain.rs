@@ -97,7 +97,7 @@ pub fn text(
             let _ = writeln!(out, "  lease: none (an unmanaged entry)");
         }
     }
-    if let Some(o) = super::origin::of(super::origin::open(report).as_ref(), &e.name) {
+    if let Some(o) = super::origin::of(super::origin::open(report).as_ref(), e) {
         super::origin::detail(&mut out, &o);
     }
     let _ = writeln!(

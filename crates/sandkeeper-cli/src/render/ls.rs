@@ -165,7 +165,7 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         }
         if let Some(o) = roots
             .get(root)
-            .and_then(|r| super::origin::of(r.as_ref(), &e.name))
+            .and_then(|r| super::origin::of(r.as_ref(), e))
         {
             notes.push(format!("made by {}", super::origin::line(&o)));
         }
@@ -276,7 +276,7 @@ pub fn json(report: &Report) -> String {
             );
             if let Some(origin) = roots_opened
                 .get(root)
-                .and_then(|r| super::origin::of(r.as_ref(), &e.name))
+                .and_then(|r| super::origin::of(r.as_ref(), e))
             {
                 o.insert("origin".into(), json!(origin));
             }

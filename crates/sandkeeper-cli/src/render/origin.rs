@@ -2,11 +2,9 @@
 //! recorded it. Every field is text a user's process chose: escaped and
 //! bounded here; origins are shown, never used to decide.
 
-use std::ffi::OsStr;
-
 use sandkeeper::origin::{self, Creator, Origin};
 use sandkeeper::root::Root;
-use sandkeeper::scan::{CreatorKey, Creators, RootReport};
+use sandkeeper::scan::{CreatorKey, Creators, Entry, RootReport};
 
 use super::escape::Untrusted;
 
@@ -17,18 +15,23 @@ const FIELD: usize = 60;
 /// The most creators named per family; the rest are counted.
 const PER_FAMILY: usize = 3;
 
-/// The root of `report`, opened again to read origins (`None`: it cannot
-/// be, or the caller is not root and could not read `trusted.*` anyway).
+/// The root of `report`, opened again to read origins (`None`: the scan
+/// read them already, the root cannot be opened, or the caller is not
+/// root and could not read `trusted.*` anyway).
 pub fn open(report: &RootReport) -> Option<Root> {
-    if !rustix::process::geteuid().is_root() {
+    if report.origins_read || !rustix::process::geteuid().is_root() {
         return None;
     }
     Root::open_exact(&report.path).ok()
 }
 
-/// The origin of the entry `name` of `root`.
-pub fn of(root: Option<&Root>, name: &OsStr) -> Option<Origin> {
-    origin::read(root?.fd(), name)
+/// The origin of the entry `e`: as the scan read it, else read from
+/// `root` (see [`open`]).
+pub fn of(root: Option<&Root>, e: &Entry) -> Option<Origin> {
+    match &e.origin {
+        Some(o) => Some((**o).clone()),
+        None => origin::read(root?.fd(), &e.name),
+    }
 }
 
 fn text(s: &str) -> String {

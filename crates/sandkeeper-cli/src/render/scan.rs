@@ -164,7 +164,7 @@ fn entry_lines(
         if verbose {
             notes.push(escape::line(&e.reason.to_string()).into_owned());
         }
-        if let Some(o) = super::origin::of(opened, &e.name) {
+        if let Some(o) = super::origin::of(opened, e) {
             notes.push(format!("made by {}", super::origin::line(&o)));
         }
         if !notes.is_empty() {

@@ -105,10 +105,14 @@ impl Serialize for RootJson<'_> {
         let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
         m.serialize_entry("groups", &groups)?;
         if self.entries {
-            // Origins (optional, `docs/origins.md`): read per entry through
-            // the root opened again, never by a path below it.
+            // Origins (optional, `docs/origins.md`): as the scan read them;
+            // for a scan that did not, read per entry through the root
+            // opened again, never by a path below it.
             #[cfg(target_os = "linux")]
-            let opened = crate::root::Root::open_exact(&root.path).ok();
+            let opened = match root.origins_read {
+                true => None,
+                false => crate::root::Root::open_exact(&root.path).ok(),
+            };
             #[cfg(target_os = "linux")]
             let fd = opened.as_ref().map(crate::root::Root::fd);
             #[cfg(not(target_os = "linux"))]
@@ -247,7 +251,9 @@ impl Serialize for EntryJson<'_> {
             &e.kept_until(self.1, crate::reap::DEFAULT_MAX_KEEP),
         )?;
         #[cfg(target_os = "linux")]
-        if let Some(origin) = self.2.and_then(|fd| crate::origin::read(fd, &e.name)) {
+        if let Some(origin) = e.origin.as_deref() {
+            m.serialize_entry("origin", origin)?;
+        } else if let Some(origin) = self.2.and_then(|fd| crate::origin::read(fd, &e.name)) {
             m.serialize_entry("origin", &origin)?;
         }
         m.end()

@@ -531,6 +531,8 @@ impl<'p> Decisions<'p> {
             sockets: Vec::new(),
             lease: None,
             lease_invalid: false,
+            #[cfg(target_os = "linux")]
+            origin: None,
             unreadable: 0,
             mount_points: Vec::new(),
         }
@@ -655,6 +657,8 @@ mod tests {
             sockets: Vec::new(),
             lease: None,
             lease_invalid: false,
+            #[cfg(target_os = "linux")]
+            origin: None,
             unreadable: 0,
             mount_points: Vec::new(),
         }
@@ -745,6 +749,7 @@ mod tests {
             groups,
             entries: entries.clone(),
             warnings: Vec::new(),
+            origins_read: false,
         };
         let mut policies = Vec::new();
         let mut b = Policy::builder();

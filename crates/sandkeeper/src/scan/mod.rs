@@ -425,11 +425,12 @@ impl Scanner {
             };
             let examined = self.examine(&pass, &chunk, &mut links, &mut warnings);
             self.check_stop(&path)?;
-            for (i, mut entry, creator) in examined {
+            for (i, mut entry) in examined {
                 totals.add(&entry);
                 entry.pattern = families.add(first + i, &entry, members.then_some(given));
-                if let Some(key) = creator {
-                    tally.add(&entry.pattern, key, entry.disk_bytes);
+                #[cfg(target_os = "linux")]
+                if let Some(o) = &entry.origin {
+                    tally.add(&entry.pattern, CreatorKey::of(o), entry.disk_bytes);
                 }
                 given += 1;
                 on_step(Streaming::Entry {
@@ -453,21 +454,21 @@ impl Scanner {
             groups,
             entries: Vec::new(),
             warnings,
+            origins_read: origins.is_some(),
         };
         Ok((report, Streamed { names, patterns }))
     }
 
     /// Walks and classifies the entries `names` (one chunk) of the pass's
-    /// directory; gives them back with their indexes in `names` and their
-    /// creators (when origins are read), in order, without those that
-    /// vanished.
+    /// directory; gives them back with their indexes in `names` (and
+    /// their origins, when read), in order, without those that vanished.
     fn examine(
         &self,
         pass: &Pass<'_>,
         names: &[&OsStr],
         links: &mut walk::HardLinks,
         warnings: &mut Vec<String>,
-    ) -> Vec<(usize, Entry, Option<CreatorKey>)> {
+    ) -> Vec<(usize, Entry)> {
         let Pass {
             root,
             dir,
@@ -484,7 +485,7 @@ impl Scanner {
         // the walk reaches the entry itself.
         let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
         // Each entry's creator, read on the walking threads too.
-        let creators: Vec<OnceLock<CreatorKey>> = match origins {
+        let mut origins_read: Vec<OnceLock<ReadOrigin>> = match origins {
             Some(_) => names.iter().map(|_| OnceLock::new()).collect(),
             None => Vec::new(),
         };
@@ -507,11 +508,8 @@ impl Scanner {
                 }
                 let _ = probes[i].set(probe_entry(dir, root, names[i], v, locks));
                 #[cfg(target_os = "linux")]
-                if let Some(key) = origins
-                    .and_then(|r| r.read(names[i]))
-                    .map(|o| CreatorKey::of(&o))
-                {
-                    let _ = creators[i].set(key);
+                if let Some(o) = origins.and_then(|r| r.read(names[i])) {
+                    let _ = origins_read[i].set(o);
                 }
                 if v.is_mount_point() {
                     // In use by definition; never entered (the mounted
@@ -617,13 +615,20 @@ impl Scanner {
                     lease_invalid: probed.lease_invalid,
                     unreadable: usage.error_count,
                     mount_points: usage.mount_points,
+                    #[cfg(target_os = "linux")]
+                    origin: origins_read.get_mut(i).and_then(|o| o.take()).map(Box::new),
                 },
-                creators.get(i).and_then(|c| c.get().cloned()),
             ));
         }
         entries
     }
 }
+
+/// An entry's origin as the walk reads it (none off Linux).
+#[cfg(target_os = "linux")]
+type ReadOrigin = crate::origin::Origin;
+#[cfg(not(target_os = "linux"))]
+type ReadOrigin = ();
 
 /// What a streamed scan of one root tells as it goes
 /// ([`Scanner::scan_root_streamed`]). Not boxed: an entry is moved

@@ -65,6 +65,10 @@ pub struct RootReport {
     pub entries: Vec<Entry>,
     /// Entries that vanished or could not be read during the scan.
     pub warnings: Vec<String>,
+    /// Whether each entry's origin was read during the scan
+    /// ([`Scanner::origins`](super::Scanner::origins), as root): then
+    /// [`Entry::origin`] is the answer, and renderers need not ask again.
+    pub origins_read: bool,
 }
 
 /// Sums over a set of entries.
@@ -212,6 +216,11 @@ pub struct Entry {
     pub unreadable: u64,
     /// Mount points inside that were not descended.
     pub mount_points: Vec<PathBuf>,
+    /// Who made it, as `watch` or `sandkeeper run` recorded it, when the
+    /// scan read origins ([`RootReport::origins_read`]; boxed: most
+    /// entries have none).
+    #[cfg(target_os = "linux")]
+    pub origin: Option<Box<crate::origin::Origin>>,
 }
 
 impl Entry {
