@@ -165,6 +165,13 @@ fn push_name(names: &mut Vec<u8>, name: &CStr) -> (usize, usize) {
 }
 
 /// The path of directory `at` relative to the entry.
+/// Why a listing stops at `name` in the directory `at`: a mount point
+/// (never entered; the entry is kept).
+fn mount_point_inside(dirs: &[Dir], names: &[u8], at: usize, name: &CStr) -> Stop {
+    let path = path_of(dirs, names, at).join(OsStr::from_bytes(name.to_bytes()));
+    Stop::Kept(format!("a mount point inside ({})", path.display()))
+}
+
 fn path_of(dirs: &[Dir], names: &[u8], at: usize) -> PathBuf {
     let mut chain = Vec::new();
     let mut i = at;
@@ -350,11 +357,7 @@ fn list_dir(
         match meta {
             Some(meta) if !meta.is_dir() => {
                 if !fence.admits(&meta) {
-                    let path = path_of(dirs, names, at).join(OsStr::from_bytes(name.to_bytes()));
-                    return Some(Stop::Kept(format!(
-                        "a mount point inside ({})",
-                        path.display()
-                    )));
+                    return Some(mount_point_inside(dirs, names, at, name));
                 }
                 let seen = Seen {
                     id: (meta.id.dev, meta.id.ino),
@@ -381,14 +384,7 @@ fn list_dir(
                 }
                 let (sub, st) = match fs_at::open_dir_stat(fd, name, ATIME, fence, NO_STATX) {
                     Ok(Opened::Dir(sub, st)) => (sub, st),
-                    Ok(Opened::Fenced) => {
-                        let path =
-                            path_of(dirs, names, at).join(OsStr::from_bytes(name.to_bytes()));
-                        return Some(Stop::Kept(format!(
-                            "a mount point inside ({})",
-                            path.display()
-                        )));
-                    }
+                    Ok(Opened::Fenced) => return Some(mount_point_inside(dirs, names, at, name)),
                     // Not a directory any more, unreadable, out of
                     // descriptors, …: the two walks decide.
                     Err(_) => return Some(Stop::Unlisted),
