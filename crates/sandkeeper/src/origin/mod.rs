@@ -253,7 +253,9 @@ impl<'a> Reader<'a> {
         if let Some(stored) = &self.stored {
             return stored.get(name, fd.as_fd());
         }
-        let mut buf = vec![0u8; MAX_RECORD];
+        // On the stack: most entries have no record, and this runs once per
+        // entry on the scan's walking threads.
+        let mut buf = [0u8; MAX_RECORD];
         let n = match direct {
             true => rustix::fs::fgetxattr(&fd, XATTR, &mut buf[..]),
             false => rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]),
