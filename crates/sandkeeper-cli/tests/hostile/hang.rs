@@ -397,6 +397,32 @@ fn inner_process_on_a_hung_mount() {
     drop(fuse);
 }
 
+/// Waits (at most `limit`) until a thread of `pid` that its cycle waits
+/// for (the main thread or a walker: named as the process, unlike the
+/// `sandkeeper-*` helpers a cycle may abandon) sits in a FUSE request.
+fn wait_for_cycle_stuck(pid: u32, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let stuck = fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|task| {
+                let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                let stack = fs::read_to_string(task.path().join("stack")).unwrap_or_default();
+                comm.trim() == "sandkeeper" && stack.contains("fuse")
+            });
+        if stuck {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no thread of watch ({pid}) that its cycle waits for is in a FUSE request"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn sigterm_stops_watch_while_a_system_call_is_stuck() {
     run_in_pid_namespace(
@@ -440,8 +466,13 @@ fn inner_sigterm_while_stuck() {
     );
     wait_until_handled(watch.pid(), 15);
     fuse.hang();
-    // Stuck: a request of watch's waits for the dead server.
+    // Stuck: a request of watch's waits for the dead server, and it is
+    // one its cycle waits for. The connection's `waiting` count alone
+    // also counts a RELEASEDIR sent in the background when a directory
+    // is closed, which nobody waits for: a SIGTERM then finds watch
+    // asleep between cycles and it stops cleanly (status 0).
     fuse.wait_for_waiting(Duration::from_secs(20));
+    wait_for_cycle_stuck(watch.pid(), Duration::from_secs(20));
     let pid = rustix::process::Pid::from_raw(watch.pid() as i32).unwrap();
     let sent = Instant::now();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
