@@ -368,6 +368,12 @@ impl Quarantine {
         self.fd.as_fd()
     }
 
+    /// What `statx` said of it when it was opened (its device and mount
+    /// are those of its descriptor for good).
+    pub(crate) fn meta(&self) -> &Meta {
+        &self.st
+    }
+
     /// Its name in the parent.
     pub(crate) fn name(&self) -> &CStr {
         &self.name

@@ -3,7 +3,10 @@
 //! [`Quarantined::list`] walks the entry where it waits in the quarantine
 //! and keeps, in memory, what it met: every name, each directory open (its
 //! descriptor, device and inode from `fstat` on that descriptor), each
-//! other inode's identity from `statx`. It shows the caller every inode
+//! other inode's identity: the directory's device and the entry's `d_ino`
+//! on the filesystems where that is what `stat` reports (tmpfs, ext2/3/4,
+//! xfs, btrfs; not when bytes are counted, which needs each file's
+//! blocks), else from `statx` of the name. It shows the caller every inode
 //! (the caller's in-use check: [`Seen`]), and only when the caller found
 //! nothing on any of them and the whole entry was listed is the
 //! [`Listing`] handed out, ready to be deleted from memory
@@ -134,6 +137,15 @@ struct Dir {
     files: (usize, usize),
 }
 
+/// What the listing tells of anything but a directory, from its directory
+/// entry or a `statx` of its name.
+struct Other {
+    id: (u64, u64),
+    kind: FileType,
+    disk: u64,
+    nlink: u64,
+}
+
 /// Anything but a directory, listed in its directory.
 struct File {
     name: (usize, usize),
@@ -259,13 +271,15 @@ fn walk(
     // it (as the check walk asked of the name in the quarantine).
     let qdir = q.dir();
     let unique = q.unique.as_c_str();
+    // (The quarantine's own mount is known from its opening: a
+    // descriptor's device and mount never change.)
+    let Some(quarantine) = q.q.as_ref() else {
+        return Some(Stop::Unlisted);
+    };
     match fs_at::stat(qdir, unique, NO_STATX) {
         Ok(st) if st.id == root.id && st.is_dir() => {
-            match fs_at::fstat_dir(qdir, NO_STATX) {
-                Ok(parent) if fs_at::Fence::of(&parent).admits(&st) => {}
-                Ok(_) => return Some(Stop::Kept("a filesystem is mounted on it".into())),
-                // Cannot be told: the check walk decides (it keeps it).
-                Err(_) => return Some(Stop::Unlisted),
+            if !fs_at::Fence::of(quarantine.meta()).admits(&st) {
+                return Some(Stop::Kept("a filesystem is mounted on it".into()));
             }
         }
         _ => return Some(Stop::Unlisted),
@@ -282,6 +296,7 @@ fn walk(
     if let Some(why) = check(&seen) {
         return Some(Stop::Kept(why));
     }
+    let by_dirent = !q.job.plan.count_bytes && dirents_name_inodes(dirs[0].fd.as_ref());
     let mut buf: Vec<MaybeUninit<u8>> = vec![MaybeUninit::uninit(); BUF_SIZE];
     let mut inodes = 1usize;
     let mut at = 0;
@@ -294,6 +309,7 @@ fn walk(
             fd.as_fd(),
             at,
             &fence,
+            by_dirent,
             limits,
             &mut inodes,
             &mut buf,
@@ -312,13 +328,31 @@ fn walk(
     None
 }
 
+/// Whether the directory entries of the filesystem `dir` is on carry, as
+/// `d_ino`, the inode number `stat` reports for the name (and `d_type` its
+/// type): the local filesystems that always do. Not overlayfs (whose
+/// `d_ino` may be a lower layer's), FUSE, or network filesystems: there
+/// every name is `statx`ed.
+fn dirents_name_inodes(dir: Option<&OwnedFd>) -> bool {
+    const TMPFS: u64 = 0x0102_1994;
+    const EXT2_3_4: u64 = 0xEF53;
+    const XFS: u64 = 0x5846_5342;
+    const BTRFS: u64 = 0x9123_683E;
+    dir.and_then(|fd| rustix::fs::fstatfs(fd).ok())
+        .is_some_and(|st| matches!(st.f_type as u64, TMPFS | EXT2_3_4 | XFS | BTRFS))
+}
+
 /// Lists the directory `fd` (index `at`): opens and shows each
-/// subdirectory, `statx`es and shows everything else.
+/// subdirectory, shows everything else: by its directory entry when
+/// `by_dirent` (its identity is the directory's device and the entry's
+/// inode number, its type the entry's; see [`dirents_name_inodes`]),
+/// else as `statx` describes the name.
 #[allow(clippy::too_many_arguments)]
 fn list_dir(
     fd: BorrowedFd<'_>,
     at: usize,
     fence: &fs_at::Fence,
+    by_dirent: bool,
     limits: Limits,
     inodes: &mut usize,
     buf: &mut [MaybeUninit<u8>],
@@ -346,22 +380,40 @@ fn list_dir(
             return Some(Stop::Unlisted);
         }
         // A directory is opened (its identity is that of what was
-        // opened); anything else is looked at by name, never opened.
-        let meta = match entry.file_type() {
-            FileType::Directory => None,
-            _ => match fs_at::stat(fd, name, NO_STATX) {
-                Ok(meta) => Some(meta),
-                Err(_) => return Some(Stop::Unlisted),
-            },
-        };
-        match meta {
-            Some(meta) if !meta.is_dir() => {
-                if !fence.admits(&meta) {
-                    return Some(mount_point_inside(dirs, names, at, name));
+        // opened); anything else is told by its directory entry where that
+        // is the truth (`by_dirent`), else looked at by name; never opened.
+        let kind = entry.file_type();
+        let other = if kind == FileType::Directory {
+            None
+        } else if by_dirent && kind != FileType::Unknown {
+            Some(Other {
+                id: (fence.dev(), entry.ino()),
+                kind,
+                // Bytes are not counted (`by_dirent`).
+                disk: 0,
+                nlink: 1,
+            })
+        } else {
+            match fs_at::stat(fd, name, NO_STATX) {
+                // A directory after all: opened below.
+                Ok(meta) if meta.is_dir() => None,
+                Ok(meta) if !fence.admits(&meta) => {
+                    return Some(mount_point_inside(dirs, names, at, name))
                 }
-                let seen = Seen {
+                Ok(meta) => Some(Other {
                     id: (meta.id.dev, meta.id.ino),
                     kind: meta.kind,
+                    disk: meta.disk,
+                    nlink: meta.nlink,
+                }),
+                Err(_) => return Some(Stop::Unlisted),
+            }
+        };
+        match other {
+            Some(other) => {
+                let seen = Seen {
+                    id: other.id,
+                    kind: other.kind,
                     parent: fd,
                     name,
                     dirs,
@@ -374,8 +426,8 @@ fn list_dir(
                 let name = push_name(names, name);
                 files.push(File {
                     name,
-                    disk: meta.disk,
-                    nlink: meta.nlink,
+                    disk: other.disk,
+                    nlink: other.nlink,
                 });
             }
             _ => {
@@ -615,6 +667,77 @@ mod tests {
         assert!(report.is_complete(), "{:?}", report.left());
         assert_eq!((report.removed().files(), report.removed().dirs()), (3, 4));
         assert!(scratch.names().is_empty(), "{:?}", scratch.names());
+    }
+
+    /// What a listing shows of every name is what `lstat` says of it
+    /// (device, inode, type), whether it was told by the directory entry
+    /// (tmpfs, ext4, …) or `statx`ed (bytes counted): the in-use check
+    /// compares exactly these with what processes hold.
+    #[test]
+    fn the_identity_shown_is_the_one_stat_reports() {
+        fn check(base: &Path, count_bytes: bool) {
+            tree(base);
+            let entry = base.join("entry");
+            std::os::unix::fs::symlink("a/x", entry.join("link")).unwrap();
+            fs::hard_link(entry.join("top"), entry.join("a/top-again")).unwrap();
+            drop(std::os::unix::net::UnixListener::bind(entry.join("a/sock")).unwrap());
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                entry.join("fifo"),
+                FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .unwrap();
+            let mut want: Vec<(PathBuf, (u64, u64), FileType)> = Vec::new();
+            let mut stack = vec![PathBuf::new()];
+            while let Some(rel) = stack.pop() {
+                let st = fs::symlink_metadata(entry.join(&rel)).unwrap();
+                let kind = FileType::from_raw_mode(st.mode());
+                want.push((rel.clone(), (st.dev(), st.ino()), kind));
+                if st.is_dir() {
+                    for e in fs::read_dir(entry.join(&rel)).unwrap() {
+                        stack.push(rel.join(e.unwrap().file_name()));
+                    }
+                }
+            }
+            want.sort_by(|a, b| a.0.cmp(&b.0));
+            let dir = rustix::fs::open(
+                base,
+                rustix::fs::OFlags::DIRECTORY,
+                rustix::fs::Mode::empty(),
+            )
+            .unwrap();
+            let mut opts = RemoveOptions::new();
+            opts.count_bytes(count_bytes);
+            let q = quarantine_entry(dir.as_fd(), "entry".as_ref(), &opts).unwrap();
+            let mut seen = Vec::new();
+            let Listed::Clear(listing) = q.list(LIMITS, &mut |s| {
+                seen.push((s.path(), s.id, s.kind));
+                None
+            }) else {
+                panic!("listed whole")
+            };
+            seen.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(seen, want, "count_bytes {count_bytes}");
+            let report = listing.remove().unwrap();
+            assert!(report.is_complete(), "{:?}", report.left());
+            assert_eq!(report.removed().bytes().is_some(), count_bytes);
+            if count_bytes {
+                assert!(report.removed().bytes().unwrap() > 0);
+            }
+        }
+        // A tmpfs as root; else a plain directory, like the first.
+        for scratch in [
+            Scratch::reachable_by_others("listed-identity"),
+            Scratch::reachable_by_others("listed-identity-tmpfs").tmpfs("4m"),
+        ] {
+            for count_bytes in [false, true] {
+                let base = scratch.join(format!("{count_bytes}"));
+                fs::create_dir(&base).unwrap();
+                check(&base, count_bytes);
+            }
+        }
     }
 
     #[test]
