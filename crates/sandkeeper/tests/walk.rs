@@ -758,3 +758,72 @@ fn reopened_levels_are_finished() {
     assert_eq!(usage.disk_bytes, du_bytes(&tree, false));
     assert_eq!(usage.apparent_bytes, du_bytes(&tree, true));
 }
+
+/// The visitor gets the entry's own descriptor at depth 0 when the entry is
+/// a directory the walk opened (the very inode it `statx`ed: a name read
+/// through it is the entry's), and nowhere else: not for deeper inodes, a
+/// file, or a mount point (not opened before its visit).
+#[test]
+fn the_entry_s_own_descriptor_is_shown_at_depth_0_only() {
+    let sb = sandbox!().unwrap();
+    mkdirs(&sb.path().join("dir/sub"));
+    fs::write(sb.path().join("dir/marker"), b"inside dir").unwrap();
+    fs::write(sb.path().join("dir/sub/f"), b"x").unwrap();
+    fs::write(sb.path().join("file"), b"a file").unwrap();
+    let fd = open_dir(sb.path());
+    let mut shown = Vec::new();
+    for name in ["dir", "file"] {
+        walk::usage_at(fd.as_fd(), name.as_ref(), &mut HardLinks::new(), &mut |v| {
+            let read = v.dir().map(|dir| {
+                let marker = rustix::fs::openat(
+                    dir,
+                    "marker",
+                    OFlags::RDONLY | OFlags::NOFOLLOW,
+                    Mode::empty(),
+                )
+                .map(File::from);
+                let st = rustix::fs::fstat(dir).unwrap();
+                assert_eq!((st.st_dev, st.st_ino), (v.dev(), v.ino()));
+                marker.map_or(String::new(), |mut f| {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(&mut f, &mut text).unwrap();
+                    text
+                })
+            });
+            shown.push((name, v.depth(), v.path(), read));
+            WalkState::Continue
+        })
+        .unwrap();
+    }
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            ("dir", 0, PathBuf::new(), Some("inside dir".to_string())),
+            ("dir", 1, PathBuf::from("marker"), None),
+            ("dir", 1, PathBuf::from("sub"), None),
+            ("dir", 2, PathBuf::from("sub/f"), None),
+            ("file", 0, PathBuf::new(), None),
+        ]
+    );
+    if !require_root("the_entry_s_own_descriptor_is_shown_at_depth_0_only (mount point)") {
+        return;
+    }
+    let mnt = Mount::tmpfs(&sb.path().join("mnt"), "1m");
+    let mut at_mount = None;
+    let usage = walk::usage_at(
+        fd.as_fd(),
+        "mnt".as_ref(),
+        &mut HardLinks::new(),
+        &mut |v| {
+            if v.depth() == 0 {
+                at_mount = Some((v.is_mount_point(), v.dir().is_some()));
+            }
+            WalkState::Skip
+        },
+    )
+    .unwrap();
+    assert_eq!(at_mount, Some((true, false)));
+    assert_eq!(usage.mount_points, [PathBuf::from(".")]);
+    drop(mnt);
+}

@@ -670,6 +670,42 @@ pub fn look_at(
     })
 }
 
+/// [`look_at`] for a directory the caller has open already: `dir`, the
+/// inode `identity` (device and inode, as the caller's `statx` of it said),
+/// at `dir_path` (for messages). Never [`Look::Unopenable`] or
+/// [`Look::MountPoint`]: the caller opened it, on its parent's mount.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use std::os::unix::fs::MetadataExt;
+/// use sandkeeper::lease::{self, Look, Locks, RecordState};
+/// let sandbox = sandkeeper::Sandbox::new()?;
+/// let dir = std::fs::File::open(sandbox.path())?;
+/// let st = dir.metadata()?;
+/// let locks = Locks::read()?;
+/// match lease::look_at_open(dir.as_fd(), sandbox.path(), (st.dev(), st.ino()), &locks) {
+///     // Its creator (this process) holds its lock.
+///     Look::Live { record, .. } => assert!(record.is_some()),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn look_at_open(
+    dir: BorrowedFd<'_>,
+    dir_path: &Path,
+    identity: (u64, u64),
+    locks: &Locks,
+) -> Look {
+    let record = read_record(dir, dir_path);
+    match locks.holders(identity.0, identity.1) {
+        Some(holders) => Look::Live {
+            holders: holders.to_vec(),
+            record: record.record().cloned(),
+        },
+        None => Look::Free { identity, record },
+    }
+}
+
 /// Reads the lease record of an open directory.
 ///
 /// Never opens anything but a regular file, and never follows a symlink.

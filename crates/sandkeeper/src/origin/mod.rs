@@ -237,6 +237,19 @@ impl<'a> Reader<'a> {
         Some(Reader { root, stored })
     }
 
+    /// The origin of the directory entry `name`, which the caller has open
+    /// as `dir` (inode `ino`): as [`read`](Self::read), without opening it
+    /// again.
+    pub fn read_open(&self, name: &OsStr, dir: BorrowedFd<'_>, ino: u64) -> Option<Origin> {
+        if let Some(stored) = &self.stored {
+            return stored.get(name, dir);
+        }
+        let mut buf = [0u8; MAX_RECORD];
+        let n = rustix::fs::fgetxattr(dir, XATTR, &mut buf[..]).ok()?;
+        let origin = Origin::decode(&buf[..n])?;
+        (origin.ino == ino).then_some(origin)
+    }
+
     /// The origin of the entry `name`, as [`read`] gives it.
     pub fn read(&self, name: &OsStr) -> Option<Origin> {
         // A directory (most entries) is opened for reading, which opens

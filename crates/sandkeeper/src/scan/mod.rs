@@ -507,8 +507,13 @@ impl Scanner {
                     p(n, total);
                 }
                 let _ = probes[i].set(probe_entry(dir, root, names[i], v, locks));
+                // Through the walk's own descriptor of the entry where it
+                // has one (a directory it opened): not opened again.
                 #[cfg(target_os = "linux")]
-                if let Some(o) = origins.and_then(|r| r.read(names[i])) {
+                if let Some(o) = origins.and_then(|r| match v.dir() {
+                    Some(fd) => r.read_open(names[i], fd, v.ino()),
+                    None => r.read(names[i]),
+                }) {
                     let _ = origins_read[i].set(o);
                 }
                 if v.is_mount_point() {
@@ -784,7 +789,18 @@ fn probe_entry(
         facts.unopenable = Some(None);
         return probed;
     };
-    match lease::look_at(dir, root, name, locks) {
+    // Through the walk's own descriptor of the entry when it opened it;
+    // else (it could not) opened here, which tells why.
+    let looked = match v.dir() {
+        Some(fd) => Ok(lease::look_at_open(
+            fd,
+            &root.join(name),
+            probed.identity,
+            locks,
+        )),
+        None => lease::look_at(dir, root, name, locks),
+    };
+    match looked {
         Ok(Look::Live { holders, record }) => {
             facts.lock_held = Some(holders);
             facts.has_lease = true;

@@ -156,6 +156,8 @@ pub(crate) fn usage_many_after<S: AsRef<OsStr> + Sync>(
     }
     .clamp(1, names.len().max(1));
     let next = AtomicUsize::new(0);
+    // Asked once for all the entries, not once per entry.
+    let parent_fence = super::walker::parent_fence_of(parent);
     let work = || {
         let mut walker = Walker::new();
         let mut links = HardLinks::new();
@@ -164,7 +166,14 @@ pub(crate) fn usage_many_after<S: AsRef<OsStr> + Sync>(
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(name) = names.get(i) else { break };
             let seq = u32::try_from(i).unwrap_or(u32::MAX);
-            let result = walker.walk(parent, name.as_ref(), &mut links, seq, &mut |v| visit(i, v));
+            let result = walker.walk(
+                parent,
+                Some(parent_fence),
+                name.as_ref(),
+                &mut links,
+                seq,
+                &mut |v| visit(i, v),
+            );
             done.push((i, result));
         }
         (done, links)

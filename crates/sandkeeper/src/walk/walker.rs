@@ -86,6 +86,8 @@ pub struct Visit<'a> {
     ancestors: &'a [Frame],
     arena: &'a [u8],
     mount_point: bool,
+    /// The entry's own descriptor (depth 0, a directory the walk opened).
+    dir: Option<BorrowedFd<'a>>,
 }
 
 impl Visit<'_> {
@@ -149,6 +151,19 @@ impl Visit<'_> {
         self.depth
     }
 
+    /// The entry's own directory, open for reading (`O_DIRECTORY`, no
+    /// symlink followed, checked to be the inode `statx`ed): at depth 0
+    /// only, for a directory the walk could open and is about to list.
+    /// `None` for anything else: deeper inodes, files, a mount point (not
+    /// opened before its visit: the mounted filesystem may not answer), a
+    /// directory that could not be opened (the walk's result is then that
+    /// error). What the visitor needs to read from the entry
+    /// itself (a record inside it, an attribute) it reads through this,
+    /// without opening the name a second time.
+    pub fn dir(&self) -> Option<BorrowedFd<'_>> {
+        self.dir
+    }
+
     /// The inode's name in its directory (the entry's own name at depth 0).
     pub fn name(&self) -> &OsStr {
         self.name
@@ -173,6 +188,12 @@ impl std::fmt::Debug for Visit<'_> {
             .field("kind", &self.kind())
             .finish()
     }
+}
+
+/// The mount the directory `parent` is on; `None` when it cannot be told
+/// (every entry then counts as a mount point: fail closed).
+pub(super) fn parent_fence_of(parent: BorrowedFd<'_>) -> Option<Fence> {
+    fs_at::fstat(parent, NO_STATX).ok().map(|p| Fence::of(&p))
 }
 
 /// The path of `leaf` (or of the last ancestor) relative to the entry:
@@ -253,13 +274,16 @@ impl Walker {
         visit: &mut dyn FnMut(&Visit<'_>) -> WalkState,
     ) -> Result<Usage> {
         let seq = links.next_seq();
-        self.walk(parent, name, links, seq, visit)
+        self.walk(parent, None, name, links, seq, visit)
     }
 
-    /// The walk itself, with hard links claimed for entry number `seq`.
+    /// The walk itself, with hard links claimed for entry number `seq`;
+    /// `parent_fence`: the mount `parent` is on, when the caller has it
+    /// (`None`: not known, asked here; `Some(None)`: it could not be told).
     pub(super) fn walk(
         &mut self,
         parent: BorrowedFd<'_>,
+        parent_fence: Option<Option<Fence>>,
         name: &OsStr,
         links: &mut HardLinks,
         seq: u32,
@@ -273,8 +297,23 @@ impl Walker {
         // skip it unopened (the `statx` above asked the mounted filesystem
         // nothing). When the parent cannot be told, it counts as one (fail
         // closed).
-        let mount_point =
-            fs_at::fstat(parent, NO_STATX).map_or(true, |p| !Fence::of(&p).admits(&meta));
+        let parent_fence = parent_fence.unwrap_or_else(|| parent_fence_of(parent));
+        let mount_point = parent_fence.map_or(true, |fence| !fence.admits(&meta));
+        // A directory is opened before it is shown, so that the visitor can
+        // read the entry through the walk's own descriptor; a mount point
+        // is not opened at all.
+        let opened = match meta.kind == FileType::Directory && !mount_point {
+            false => None,
+            true => {
+                let atime = Atime::Keep {
+                    owner: meta.uid,
+                    euid: self.euid,
+                };
+                Some(fs_at::open_dir_checked(
+                    parent, &cname, meta.id, atime, NO_STATX,
+                ))
+            }
+        };
         let mut tally = Tally {
             usage: Usage::default(),
             links,
@@ -290,6 +329,10 @@ impl Walker {
             ancestors: &[],
             arena: &[],
             mount_point,
+            dir: match &opened {
+                Some(Ok(fd)) => Some(fd.as_fd()),
+                _ => None,
+            },
         });
         if state == WalkState::Quit {
             tally.usage.stopped = true;
@@ -302,12 +345,16 @@ impl Walker {
             }
             return Ok(tally.usage);
         }
-        let atime = Atime::Keep {
-            owner: meta.uid,
-            euid: self.euid,
-        };
-        let fd = fs_at::open_dir_checked(parent, &cname, meta.id, atime, NO_STATX)
-            .with_path("cannot open directory", || name)?;
+        let opened = opened.unwrap_or_else(|| {
+            // A mount point the visitor let the walk into: its mount is
+            // walked.
+            let atime = Atime::Keep {
+                owner: meta.uid,
+                euid: self.euid,
+            };
+            fs_at::open_dir_checked(parent, &cname, meta.id, atime, NO_STATX)
+        });
+        let fd = opened.with_path("cannot open directory", || name)?;
 
         self.stack.clear();
         self.arena.clear();
@@ -486,6 +533,7 @@ impl Walker {
                 ancestors: stack,
                 arena,
                 mount_point: false,
+                dir: None,
             });
             match state {
                 WalkState::Quit => {
