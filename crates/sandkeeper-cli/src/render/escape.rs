@@ -132,7 +132,18 @@ fn escape_into(out: &mut String, bytes: &[u8], mode: Mode, quotes: bool, limit: 
 
 /// Whether `bytes` pass unchanged in `mode` (and need no quotes).
 fn is_plain(bytes: &[u8], mode: Mode) -> bool {
-    let Ok(text) = std::str::from_utf8(bytes) else {
+    // Printable ASCII (nearly all of a table or a JSON document, which
+    // pass here whole) is looked at byte by byte, not decoded a char at a
+    // time; from the first other byte on, char by char.
+    let ascii = bytes
+        .iter()
+        .position(|&b| match b {
+            b'\\' => mode == Mode::Field,
+            b'\n' => mode != Mode::Block,
+            b => !(0x20..0x7f).contains(&b),
+        })
+        .unwrap_or(bytes.len());
+    let Ok(text) = std::str::from_utf8(&bytes[ascii..]) else {
         return false;
     };
     text.chars().all(|c| match c {
