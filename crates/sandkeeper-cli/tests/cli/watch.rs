@@ -336,7 +336,7 @@ keep_last = 2
         .collect();
     assert!(
         order.windows(2).all(|w| w[0] < w[1]),
-        "oldest first: {removed:?}"
+        "oldest first: {removed:?}\n{text}"
     );
     let left = names(root);
     let oldest_left = written
