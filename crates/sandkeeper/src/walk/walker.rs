@@ -298,10 +298,10 @@ impl Walker {
         // nothing). When the parent cannot be told, it counts as one (fail
         // closed).
         let parent_fence = parent_fence.unwrap_or_else(|| parent_fence_of(parent));
-        let mount_point = parent_fence.map_or(true, |fence| !fence.admits(&meta));
+        let mount_point = parent_fence.is_none_or(|fence| !fence.admits(&meta));
         // A directory is opened before it is shown, so that the visitor can
         // read the entry through the walk's own descriptor; a mount point
-        // is not opened at all.
+        // only after its visit, if the visitor lets the walk in.
         let opened = match meta.kind == FileType::Directory && !mount_point {
             false => None,
             true => {
