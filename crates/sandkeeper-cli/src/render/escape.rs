@@ -284,14 +284,15 @@ impl<W: io::Write> BlockWriter<W> {
     }
 
     /// Writes what is still pending and flushes; fails with the first
-    /// error any write met, if one did.
+    /// error any write met, if one did (then nothing more is tried).
     pub fn finish(mut self) -> io::Result<W> {
-        let rest = std::mem::take(&mut self.pending);
-        let done = self.escaped(&rest).and_then(|()| self.out.flush());
-        match self.failed {
-            Some(kind) => Err(kind.into()),
-            None => done.map(|()| self.out),
+        if let Some(kind) = self.failed {
+            return Err(kind.into());
         }
+        let rest = std::mem::take(&mut self.pending);
+        self.escaped(&rest)?;
+        self.out.flush()?;
+        Ok(self.out)
     }
 
     /// `text` escaped as [`block`] does, to `out`.
