@@ -24,6 +24,10 @@
 #                             entries it removed meanwhile (the peak RSS is
 #                             that of the run so far: the scan and the
 #                             decisions come before the first removal)
+#        SK=/ABS/PATH         the sandkeeper binary to measure (default: a
+#                             release build of this checkout, made first)
+#        ONLY="scan --json --entries"   measure only the commands whose
+#                             label contains this (default: all)
 #
 # The cgroup: `systemd-run --scope -p MemoryMax=LIMIT` when systemd runs;
 # else a cgroup made by hand, v2 (memory.max) or v1 (memory.limit_in_bytes),
@@ -46,7 +50,9 @@ if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
         echo "bench/reap/memory: installing time (GNU time)" >&2
         apt-get install -y -qq time >&2
     fi
-    cargo build --quiet --release -p sandkeeper-cli
+    if [ -z "${SK:-}" ]; then
+        cargo build --quiet --release -p sandkeeper-cli
+    fi
     work=$(mktemp -d "${TMPDIR:-/tmp}/sandkeeper-bench-memory.XXXXXX")
     cg=
     cleanup() {
@@ -96,7 +102,7 @@ fi
 work=$SANDKEEPER_BENCH_INNER
 box=$SANDKEEPER_BENCH_BOX
 cg=$SANDKEEPER_BENCH_CG
-sk=$PWD/target/release/sandkeeper
+sk=${SK:-$PWD/target/release/sandkeeper}
 root=$work/root
 cleanup() { umount "$work" 2>/dev/null || umount -l "$work" 2>/dev/null || true; }
 trap cleanup EXIT
@@ -127,10 +133,13 @@ config=$work/config.toml
 reap_args=(--match '*' --older-than 0s --grace 0s)
 
 declare -a rows=()
+# selected LABEL: whether ONLY lets that command be measured.
+selected() { case $1 in *"${ONLY:-}"*) return 0 ;; esac; return 1; }
 # measure N KIND LABEL [in-box] CMD...: one row of the table.
 measure() {
     local n=$1 kind=$2 label=$3 inbox=0 rc=0 rss wall note=
     shift 3
+    selected "$label" || return 0
     if [ "$1" = in-box ]; then inbox=1; shift; fi
     if [ "$1" = limited ]; then shift; set -- timeout --kill-after=10 "$timeout" "$@"; fi
     local tv=$work/time
@@ -183,10 +192,11 @@ for n in "$@"; do
         measure "$n" "$kind" "reap --dry-run" "$sk" reap --dry-run "${reap_args[@]}" "$root"
         measure "$n" "$kind" "reap" limited "$sk" reap "${reap_args[@]}" "$root"
         left=$(count)
-        if [ "$left" = "$n" ]; then
+        if selected reap && [ "$left" = "$n" ]; then
             echo "bench/reap/memory: FAIL: reap removed nothing of $n entries" >&2
             exit 1
         fi
+        selected "watch --once (reaps all; ${limit} cgroup)" || continue
         build_tree "$kind" "$n"
         cat >"$config" <<EOF
 [[root]]

@@ -49,6 +49,27 @@ impl Printer {
         }
     }
 
+    /// Writes data that `write` makes a piece at a time (a long JSON
+    /// document, as the scan goes) to stdout, through
+    /// [`escape::BlockWriter`]: the same bytes [`data`](Self::data) would
+    /// write for the whole text. Returns what `write` returns, or
+    /// [`BrokenPipe`] when stdout was closed (then `write`'s own answer,
+    /// which saw its writes fail, is dropped).
+    pub fn data_with<T>(&self, write: impl FnOnce(&mut dyn Write) -> T) -> Result<T, BrokenPipe> {
+        let mut out = escape::BlockWriter::new(io::stdout().lock());
+        let value = write(&mut out);
+        match out.finish() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(BrokenPipe),
+            _ => Ok(value),
+        }
+    }
+
+    /// Whether stdout is a terminal (data written as it comes would mix
+    /// with a progress bar there).
+    pub fn data_on_terminal(&self) -> bool {
+        io::stdout().is_terminal()
+    }
+
     /// Prints help text on stdout; a closed pipe is not an error.
     pub fn help(&self, text: &str) {
         let _ = writeln!(io::stdout().lock(), "{}", text.trim_end());

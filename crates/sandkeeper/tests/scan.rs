@@ -344,3 +344,132 @@ fn hard_links_across_walk_chunks_are_counted_once() {
     assert_eq!(report.totals.files, 2, "the record and the linked file");
     assert_eq!(report.totals.dirs, n as u64);
 }
+
+/// Issue 14 (memory flat in the number of entries): `json::write_scan`
+/// writes, as the entries stream, the document `json::scan` builds from a
+/// collected report: the same values (only the order of a root's members
+/// differs), over two roots, several families, a live lease, an invalid
+/// one, an entry in use, a name that is not UTF-8 and one with terminal
+/// escapes; and, without entries, the same document as before.
+#[test]
+fn streamed_json_equals_the_collected_document() {
+    run_in_pid_namespace(
+        "streamed_json_equals_the_collected_document",
+        "inner_streamed_json",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_streamed_json() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+
+    use sandkeeper::json;
+    use sandkeeper::root::Root;
+    use serde_json::Value;
+
+    if !in_namespace() {
+        return;
+    }
+    let base = sandbox!().unwrap();
+    let (one, two) = (base.path().join("one"), base.path().join("two"));
+    fs::create_dir(&one).unwrap();
+    fs::create_dir(&two).unwrap();
+    for name in [
+        "app-235-101",
+        "app-235-102",
+        "app-236-7",
+        "cargo-home-x1Yz9Q",
+        "held",
+        "forged",
+        "zz",
+    ] {
+        fs::create_dir(one.join(name)).unwrap();
+    }
+    fs::write(one.join("app-235-101/data"), vec![1u8; 20_000]).unwrap();
+    fs::write(one.join("top-file"), b"x").unwrap();
+    fs::write(one.join("held/file"), b"x").unwrap();
+    // In use: a process holds a file inside.
+    let _holder = spawn_ready(
+        Command::new("sh")
+            .arg("-c")
+            .arg("exec 3<\"$1/file\"; echo ready; exec sleep 600")
+            .arg("sh")
+            .arg(one.join("held")),
+    );
+    // A record that is not one: `{"invalid": true}`.
+    fs::write(one.join("forged/.sandkeeper-lease"), b"not json").unwrap();
+    fs::create_dir(one.join(OsStr::from_bytes(b"bad\xff-1"))).unwrap();
+    fs::create_dir(one.join("esc-\x1b]0;pwned\x07-\u{202e}txt")).unwrap();
+    // Live: this process holds its lease.
+    let _live = Sandbox::builder()
+        .root(&one)
+        .tag("leased")
+        .create()
+        .unwrap();
+    for name in ["run-1", "run-2", "other"] {
+        fs::create_dir(two.join(name)).unwrap();
+    }
+    let roots = [Root::open(&one).unwrap(), Root::open(&two).unwrap()];
+    let mut scanner = Scanner::new();
+    scanner.origins(true);
+
+    // What changes between two scans: when, and the free space.
+    let parse = |text: &[u8]| -> Value {
+        let mut doc: Value = serde_json::from_slice(text).expect("one JSON document");
+        doc["started_ms"] = Value::Null;
+        for root in doc["roots"].as_array_mut().unwrap() {
+            root["filesystem"]["free_bytes"] = Value::Null;
+        }
+        doc
+    };
+    for entries in [true, false] {
+        let collected = json::scan(&scanner.scan_roots(&roots).unwrap(), entries);
+        let mut streamed = Vec::new();
+        let report = json::write_scan(&scanner, &roots, entries, &mut streamed).unwrap();
+        let text = String::from_utf8(streamed).expect("UTF-8");
+        assert_eq!(
+            parse(text.as_bytes()),
+            parse(collected.as_bytes()),
+            "{text}"
+        );
+        // Safe to print, as the collected one.
+        assert!(!text.contains(['\x1b', '\x07', '\u{202e}']), "{text}");
+        assert!(text.ends_with("}\n"));
+        // The report has what a lean scan keeps: no entry.
+        assert_eq!(report.roots.len(), 2);
+        assert!(report.roots.iter().all(|r| r.entries.is_empty()));
+        assert_eq!(report.roots[0].totals.entries, 11);
+        if !entries {
+            // Not one member moved.
+            assert_eq!(stable(&text), stable(&collected));
+            continue;
+        }
+        let doc = parse(text.as_bytes());
+        let listed = doc["roots"][0]["entries"].as_array().unwrap();
+        let state = |name: &str| {
+            let e = listed.iter().find(|e| e["name"] == name).unwrap();
+            e["state"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(state("held"), "in_use");
+        assert_eq!(state("app-235-102"), "idle");
+        assert_eq!(state("forged"), "orphaned");
+        let live = _live.path().file_name().unwrap().to_str().unwrap();
+        assert_eq!(state(live), "live");
+        assert!(text.contains(r#""name_base64": "YmFk/y0x""#), "{text}");
+        assert!(
+            text.contains(r"esc-\u001b]0;pwned\u0007-\u202etxt"),
+            "{text}"
+        );
+        assert_eq!(doc["roots"][1]["entries"].as_array().unwrap().len(), 3);
+    }
+}
+
+/// A document's text without the lines that change between two scans.
+fn stable(doc: &str) -> String {
+    doc.lines()
+        .filter(|l| !l.contains("\"started_ms\"") && !l.contains("\"free_bytes\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -16,8 +16,8 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
     scanner.threads(args.threads);
-    // Without `--entries` the report keeps only totals and families:
-    // memory flat in the number of entries.
+    // Without `--entries` the table's report keeps only totals and
+    // families: memory flat in the number of entries (JSON streams).
     scanner.keep_entries(args.entries);
     // Each family's members by creator (as root; nothing otherwise),
     // tallied as the entries stream.
@@ -27,7 +27,9 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     }
     scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
     scanner.assume_unseen_free(super::assume_unseen_free(args.assume_unseen_free, false)?);
-    let bar = printer.progress_allowed().then(progress_bar);
+    // A document streamed to a terminal would be drawn through by the bar.
+    let streamed_here = args.json && printer.data_on_terminal();
+    let bar = (printer.progress_allowed() && !streamed_here).then(progress_bar);
     if let Some(bar) = &bar {
         let bar = bar.clone();
         let start = Instant::now();
@@ -39,16 +41,30 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             }
         }));
     }
+    if args.json {
+        // Written as the scan goes: memory flat in the number of entries.
+        let written = printer
+            .data_with(|out| sandkeeper::json::write_scan(&scanner, &roots, args.entries, out));
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        let Ok(report) = written else {
+            return Ok(exit_codes::SUCCESS); // stdout closed early
+        };
+        // A root that failed after some of the document was written left
+        // it unfinished: the error's status says it is no result.
+        let report = report?;
+        for warning in render::scan::warnings(&report) {
+            printer.warning(&warning);
+        }
+        return Ok(exit_codes::SUCCESS);
+    }
     let report = scanner.scan_roots(&roots);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
     let report = report?;
-    let text = if args.json {
-        sandkeeper::json::scan(&report, args.entries)
-    } else {
-        render::scan::table(&report, args.entries, printer.verbose())
-    };
+    let text = render::scan::table(&report, args.entries, printer.verbose());
     // Why entries are `unknown` first: that is where the reader looks.
     for warning in render::scan::warnings(&report) {
         printer.warning(&warning);

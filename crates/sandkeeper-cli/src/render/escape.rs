@@ -33,6 +33,7 @@
 use std::borrow::Cow;
 use std::ffi::OsStr;
 use std::fmt::{self, Write as _};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -258,6 +259,81 @@ pub fn block(text: &str) -> Cow<'_, str> {
     sink(text, Mode::Block)
 }
 
+/// A writer of lines of text we built, written a piece at a time (a long
+/// JSON document as the scan goes), that passes them through [`block`] on
+/// their way to `out`: each write is escaped up to its last newline, the
+/// rest with the next newline or at [`finish`](Self::finish). So a cut
+/// between two writes never falls inside a character or an escape, and
+/// the bytes that reach `out` are those `block` gives for the whole text
+/// (bytes that are not UTF-8 become `\xNN`, as in a field).
+pub struct BlockWriter<W: io::Write> {
+    out: W,
+    /// The text after the last newline written.
+    pending: Vec<u8>,
+    /// The first error a write met.
+    failed: Option<io::ErrorKind>,
+}
+
+impl<W: io::Write> BlockWriter<W> {
+    pub fn new(out: W) -> BlockWriter<W> {
+        BlockWriter {
+            out,
+            pending: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Writes what is still pending and flushes; fails with the first
+    /// error any write met, if one did (then nothing more is tried).
+    pub fn finish(mut self) -> io::Result<W> {
+        if let Some(kind) = self.failed {
+            return Err(kind.into());
+        }
+        let rest = std::mem::take(&mut self.pending);
+        self.escaped(&rest)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// `text` escaped as [`block`] does, to `out`.
+    fn escaped(&mut self, text: &[u8]) -> io::Result<()> {
+        let written = match is_plain(text, Mode::Block) {
+            true => self.out.write_all(text),
+            false => {
+                let mut out = String::with_capacity(text.len() + 16);
+                escape_into(&mut out, text, Mode::Block, false, None);
+                self.out.write_all(out.as_bytes())
+            }
+        };
+        if let Err(e) = &written {
+            self.failed.get_or_insert(e.kind());
+        }
+        written
+    }
+}
+
+impl<W: io::Write> io::Write for BlockWriter<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let Some(last) = bytes.iter().rposition(|&b| b == b'\n') else {
+            self.pending.extend_from_slice(bytes);
+            return Ok(bytes.len());
+        };
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.extend_from_slice(&bytes[..=last]);
+        let written = self.escaped(&lines);
+        // The buffer is kept for what comes next.
+        lines.clear();
+        lines.extend_from_slice(&bytes[last + 1..]);
+        self.pending = lines;
+        written.map(|()| bytes.len())
+    }
+
+    /// Flushes what was escaped; the text after the last newline waits.
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
 fn sink(text: &str, mode: Mode) -> Cow<'_, str> {
     if is_plain(text.as_bytes(), mode) {
         return Cow::Borrowed(text);
@@ -362,6 +438,48 @@ mod tests {
         }
         assert_eq!(block("a\nb\x1b\n"), "a\nb\\x1b\n");
         assert!(matches!(block("table\nrows\n"), Cow::Borrowed(_)));
+    }
+
+    /// Written a piece at a time, cut anywhere (inside a character, an
+    /// escape, a line), the text comes out as `block` gives it whole.
+    #[test]
+    fn block_writer_equals_block_wherever_the_text_is_cut() {
+        use std::io::Write as _;
+
+        let text = "{\n  \"name\": \"caf\u{e9}-\u{1b}[2J\u{202e}\",\n  \"n\": \"\u{1f600}\"\n}\nend \u{7f}";
+        let whole = block(text);
+        for size in 1..=text.len() {
+            let mut w = BlockWriter::new(Vec::new());
+            for piece in text.as_bytes().chunks(size) {
+                w.write_all(piece).unwrap();
+            }
+            let got = w.finish().unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), whole, "pieces of {size}");
+        }
+        // Not UTF-8: as in a field.
+        let mut w = BlockWriter::new(Vec::new());
+        w.write_all(b"bad\xff\n").unwrap();
+        assert_eq!(w.finish().unwrap(), b"bad\\xff\n".to_vec());
+    }
+
+    /// A failed write is told by `finish`, even when nothing was pending.
+    #[test]
+    fn block_writer_tells_the_first_error() {
+        use std::io::Write as _;
+
+        struct Closed;
+        impl io::Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut w = BlockWriter::new(Closed);
+        assert!(w.write_all(b"line\n").is_err());
+        let err = w.finish().err().map(|e| e.kind());
+        assert_eq!(err, Some(io::ErrorKind::BrokenPipe));
     }
 
     /// Every byte, alone and in every UTF-8 sequence of every dangerous

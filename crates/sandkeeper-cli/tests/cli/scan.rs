@@ -157,6 +157,52 @@ fn json_sizes_equal_du_and_names_are_lossless() {
     }
 }
 
+/// Issue 14: `scan --json --entries` writes the document as the scan goes,
+/// one root after another (each root's entries, then its sums); stdout
+/// closed early (`| head`) ends it quietly, status 0.
+#[test]
+fn json_entries_stream_and_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+
+    let base = sandbox!().unwrap();
+    let (one, two) = (base.path().join("one"), base.path().join("two"));
+    fs::create_dir(&one).unwrap();
+    fs::create_dir(&two).unwrap();
+    // About 1 MB of JSON: more than a pipe holds.
+    for i in 0..3000 {
+        fs::write(one.join(format!("app-235-{i}")), b"").unwrap();
+    }
+    fs::create_dir(two.join("vm-1")).unwrap();
+    let (one, two) = (one.to_str().unwrap(), two.to_str().unwrap());
+
+    let out = sandkeeper(&["scan", "--json", "--entries", one, two]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out, base.path()));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let roots = doc["roots"].as_array().unwrap();
+    assert_eq!(roots.len(), 2);
+    assert_eq!(roots[0]["entries"].as_array().unwrap().len(), 3000);
+    assert_eq!(roots[0]["totals"]["entries"], 3000);
+    assert_eq!(roots[0]["groups"][0]["pattern"], "app-235-*");
+    assert_eq!(roots[1]["entries"][0]["name"], "vm-1");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args(["scan", "--json", "--entries", one, two])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sandkeeper");
+    let mut first = [0u8; 1];
+    let mut pipe = child.stdout.take().unwrap();
+    pipe.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"{");
+    drop(pipe);
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out, base.path());
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}
+
 #[test]
 fn the_table_shows_families_biggest_first() {
     let root = sandbox!().unwrap();

@@ -1,6 +1,7 @@
 //! The machine-readable documents every face gives: `sandkeeper.scan/v1`
-//! ([`scan`]), `sandkeeper.reap/v1` ([`reap`]), and the helpers they are
-//! built with. Their fields are documented in `docs/scan-json.md` and
+//! ([`scan`] from a report, or [`write_scan`] as the scan goes, in memory
+//! flat in the number of entries), `sandkeeper.reap/v1` ([`reap`]), and
+//! the helpers they are built with. Their fields are documented in `docs/scan-json.md` and
 //! `docs/reap-json.md`; a field is never removed or changed in meaning
 //! within a schema version.
 //!
@@ -21,6 +22,7 @@
 
 mod reap;
 mod scan;
+mod stream;
 
 use std::ffi::OsStr;
 use std::io;
@@ -36,6 +38,7 @@ use crate::lease::LeaseRecord;
 
 pub use reap::{reap, REAP_SCHEMA};
 pub use scan::{scan, SCAN_SCHEMA};
+pub use stream::write_scan;
 
 /// Whether `c` must never reach a terminal as itself: C0 controls, DEL and
 /// C1 controls (`char::is_control`), and the invisible characters that

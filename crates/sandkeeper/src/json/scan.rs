@@ -1,11 +1,13 @@
 //! `sandkeeper.scan/v1`: what a scan found, per root, family and entry.
 
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 use super::{bytes_field, holder_value, kernel_value, lease_value, path_field};
+use crate::inuse::{BlindSpot, Uninspectable};
 use crate::scan::{
     CreatorKey, Creators, Entry, EntryCount, EntryState, Group, Report, RootReport, StateCounts,
     Totals,
@@ -17,7 +19,8 @@ pub const SCAN_SCHEMA: &str = "sandkeeper.scan/v1";
 /// The document of `report`, pretty and safe to print ([`super::pretty`]);
 /// `entries` adds every entry of every root. Entries are serialized as
 /// they are written, not gathered into a JSON tree first: memory stays at
-/// the size of the text.
+/// the size of the text. To write the document as the scan goes, in
+/// memory flat in the number of entries, see [`write_scan`](super::write_scan).
 ///
 /// ```
 /// let dir = sandkeeper::Sandbox::new()?;
@@ -27,83 +30,89 @@ pub const SCAN_SCHEMA: &str = "sandkeeper.scan/v1";
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn scan(report: &Report, entries: bool) -> String {
-    let process = |u: &crate::inuse::Uninspectable| json!({"pid": u.pid, "comm": u.comm, "reason": u.to_string()});
     let doc = Document {
-        report,
-        entries,
-        uninspectable: report.uninspectable.iter().map(process).collect(),
-        assumed: report.assumed.iter().map(process).collect(),
+        started_ms: report.started_ms,
+        roots: report
+            .roots
+            .iter()
+            .map(|root| RootJson {
+                root,
+                entries,
+                now_ms: report.started_ms,
+            })
+            .collect::<Vec<_>>(),
+        wide: Wide {
+            uninspectable: &report.uninspectable,
+            assumed: &report.assumed,
+            blind_spots: &report.blind_spots,
+            assumed_blind_spots: &report.assumed_blind_spots,
+            assumes_unseen_free: report.assumes_unseen_free,
+        },
     };
     let mut text = super::pretty(&doc);
     text.push('\n');
     text
 }
 
-struct Document<'a> {
-    report: &'a Report,
-    entries: bool,
-    uninspectable: Vec<Value>,
-    assumed: Vec<Value>,
+/// The document: its schema and time, `roots` (whatever serializes them:
+/// a collected report's, or a scan under way), and what is report-wide.
+pub(super) struct Document<'a, R> {
+    pub(super) started_ms: i64,
+    pub(super) roots: R,
+    pub(super) wide: Wide<'a>,
 }
 
-impl Serialize for Document<'_> {
+/// What the in-use pass could not see or was told to assume: the
+/// report-wide fields.
+pub(super) struct Wide<'a> {
+    pub(super) uninspectable: &'a [Uninspectable],
+    pub(super) assumed: &'a [Uninspectable],
+    pub(super) blind_spots: &'a [BlindSpot],
+    pub(super) assumed_blind_spots: &'a [BlindSpot],
+    pub(super) assumes_unseen_free: bool,
+}
+
+impl<R: Serialize> Serialize for Document<'_, R> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let process =
+            |u: &Uninspectable| json!({"pid": u.pid, "comm": u.comm, "reason": u.to_string()});
+        let wide = &self.wide;
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("schema", SCAN_SCHEMA)?;
-        m.serialize_entry("started_ms", &self.report.started_ms)?;
-        let roots: Vec<RootJson<'_>> = self
-            .report
-            .roots
-            .iter()
-            .map(|root| RootJson {
-                root,
-                entries: self.entries,
-                now_ms: self.report.started_ms,
-            })
-            .collect();
-        m.serialize_entry("roots", &roots)?;
-        m.serialize_entry("uninspectable", &self.uninspectable)?;
-        m.serialize_entry("assumed", &self.assumed)?;
-        let blind: Vec<String> = self
-            .report
-            .blind_spots
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        m.serialize_entry("started_ms", &self.started_ms)?;
+        m.serialize_entry("roots", &self.roots)?;
+        let uninspectable: Vec<Value> = wide.uninspectable.iter().map(process).collect();
+        m.serialize_entry("uninspectable", &uninspectable)?;
+        let assumed: Vec<Value> = wide.assumed.iter().map(process).collect();
+        m.serialize_entry("assumed", &assumed)?;
+        let blind: Vec<String> = wide.blind_spots.iter().map(ToString::to_string).collect();
         m.serialize_entry("blind_spots", &blind)?;
-        m.serialize_entry("assumed_blind_spots", &assumed_blind_spots(self.report))?;
-        m.serialize_entry("assumes_unseen_free", &self.report.assumes_unseen_free)?;
+        let assumed_blind: Vec<String> = wide
+            .assumed_blind_spots
+            .iter()
+            .map(|b| format!("{b:#}"))
+            .collect();
+        m.serialize_entry("assumed_blind_spots", &assumed_blind)?;
+        m.serialize_entry("assumes_unseen_free", &wide.assumes_unseen_free)?;
         m.end()
     }
 }
 
-struct RootJson<'a> {
-    root: &'a RootReport,
-    entries: bool,
+/// A collected root: `path`, the summary ([`summary`]), `entries` when
+/// asked for, `warnings`.
+pub(super) struct RootJson<'a> {
+    pub(super) root: &'a RootReport,
+    pub(super) entries: bool,
     /// When the scan started: what "kept" is judged at.
-    now_ms: i64,
+    pub(super) now_ms: i64,
 }
 
 impl Serialize for RootJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let root = self.root;
         let mut m = s.serialize_map(None)?;
-        let mut path = Map::new();
-        path_field(&mut path, "path", root.path.as_os_str());
-        for (k, v) in &path {
-            m.serialize_entry(k, v)?;
-        }
-        m.serialize_entry(
-            "filesystem",
-            &json!({
-                "type": root.filesystem.fstype,
-                "total_bytes": root.filesystem.total_bytes,
-                "free_bytes": root.filesystem.free_bytes,
-            }),
-        )?;
-        m.serialize_entry("totals", &totals_json(&root.totals))?;
-        let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
-        m.serialize_entry("groups", &groups)?;
+        path(&mut m, &root.path)?;
+        summary(&mut m, root)?;
         if self.entries {
             // Origins (optional, `docs/origins.md`): as the scan read them;
             // for a scan that did not, read per entry through the root
@@ -127,6 +136,31 @@ impl Serialize for RootJson<'_> {
         m.serialize_entry("warnings", &root.warnings)?;
         m.end()
     }
+}
+
+/// A root's `path` (and `path_base64`).
+pub(super) fn path<M: SerializeMap>(m: &mut M, path: &Path) -> Result<(), M::Error> {
+    let mut obj = Map::new();
+    path_field(&mut obj, "path", path.as_os_str());
+    for (k, v) in &obj {
+        m.serialize_entry(k, v)?;
+    }
+    Ok(())
+}
+
+/// What a root's walk sums up: `filesystem`, `totals`, `groups`.
+pub(super) fn summary<M: SerializeMap>(m: &mut M, root: &RootReport) -> Result<(), M::Error> {
+    m.serialize_entry(
+        "filesystem",
+        &json!({
+            "type": root.filesystem.fstype,
+            "total_bytes": root.filesystem.total_bytes,
+            "free_bytes": root.filesystem.free_bytes,
+        }),
+    )?;
+    m.serialize_entry("totals", &totals_json(&root.totals))?;
+    let groups: Vec<Value> = root.groups.iter().map(group_json).collect();
+    m.serialize_entry("groups", &groups)
 }
 
 fn totals_json(t: &Totals) -> Value {
@@ -211,7 +245,13 @@ fn creators_json(c: &Creators) -> Value {
     Value::Array(out)
 }
 
-struct EntryJson<'a>(&'a Entry, i64, Option<std::os::fd::BorrowedFd<'a>>);
+/// An entry; the scan's start (what "kept" is judged at); the root's
+/// descriptor when the entry's origin is to be read here (the scan did not).
+pub(super) struct EntryJson<'a>(
+    pub(super) &'a Entry,
+    pub(super) i64,
+    pub(super) Option<std::os::fd::BorrowedFd<'a>>,
+);
 
 impl Serialize for EntryJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -82,12 +82,12 @@ pub struct Scanner {
     assume_unseen_free: Option<bool>,
     threads: usize,
     progress: Option<Progress>,
-    stop: Option<Arc<AtomicBool>>,
+    pub(crate) stop: Option<Arc<AtomicBool>>,
     /// Whether reports leave out the entries (`keep_entries(false)`).
     drop_entries: bool,
     /// Whether each entry's origin is read and tallied per family
     /// (`origins(true)`).
-    origins: bool,
+    pub(crate) origins: bool,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -198,7 +198,7 @@ impl Scanner {
 
     /// Fails with [`ErrorKind::Stopped`](crate::ErrorKind::Stopped) once a
     /// stop was asked for.
-    fn check_stop(&self, root: &Path) -> Result<()> {
+    pub(crate) fn check_stop(&self, root: &Path) -> Result<()> {
         match self.stop_requested() {
             true => Err(Error::stopped().at(root)),
             false => Ok(()),
