@@ -534,34 +534,31 @@ impl Reaper {
             },
         };
         let mut target_met = target.is_some_and(|t| t.met(free));
-        for batch in batches(&candidates, target.is_some()) {
-            if self.policy.dry_run {
-                for &i in batch {
-                    let i = i as usize;
-                    if target_met {
-                        result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
-                        continue;
-                    }
-                    let (disk_bytes, items) = decisions.sizes(i);
-                    free.bytes = free.bytes.saturating_add(disk_bytes);
-                    free.inodes = free.inodes.saturating_add(items.max(1));
-                    target_met = target.is_some_and(|t| t.met(free));
-                    if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
-                        result.removed(decisions.removed(&path, i, reason));
-                    }
+        if self.policy.dry_run {
+            for &i in &candidates {
+                let i = i as usize;
+                if target_met {
+                    result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
+                    continue;
                 }
-                continue;
+                let (disk_bytes, items) = decisions.sizes(i);
+                free.bytes = free.bytes.saturating_add(disk_bytes);
+                free.inodes = free.inodes.saturating_add(items.max(1));
+                target_met = target.is_some_and(|t| t.met(free));
+                if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
+                    result.removed(decisions.removed(&path, i, reason));
+                }
             }
-            // A small entry rebuilt per candidate of the batch (at most
-            // 64): what the claim, the move and the check after it use.
-            let entries: Vec<(Entry, ReapReason)> = batch
-                .iter()
-                .filter_map(|&i| match decisions.verdict(i as usize) {
-                    Some(Verdict::Reap(reason)) => Some((decisions.entry(i as usize), reason)),
-                    _ => None,
-                })
-                .collect();
-            self.reap_batch(dir, &path, &entries, target, &mut target_met, &mut result)?;
+        } else {
+            self.remove_candidates(
+                dir,
+                &path,
+                &decisions,
+                &candidates,
+                target,
+                &mut target_met,
+                &mut result,
+            )?;
         }
         if let Some(t) = target {
             if !self.policy.dry_run {
