@@ -2,32 +2,52 @@
 //! quarantine, check against a `/proc` pass taken after the move, remove
 //! (or put back); and first, what killed reapers left in the quarantine.
 //!
-//! # One pool per batch
+//! # One pool per root, pipelined
 //!
 //! A batch's entries are claimed and moved one after another (cheap: a
-//! lock, a rename, a `statx`), then one `/proc` pass serves them all. Then
-//! a pool of worker threads (one per core, at most 8), started once for the
-//! batch, takes the moved entries, largest first: for each, the in-use
-//! check walks it in the quarantine against that pass, and only when the
-//! walk is complete and found nothing does the same worker delete it; a
-//! held entry goes back to the calling thread, which puts it back. The
-//! calling thread records every outcome, in the batch's order, as the
-//! workers finish them. A small entry is deleted on its worker alone (no
-//! threads of its own: thousands of small entries used to start and join
-//! a pool each); a large one may use the remover's own helper threads.
+//! lock, a rename, a `statx`), then one `/proc` pass serves them all. A
+//! directory is moved through its claim's own descriptor (the one that
+//! took the lock): the remover does not open its name a second time, and
+//! checks that descriptor as it checks what it opens itself (a directory
+//! on the root's mount, the scanned inode), then that what arrived in the
+//! quarantine is that inode; a name swapped since the claim is put back,
+//! never removed. The descriptor, and so the lock, stays with the moved
+//! entry until it is removed or put back.
+//!
+//! One pool of worker threads (one per core, at most 8) is started for
+//! the root and kept for all its batches. The workers take the moved
+//! entries of a batch, largest first: for each, the in-use check walks it
+//! in the quarantine against **its batch's** pass, and only when the walk
+//! is complete and found nothing does the same worker delete it; a held
+//! entry goes back to the calling thread, which puts it back. Meanwhile
+//! the calling thread claims and moves the **next** batch and takes its
+//! pass (after all of that batch's moves), hands it to the workers, and
+//! only then records the batch before, in that batch's order, as the
+//! workers finish it, then the next batch's entries that its claims kept
+//! or could not move: the records come in the batches' order, as if the
+//! batches ran one after another. So at most two batches are in flight,
+//! each entry holding one descriptor (its claim's). A small entry is
+//! deleted on its worker alone (no threads of its own: thousands of small
+//! entries used to start and join a pool each); a large one may use the
+//! remover's own helper threads. When `/proc` cannot be read for a batch,
+//! that batch is put back (`unknown`), the batch before it still finishes
+//! and is recorded, and the reap of the root fails.
 //!
 //! With a [stop flag](super::PolicyBuilder::stop_flag) (`watch` sets one),
-//! the batch uses the same pool. Each worker looks, before it starts on an
+//! the reap uses the same pool. Each worker looks, before it starts on an
 //! entry, at the stop flag: after a stop **no new removal starts; the ones
 //! already under way finish** (at most one per worker), and the entries
-//! not started are put back, told as stopped. With a free-space target the
-//! pool has **one** worker, which takes the entries in the batch's order
-//! (the policy's: the oldest first) and re-measures the free space after
-//! each removal (counting the entry's directory, which its claim holds
-//! open, and the batch's quarantine, both freed right after): once the
-//! target is met no further removal starts, so exactly as many go as
-//! needed. Its batches grow 1, 2, 4, … 64 (see the [reaper's
-//! docs](super)), so few entries are moved only to be put back.
+//! not started are put back, told as stopped (as are those of a batch
+//! moved while the stop came: they get no `/proc` pass), and no further
+//! entry is claimed. With a free-space target the pool has **one**
+//! worker and no pipeline: each batch is done before the next is claimed.
+//! The worker takes the entries in the batch's order (the policy's: the
+//! oldest first) and re-measures the free space after each removal
+//! (counting the batch's quarantine, freed right after; the entry's
+//! directory was freed with the removal, which had its claim's
+//! descriptor): once the target is met no further removal starts, so
+//! exactly as many go as needed. Its batches grow 1, 2, 4, … 64 (see the
+//! [reaper's docs](super)), so few entries are moved only to be put back.
 //!
 //! # Small entries: one walk that checks, then deletes
 //!
