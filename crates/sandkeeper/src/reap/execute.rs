@@ -107,7 +107,7 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use super::events::Recorder;
 use super::flat::Decisions;
@@ -277,15 +277,65 @@ impl Drop for CloseOnDrop<'_, '_> {
     }
 }
 
-/// Closes the queue when a worker panics, so the other workers stop (and
-/// with them the outcomes the calling thread waits for).
-struct CloseOnPanic<'q, 'd>(&'q Queue<'d>);
+/// Where the workers leave what they did. The calling thread is woken
+/// when a batch is complete (or no worker is left), not for every entry:
+/// each wake-up would take a core from a worker for a moment.
+struct Outbox<'d> {
+    state: Mutex<Outgoing<'d>>,
+    ready: Condvar,
+}
 
-impl Drop for CloseOnPanic<'_, '_> {
+struct Outgoing<'d> {
+    done: Vec<Done<'d>>,
+    /// Batches with tasks not done yet, and how many (at most two).
+    open: Vec<(usize, usize)>,
+    /// Workers that have not left.
+    serving: usize,
+}
+
+impl<'d> Outbox<'d> {
+    fn new() -> Outbox<'d> {
+        Outbox {
+            state: Mutex::new(Outgoing {
+                done: Vec::new(),
+                open: Vec::new(),
+                serving: 0,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing<'d>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A worker's outcome; wakes the calling thread if it completes its
+    /// batch.
+    fn deliver(&self, done: Done<'d>) {
+        let mut state = self.lock();
+        let batch = done.batch;
+        state.done.push(done);
+        if let Some(at) = state.open.iter().position(|&(b, _)| b == batch) {
+            state.open[at].1 -= 1;
+            if state.open[at].1 == 0 {
+                state.open.remove(at);
+                self.ready.notify_all();
+            }
+        }
+    }
+}
+
+/// A worker's leaving (at the end, or when it panics: then the queue is
+/// closed, so the other workers stop too), told to the calling thread.
+struct Leaving<'q, 'd>(&'q Queue<'d>, &'q Outbox<'d>);
+
+impl Drop for Leaving<'_, '_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.close();
         }
+        self.1.lock().serving -= 1;
+        self.1.ready.notify_all();
     }
 }
 
@@ -304,13 +354,11 @@ struct Work<'s> {
 
 impl Work<'_> {
     /// A worker: takes tasks until the queue is closed.
-    fn serve<'d>(&self, queue: &Queue<'d>, done: mpsc::Sender<Done<'d>>) {
-        let _close = CloseOnPanic(queue);
+    fn serve<'d>(&self, queue: &Queue<'d>, outbox: &Outbox<'d>) {
+        let _leaving = Leaving(queue, outbox);
         let mut walker = walk::Walker::new();
         while let Some(task) = queue.next() {
-            if done.send(self.carry_out(task, &mut walker)).is_err() {
-                break;
-            }
+            outbox.deliver(self.carry_out(task, &mut walker));
         }
     }
 
@@ -364,16 +412,32 @@ impl Work<'_> {
 struct Fed<'d> {
     batch: usize,
     slots: Vec<Option<Done<'d>>>,
-    /// The first not recorded yet.
-    next: usize,
+}
+
+impl<'d> Fed<'d> {
+    fn complete(&self) -> bool {
+        self.slots.iter().all(Option::is_some)
+    }
+}
+
+/// Puts an outcome in its batch's slot: `fed`'s, or `later`'s (the batch
+/// fed after it).
+fn place<'d>(fed: &mut Fed<'d>, later: &mut Option<&mut Fed<'d>>, done: Done<'d>) {
+    let slots = match later {
+        Some(l) if l.batch == done.batch => &mut l.slots,
+        _ => &mut fed.slots,
+    };
+    let at = done.at;
+    slots[at] = Some(done);
 }
 
 /// The calling thread's side of the pool.
 struct Lane<'q, 'd> {
     queue: &'q Queue<'d>,
-    /// `None` when no worker could be started: this thread then carries
-    /// out every task itself.
-    done: Option<mpsc::Receiver<Done<'d>>>,
+    outbox: &'q Outbox<'d>,
+    /// No worker could be started: this thread carries out every task
+    /// itself.
+    alone: bool,
 }
 
 impl<'d> Lane<'_, 'd> {
@@ -397,17 +461,19 @@ impl<'d> Lane<'_, 'd> {
         if !ordered {
             tasks.sort_by_key(|t| Reverse(t.moved.entry.files.saturating_add(t.moved.entry.dirs)));
         }
+        if !self.alone {
+            self.outbox.lock().open.push((batch, count));
+        }
         self.queue.push(tasks);
         Fed {
             batch,
             slots: (0..count).map(|_| None).collect(),
-            next: 0,
         }
     }
 
-    /// Records every outcome of `fed`, in its batch's order, as the
-    /// workers finish them (putting back what is held or was not
-    /// started); outcomes of `later`, the batch fed after it, that come
+    /// Waits until the workers are done with `fed`, then records every
+    /// outcome in its batch's order (putting back what is held or was not
+    /// started); outcomes of `later`, the batch fed after it, that came
     /// back meanwhile wait in its slots.
     fn finish(
         &self,
@@ -417,33 +483,33 @@ impl<'d> Lane<'_, 'd> {
         mut later: Option<&mut Fed<'d>>,
         result: &mut Recorder<'_>,
     ) {
-        loop {
-            while let Some(done) = fed.slots.get_mut(fed.next).and_then(Option::take) {
-                record(work.path, done, result);
-                fed.next += 1;
+        if self.alone {
+            while !fed.complete() {
+                let Some(task) = self.queue.try_next() else {
+                    break;
+                };
+                place(&mut fed, &mut later, work.carry_out(task, walker));
             }
-            if fed.next == fed.slots.len() {
-                return;
+        } else {
+            let mut state = self.outbox.lock();
+            loop {
+                for done in std::mem::take(&mut state.done) {
+                    place(&mut fed, &mut later, done);
+                }
+                if fed.complete() || state.serving == 0 {
+                    break;
+                }
+                state = self
+                    .outbox
+                    .ready
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
             }
-            let done = match &self.done {
-                Some(rx) => rx.recv().ok(),
-                None => self
-                    .queue
-                    .try_next()
-                    .map(|task| work.carry_out(task, walker)),
-            };
-            let Some(done) = done else { break };
-            let slots = match later.as_deref_mut() {
-                Some(l) if l.batch == done.batch => &mut l.slots,
-                _ => &mut fed.slots,
-            };
-            let at = done.at;
-            slots[at] = Some(done);
         }
         // Only when a worker panicked (the panic is passed on by the
         // scope) could a slot stay empty; what its task held stays pending
         // in the quarantine.
-        for done in fed.slots.into_iter().skip(fed.next).flatten() {
+        for done in fed.slots.into_iter().flatten() {
             record(work.path, done, result);
         }
     }
@@ -494,24 +560,25 @@ impl Reaper {
             small_dirs: small_dirs(workers),
         };
         let queue = Queue::new();
+        let outbox = Outbox::new();
         std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<Done<'d>>();
-            let mut started = 0;
+            let _close = CloseOnDrop(&queue);
             for _ in 0..workers {
-                let (work, queue, tx) = (&work, &queue, tx.clone());
+                // Counted before it starts: it may leave at once.
+                outbox.lock().serving += 1;
+                let (work, queue, outbox) = (&work, &queue, &outbox);
                 let spawned = std::thread::Builder::new()
                     .name("sandkeeper-reap".into())
-                    .spawn_scoped(scope, move || work.serve(queue, tx));
-                if spawned.is_ok() {
-                    started += 1;
+                    .spawn_scoped(scope, move || work.serve(queue, outbox));
+                if spawned.is_err() {
+                    outbox.lock().serving -= 1;
                 }
             }
-            drop(tx);
-            let _close = CloseOnDrop(&queue);
             let lane = Lane {
                 queue: &queue,
+                outbox: &outbox,
                 // No thread to be had: this one does it all.
-                done: (started > 0).then_some(rx),
+                alone: outbox.lock().serving == 0,
             };
             let done = self.run_batches(&work, &lane, decisions, candidates, target_met, result);
             // The last two workers out of the quarantine may each have
