@@ -441,6 +441,13 @@ struct Lane<'q, 'd> {
 }
 
 impl<'d> Lane<'_, 'd> {
+    /// Whether every worker has left before the end (one panicked: the
+    /// panic is passed on when the root's reap ends): nothing more is
+    /// claimed or moved then.
+    fn broken(&self) -> bool {
+        !self.alone && self.outbox.lock().serving == 0
+    }
+
     /// Hands a batch's moved entries to the workers with their check:
     /// largest first, so that no worker is left with a large one at the end
     /// while the others idle; in the batch's order with a target (the
@@ -605,6 +612,9 @@ impl Reaper {
         let mut walker = walk::Walker::new();
         let mut fed: Option<Fed<'d>> = None;
         for (batch, numbers) in super::batches(candidates, work.target.is_some()).enumerate() {
+            if lane.broken() {
+                break;
+            }
             let (moved, mut notes) =
                 match self.claim_and_move(dir, path, decisions, numbers, *target_met) {
                     Ok(claimed) => claimed,
