@@ -22,10 +22,12 @@
 //! entry goes back to the calling thread, which puts it back. Meanwhile
 //! the calling thread claims and moves the **next** batch and takes its
 //! pass (after all of that batch's moves), hands it to the workers, and
-//! only then records the batch before, in that batch's order, as the
-//! workers finish it, then the next batch's entries that its claims kept
-//! or could not move: the records come in the batches' order, as if the
-//! batches ran one after another. So at most two batches are in flight,
+//! only then waits for the batch before and records it, in that batch's
+//! order (woken once when the workers are done with it, not per entry:
+//! each wake-up took a core from a worker), then the next batch's entries
+//! that its claims kept or could not move: the records come in the
+//! batches' order, as if the batches ran one after another (the events of
+//! a batch are told together). So at most two batches are in flight,
 //! each entry holding one descriptor (its claim's). A small entry is
 //! deleted on its worker alone (no threads of its own: thousands of small
 //! entries used to start and join a pool each); a large one may use the
