@@ -435,6 +435,10 @@ pub struct Claim {
     path: PathBuf,
     dev: u64,
     ino: u64,
+    /// What `statx` on `dir` said when it was claimed (the mount id
+    /// included, where the kernel reports it): what a removal that takes
+    /// the descriptor over ([`Claim::into_dir`]) checks it by.
+    meta: fs_at::Meta,
     record: RecordState,
 }
 
@@ -480,6 +484,15 @@ impl Claim {
     pub fn record(&self) -> &RecordState {
         &self.record
     }
+
+    /// The open, locked directory and what `statx` said of it when it was
+    /// claimed, for a removal that moves this very inode (the reaper's:
+    /// `remove::QuarantineBatch::quarantine_claimed`), so that it does not
+    /// open the entry's name a second time. The lock stays with the
+    /// descriptor: it is released when the last copy of it is closed.
+    pub(crate) fn into_dir(self) -> (OwnedFd, fs_at::Meta) {
+        (self.dir, self.meta)
+    }
 }
 
 /// Probes the directory at `path`: is its lease held?
@@ -497,7 +510,8 @@ pub fn probe(path: &Path) -> Result<Probe> {
 /// An entry opened for a [`probe_at`] or a [`look_at`], or, when it
 /// cannot be opened, what its record says instead.
 enum Opened {
-    Dir(OwnedFd, rustix::fs::Stat),
+    /// Open, with what `statx` (`fstat` where there is none) says of it.
+    Dir(OwnedFd, fs_at::Meta),
     /// Another filesystem is mounted on the entry: not opened.
     MountPoint,
     Unopenable {
@@ -533,7 +547,8 @@ fn open_entry(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Resul
         }
         Err(e) => return Err(e).with_path("cannot open sandbox", path),
     };
-    let stat = rustix::fs::fstat(&dir).with_path("cannot inspect sandbox", path)?;
+    let stat = fs_at::fstat(dir.as_fd(), fs_at::NoStatx::Fstatat)
+        .with_path("cannot inspect sandbox", path)?;
     Ok(Opened::Dir(dir, stat))
 }
 
@@ -575,11 +590,12 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
             record: read_record(dir.as_fd(), &path()),
             dir,
             path: path(),
-            dev: stat.st_dev,
-            ino: stat.st_ino,
+            dev: stat.id.dev,
+            ino: stat.id.ino,
+            meta: stat,
         })),
         Err(Errno::WOULDBLOCK) => Ok(Probe::Live {
-            holders: lock_holders(stat.st_dev, stat.st_ino).unwrap_or_default(),
+            holders: lock_holders(stat.id.dev, stat.id.ino).unwrap_or_default(),
             record: read_record(dir.as_fd(), &path()).record().cloned(),
         }),
         Err(e) => Err(e).with_path("cannot lock sandbox", path),
@@ -658,13 +674,13 @@ pub fn look_at(
         }
     };
     let record = read_record(dir.as_fd(), &path());
-    Ok(match locks.holders(stat.st_dev, stat.st_ino) {
+    Ok(match locks.holders(stat.id.dev, stat.id.ino) {
         Some(holders) => Look::Live {
             holders: holders.to_vec(),
             record: record.record().cloned(),
         },
         None => Look::Free {
-            identity: (stat.st_dev, stat.st_ino),
+            identity: (stat.id.dev, stat.id.ino),
             record,
         },
     })

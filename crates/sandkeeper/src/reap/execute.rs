@@ -2,32 +2,54 @@
 //! quarantine, check against a `/proc` pass taken after the move, remove
 //! (or put back); and first, what killed reapers left in the quarantine.
 //!
-//! # One pool per batch
+//! # One pool per root, pipelined
 //!
 //! A batch's entries are claimed and moved one after another (cheap: a
-//! lock, a rename, a `statx`), then one `/proc` pass serves them all. Then
-//! a pool of worker threads (one per core, at most 8), started once for the
-//! batch, takes the moved entries, largest first: for each, the in-use
-//! check walks it in the quarantine against that pass, and only when the
-//! walk is complete and found nothing does the same worker delete it; a
-//! held entry goes back to the calling thread, which puts it back. The
-//! calling thread records every outcome, in the batch's order, as the
-//! workers finish them. A small entry is deleted on its worker alone (no
-//! threads of its own: thousands of small entries used to start and join
-//! a pool each); a large one may use the remover's own helper threads.
+//! lock, a rename, a `statx`), then one `/proc` pass serves them all. A
+//! directory is moved through its claim's own descriptor (the one that
+//! took the lock): the remover does not open its name a second time, and
+//! checks that descriptor as it checks what it opens itself (a directory
+//! on the root's mount, the scanned inode), then that what arrived in the
+//! quarantine is that inode; a name swapped since the claim is put back,
+//! never removed. The descriptor, and so the lock, stays with the moved
+//! entry until it is removed or put back.
+//!
+//! One pool of worker threads (one per core, at most 8) is started for
+//! the root and kept for all its batches. The workers take the moved
+//! entries of a batch, largest first: for each, the in-use check walks it
+//! in the quarantine against **its batch's** pass, and only when the walk
+//! is complete and found nothing does the same worker delete it; a held
+//! entry goes back to the calling thread, which puts it back. Meanwhile
+//! the calling thread claims and moves the **next** batch and takes its
+//! pass (after all of that batch's moves), hands it to the workers, and
+//! only then waits for the batch before and records it, in that batch's
+//! order (woken once when the workers are done with it, not per entry:
+//! each wake-up took a core from a worker), then the next batch's entries
+//! that its claims kept or could not move: the records come in the
+//! batches' order, as if the batches ran one after another (the events of
+//! a batch are told together). So at most two batches are in flight,
+//! each entry holding one descriptor (its claim's). A small entry is
+//! deleted on its worker alone (no threads of its own: thousands of small
+//! entries used to start and join a pool each); a large one may use the
+//! remover's own helper threads. When `/proc` cannot be read for a batch,
+//! that batch is put back (`unknown`), the batch before it still finishes
+//! and is recorded, and the reap of the root fails.
 //!
 //! With a [stop flag](super::PolicyBuilder::stop_flag) (`watch` sets one),
-//! the batch uses the same pool. Each worker looks, before it starts on an
+//! the reap uses the same pool. Each worker looks, before it starts on an
 //! entry, at the stop flag: after a stop **no new removal starts; the ones
 //! already under way finish** (at most one per worker), and the entries
-//! not started are put back, told as stopped. With a free-space target the
-//! pool has **one** worker, which takes the entries in the batch's order
-//! (the policy's: the oldest first) and re-measures the free space after
-//! each removal (counting the entry's directory, which its claim holds
-//! open, and the batch's quarantine, both freed right after): once the
-//! target is met no further removal starts, so exactly as many go as
-//! needed. Its batches grow 1, 2, 4, … 64 (see the [reaper's
-//! docs](super)), so few entries are moved only to be put back.
+//! not started are put back, told as stopped (as are those of a batch
+//! moved while the stop came: they get no `/proc` pass), and no further
+//! entry is claimed. With a free-space target the pool has **one**
+//! worker and no pipeline: each batch is done before the next is claimed.
+//! The worker takes the entries in the batch's order (the policy's: the
+//! oldest first) and re-measures the free space after each removal
+//! (counting the batch's quarantine, freed right after; the entry's
+//! directory was freed with the removal, which had its claim's
+//! descriptor): once the target is met no further removal starts, so
+//! exactly as many go as needed. Its batches grow 1, 2, 4, … 64 (see the
+//! [reaper's docs](super)), so few entries are moved only to be put back.
 //!
 //! # Small entries: one walk that checks, then deletes
 //!
@@ -80,15 +102,17 @@
 //! batch's `/proc` pass, not once per entry; when it cannot be read,
 //! every entry of the batch is kept, saying why.
 
+use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use super::events::Recorder;
+use super::flat::Decisions;
 use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
 use crate::error::{Error, Result};
 use crate::inuse::InUse;
@@ -98,7 +122,7 @@ use crate::scan::{self, Entry, EntryState};
 use crate::walk::{self, FileKind, WalkState};
 use rustix::fs::FileType;
 
-/// The most worker threads a batch's pool starts (as the remover's own
+/// The most worker threads a root's pool starts (as the remover's own
 /// automatic choice: unlinking contends on filesystem locks).
 const POOL_MAX: usize = 8;
 
@@ -115,13 +139,15 @@ const SMALL: u64 = 4096;
 
 /// Directories such a listing holds open at most (each until it is
 /// deleted); an entry with more is checked and deleted by the two walks.
-/// Lower when the descriptor limit is low: the batch's workers together
+/// Lower when the descriptor limit is low: the pool's workers together
 /// hold at most a quarter of it ([`small_dirs`]).
 const SMALL_DIRS: u64 = 128;
 
 /// [`SMALL_DIRS`], or less, so that `workers` listings together hold at
 /// most a quarter of the soft `RLIMIT_NOFILE` (1024 by default for a
-/// service: 8 workers then list up to 32 directories each).
+/// service: 8 workers then list up to 32 directories each). Besides them,
+/// the entries in flight hold one descriptor each (their claim's, which
+/// the move and the removal use): at most two batches' worth.
 fn small_dirs(workers: usize) -> u64 {
     let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
@@ -129,18 +155,12 @@ fn small_dirs(workers: usize) -> u64 {
     (soft / 4 / workers.max(1) as u64).min(SMALL_DIRS)
 }
 
-/// What a batch keeps of an entry while a worker deals with it.
-struct Held<'r> {
-    entry: &'r Entry,
-    reason: &'r ReapReason,
-    claim: Option<Claim>,
-}
-
-/// An entry of a batch that is in the quarantine, with its claim.
-struct Moved<'r, 'd> {
-    entry: &'r Entry,
-    reason: &'r ReapReason,
-    claim: Option<Claim>,
+/// An entry of a batch that is in the quarantine. A directory's claim
+/// went with it: its locked descriptor is the handle's (the lock is let go
+/// when the entry is removed or put back).
+struct Moved<'d> {
+    entry: Entry,
+    reason: ReapReason,
     q: Quarantined<'d>,
 }
 
@@ -155,34 +175,548 @@ enum Outcome<'d> {
     Halted(KeepReason, Quarantined<'d>),
 }
 
-impl Reaper {
-    /// Claims a batch, moves each entry into the quarantine, checks each
-    /// against one `/proc` pass taken after all those moves, then removes
-    /// each one that nothing holds and puts back the others (see the
-    /// [module docs](self)).
-    pub(super) fn reap_batch(
+/// A record of a batch's claims and moves, told only once the batch
+/// before it is recorded (so the records stay in the batches' order).
+enum Note {
+    Kept(Skipped),
+    Failed(ReapError),
+}
+
+fn tell(notes: Vec<Note>, result: &mut Recorder<'_>) {
+    for note in notes {
+        match note {
+            Note::Kept(s) => result.kept(s),
+            Note::Failed(e) => result.failed(e),
+        }
+    }
+}
+
+/// A moved entry for the pool: which batch, where in it, and the batch's
+/// check (taken after the batch's moves; shared by its entries, let go
+/// with the last of them).
+struct Task<'d> {
+    batch: usize,
+    at: usize,
+    moved: Moved<'d>,
+    check: Arc<Check>,
+}
+
+/// What a worker did with a [`Task`].
+struct Done<'d> {
+    batch: usize,
+    at: usize,
+    entry: Entry,
+    reason: ReapReason,
+    outcome: Outcome<'d>,
+}
+
+/// The pool's tasks, batch after batch; closed when the root is done (or
+/// its reap ends early): a worker then starts nothing more.
+struct Queue<'d> {
+    state: Mutex<(VecDeque<Task<'d>>, bool)>,
+    ready: Condvar,
+}
+
+impl<'d> Queue<'d> {
+    fn new() -> Queue<'d> {
+        Queue {
+            state: Mutex::new((VecDeque::new(), false)),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn push(&self, tasks: Vec<Task<'d>>) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .extend(tasks);
+        self.ready.notify_all();
+    }
+
+    /// The next task, waiting for one while the queue is open; `None` once
+    /// it is closed (what is left in it then stays pending in the
+    /// quarantine, never deleted without a fresh check).
+    fn next(&self) -> Option<Task<'d>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if state.1 {
+                return None;
+            }
+            if let Some(task) = state.0.pop_front() {
+                return Some(task);
+            }
+            state = self
+                .ready
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// The next task, if there is one now.
+    fn try_next(&self) -> Option<Task<'d>> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        match state.1 {
+            true => None,
+            false => state.0.pop_front(),
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.ready.notify_all();
+    }
+}
+
+/// Closes the queue when dropped: the calling thread's, on every way out
+/// of a root's reap (an error, a panic in the caller's `on_event`), so no
+/// worker waits for tasks that will not come.
+struct CloseOnDrop<'q, 'd>(&'q Queue<'d>);
+
+impl Drop for CloseOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Where the workers leave what they did. The calling thread is woken
+/// when a batch is complete (or no worker is left), not for every entry:
+/// each wake-up would take a core from a worker for a moment.
+struct Outbox<'d> {
+    state: Mutex<Outgoing<'d>>,
+    ready: Condvar,
+}
+
+struct Outgoing<'d> {
+    done: Vec<Done<'d>>,
+    /// Batches with tasks not done yet, and how many (at most two).
+    open: Vec<(usize, usize)>,
+    /// Workers that have not left.
+    serving: usize,
+}
+
+impl<'d> Outbox<'d> {
+    fn new() -> Outbox<'d> {
+        Outbox {
+            state: Mutex::new(Outgoing {
+                done: Vec::new(),
+                open: Vec::new(),
+                serving: 0,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing<'d>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A worker's outcome; wakes the calling thread if it completes its
+    /// batch.
+    fn deliver(&self, done: Done<'d>) {
+        let mut state = self.lock();
+        let batch = done.batch;
+        state.done.push(done);
+        if let Some(at) = state.open.iter().position(|&(b, _)| b == batch) {
+            state.open[at].1 -= 1;
+            if state.open[at].1 == 0 {
+                state.open.remove(at);
+                self.ready.notify_all();
+            }
+        }
+    }
+}
+
+/// A worker's leaving (at the end, or when it panics: then the queue is
+/// closed, so the other workers stop too), told to the calling thread.
+struct Leaving<'q, 'd>(&'q Queue<'d>, &'q Outbox<'d>);
+
+impl Drop for Leaving<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.close();
+        }
+        self.1.lock().serving -= 1;
+        self.1.ready.notify_all();
+    }
+}
+
+/// What a root's workers share: where they work, the free-space target
+/// (then there is one worker) and whether it is met.
+struct Work<'s> {
+    reaper: &'s Reaper,
+    dir: BorrowedFd<'s>,
+    path: &'s Path,
+    target: Option<Target>,
+    /// Set by the worker whose removal met the target; looked at before
+    /// every entry is started.
+    met: AtomicBool,
+    small_dirs: u64,
+}
+
+impl Work<'_> {
+    /// A worker: takes tasks until the queue is closed.
+    fn serve<'d>(&self, queue: &Queue<'d>, outbox: &Outbox<'d>) {
+        let _leaving = Leaving(queue, outbox);
+        let mut walker = walk::Walker::new();
+        while let Some(task) = queue.next() {
+            outbox.deliver(self.carry_out(task, &mut walker));
+        }
+    }
+
+    /// Checks a moved entry against its batch's pass and, if nothing holds
+    /// it, removes it; unless a stop was asked for, or the target met,
+    /// before it was started: after that no new removal starts (the ones
+    /// under way on other workers finish).
+    fn carry_out<'d>(&self, task: Task<'d>, walker: &mut walk::Walker) -> Done<'d> {
+        let Task {
+            batch,
+            at,
+            moved: Moved { entry, reason, q },
+            check,
+        } = task;
+        let outcome = match self.reaper.halted(self.met.load(Ordering::Acquire)) {
+            Some(why) => Outcome::Halted(why, q),
+            None => {
+                let ours = self.target.map(|_| own_quarantine(self.dir, &q));
+                match check_and_remove(self.path, &entry, q, &check, self.small_dirs, walker) {
+                    Outcome::Removed(removal) => {
+                        if let Some(t) = self.target {
+                            // The entry's directory was held open by its
+                            // claim's descriptor, which the removal had and
+                            // closed: its inode is freed. Unlinked-but-open
+                            // files free nothing: measured, not counted.
+                            // The quarantine itself goes when the batch is
+                            // done.
+                            let free = scan::filesystem::free(self.dir)
+                                .map(|free| free.plus(ours.unwrap_or_default()));
+                            if free.is_ok_and(|free| t.met(free)) {
+                                self.met.store(true, Ordering::Release);
+                            }
+                        }
+                        Outcome::Removed(removal)
+                    }
+                    held => held,
+                }
+            }
+        };
+        Done {
+            batch,
+            at,
+            entry,
+            reason,
+            outcome,
+        }
+    }
+}
+
+/// A batch handed to the pool, and its outcomes as they come back.
+struct Fed<'d> {
+    batch: usize,
+    slots: Vec<Option<Done<'d>>>,
+}
+
+impl<'d> Fed<'d> {
+    fn complete(&self) -> bool {
+        self.slots.iter().all(Option::is_some)
+    }
+}
+
+/// Puts an outcome in its batch's slot: `fed`'s, or `later`'s (the batch
+/// fed after it).
+fn place<'d>(fed: &mut Fed<'d>, later: &mut Option<&mut Fed<'d>>, done: Done<'d>) {
+    let slots = match later {
+        Some(l) if l.batch == done.batch => &mut l.slots,
+        _ => &mut fed.slots,
+    };
+    let at = done.at;
+    slots[at] = Some(done);
+}
+
+/// The calling thread's side of the pool.
+struct Lane<'q, 'd> {
+    queue: &'q Queue<'d>,
+    outbox: &'q Outbox<'d>,
+    /// No worker could be started: this thread carries out every task
+    /// itself.
+    alone: bool,
+}
+
+impl<'d> Lane<'_, 'd> {
+    /// Whether every worker has left before the end (one panicked: the
+    /// panic is passed on when the root's reap ends): nothing more is
+    /// claimed or moved then.
+    fn broken(&self) -> bool {
+        !self.alone && self.outbox.lock().serving == 0
+    }
+
+    /// Hands a batch's moved entries to the workers with their check:
+    /// largest first, so that no worker is left with a large one at the end
+    /// while the others idle; in the batch's order with a target (the
+    /// oldest first).
+    fn feed(&self, batch: usize, moved: Vec<Moved<'d>>, check: Check, ordered: bool) -> Fed<'d> {
+        let check = Arc::new(check);
+        let count = moved.len();
+        let mut tasks: Vec<Task<'d>> = moved
+            .into_iter()
+            .enumerate()
+            .map(|(at, moved)| Task {
+                batch,
+                at,
+                moved,
+                check: Arc::clone(&check),
+            })
+            .collect();
+        if !ordered {
+            tasks.sort_by_key(|t| Reverse(t.moved.entry.files.saturating_add(t.moved.entry.dirs)));
+        }
+        if !self.alone {
+            self.outbox.lock().open.push((batch, count));
+        }
+        self.queue.push(tasks);
+        Fed {
+            batch,
+            slots: (0..count).map(|_| None).collect(),
+        }
+    }
+
+    /// Waits until the workers are done with `fed`, then records every
+    /// outcome in its batch's order (putting back what is held or was not
+    /// started); outcomes of `later`, the batch fed after it, that came
+    /// back meanwhile wait in its slots.
+    fn finish(
         &self,
-        dir: BorrowedFd<'_>,
-        path: &Path,
-        batch: &[(Entry, ReapReason)],
+        work: &Work<'_>,
+        walker: &mut walk::Walker,
+        mut fed: Fed<'d>,
+        mut later: Option<&mut Fed<'d>>,
+        result: &mut Recorder<'_>,
+    ) {
+        if self.alone {
+            while !fed.complete() {
+                let Some(task) = self.queue.try_next() else {
+                    break;
+                };
+                place(&mut fed, &mut later, work.carry_out(task, walker));
+            }
+        } else {
+            let mut state = self.outbox.lock();
+            loop {
+                for done in std::mem::take(&mut state.done) {
+                    place(&mut fed, &mut later, done);
+                }
+                if fed.complete() || state.serving == 0 {
+                    break;
+                }
+                state = self
+                    .outbox
+                    .ready
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        // Only when a worker panicked (the panic is passed on by the
+        // scope) could a slot stay empty; what its task held stays pending
+        // in the quarantine.
+        for done in fed.slots.into_iter().flatten() {
+            record(work.path, done, result);
+        }
+    }
+}
+
+impl Reaper {
+    /// Removes a root's `candidates` (numbers of `decisions`, in the order
+    /// they go), batch after batch, on one pool of workers kept for the
+    /// whole root: each batch is claimed and moved into the quarantine,
+    /// checked against one `/proc` pass taken after all its moves, then
+    /// each entry nothing holds is removed and the others are put back
+    /// (see the [module docs](self)). Without a target, the next batch is
+    /// claimed, moved and given its pass while the workers deal with this
+    /// one; with one, batch by batch, re-measuring the free space.
+    ///
+    /// # Errors
+    ///
+    /// When the root cannot be inspected or `/proc` cannot be read (that
+    /// batch is put back; the one before it still finishes and is
+    /// recorded).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn remove_candidates<'d>(
+        &'d self,
+        dir: BorrowedFd<'d>,
+        path: &'d Path,
+        decisions: &'d Decisions<'_>,
+        candidates: &[u32],
         target: Option<Target>,
         target_met: &mut bool,
         result: &mut Recorder<'_>,
     ) -> Result<()> {
-        // The root is inspected, and its quarantine opened and checked,
-        // once for the batch; every entry's own checks stay per entry.
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        // With a target, one worker: the free space is measured after each
+        // removal before the next starts, so exactly as many go as needed
+        // (two workers would each start one more before either had met it).
+        let workers = match target {
+            Some(_) => 1,
+            None => walk::cores().clamp(1, POOL_MAX).min(candidates.len()),
+        };
+        let work = Work {
+            reaper: self,
+            dir,
+            path,
+            target,
+            met: AtomicBool::new(*target_met),
+            small_dirs: small_dirs(workers),
+        };
+        let queue = Queue::new();
+        let outbox = Outbox::new();
+        std::thread::scope(|scope| {
+            let _close = CloseOnDrop(&queue);
+            for _ in 0..workers {
+                // Counted before it starts: it may leave at once.
+                outbox.lock().serving += 1;
+                let (work, queue, outbox) = (&work, &queue, &outbox);
+                let spawned = std::thread::Builder::new()
+                    .name("sandkeeper-reap".into())
+                    .spawn_scoped(scope, move || work.serve(queue, outbox));
+                if spawned.is_err() {
+                    outbox.lock().serving -= 1;
+                }
+            }
+            let lane = Lane {
+                queue: &queue,
+                outbox: &outbox,
+                // No thread to be had: this one does it all.
+                alone: outbox.lock().serving == 0,
+            };
+            let done = self.run_batches(&work, &lane, decisions, candidates, target_met, result);
+            // The last two workers out of the quarantine may each have
+            // left it to the other.
+            remove::tidy_quarantine(dir);
+            done
+        })
+    }
+
+    /// The calling thread's loop of [`remove_candidates`](Self::remove_candidates):
+    /// claims and moves batch N+1 and takes its `/proc` pass, feeds it to
+    /// the workers, then records batch N (which they were dealing with
+    /// meanwhile), then the claims of N+1 that kept or failed an entry.
+    fn run_batches<'w: 'd, 'd>(
+        &self,
+        work: &Work<'w>,
+        lane: &Lane<'_, 'd>,
+        decisions: &'d Decisions<'_>,
+        candidates: &[u32],
+        target_met: &mut bool,
+        result: &mut Recorder<'_>,
+    ) -> Result<()> {
+        let (dir, path) = (work.dir, work.path);
+        let mut walker = walk::Walker::new();
+        let mut fed: Option<Fed<'d>> = None;
+        for (batch, numbers) in super::batches(candidates, work.target.is_some()).enumerate() {
+            if lane.broken() {
+                break;
+            }
+            let (moved, mut notes) =
+                match self.claim_and_move(dir, path, decisions, numbers, *target_met) {
+                    Ok(claimed) => claimed,
+                    Err(e) => {
+                        if let Some(before) = fed.take() {
+                            lane.finish(work, &mut walker, before, None, result);
+                        }
+                        return Err(e);
+                    }
+                };
+            let mut next = None;
+            let mut failed = None;
+            if let Some(why) = self.halted(*target_met).filter(|_| !moved.is_empty()) {
+                // Asked to stop during the moves: none of these starts.
+                for m in moved {
+                    notes.push(Note::Kept(put_back(path, &m.entry, m.q, why.clone())));
+                }
+            } else if !moved.is_empty() {
+                // Taken after every move of the batch: whatever starts
+                // using an entry after this pass can no longer reach it by
+                // its path.
+                match self.scanner.in_use() {
+                    Ok(inuse) => {
+                        let check = Check::new(inuse);
+                        next = Some(lane.feed(batch, moved, check, work.target.is_some()));
+                    }
+                    Err(e) => {
+                        for m in moved {
+                            notes.push(Note::Kept(put_back(
+                                path,
+                                &m.entry,
+                                m.q,
+                                KeepReason::Unknown,
+                            )));
+                        }
+                        failed = Some(e);
+                    }
+                }
+            }
+            if let Some(before) = fed.take() {
+                lane.finish(work, &mut walker, before, next.as_mut(), result);
+            }
+            tell(notes, result);
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let Some(t) = work.target else {
+                fed = next;
+                continue;
+            };
+            if let Some(this) = next {
+                // With a target, batch by batch: this one is done before
+                // the next is claimed.
+                lane.finish(work, &mut walker, this, None, result);
+                remove::tidy_quarantine(dir);
+                // The pool counted the quarantine as freed; what the next
+                // batch decides on is what is really free.
+                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+                work.met.store(*target_met, Ordering::Release);
+            }
+        }
+        if let Some(last) = fed.take() {
+            lane.finish(work, &mut walker, last, None, result);
+        }
+        Ok(())
+    }
+
+    /// Claims each entry of a batch (`numbers` of `decisions`) and moves it
+    /// into the quarantine (the root is inspected, and its quarantine
+    /// opened and checked, once for the batch; every entry's own checks
+    /// stay per entry). Returns the moved entries, and the records of
+    /// those kept or failed on the way, in the batch's order.
+    fn claim_and_move<'d>(
+        &self,
+        dir: BorrowedFd<'d>,
+        path: &Path,
+        decisions: &'d Decisions<'_>,
+        numbers: &[u32],
+        target_met: bool,
+    ) -> Result<(Vec<Moved<'d>>, Vec<Note>)> {
         let mut quarantine = remove::QuarantineBatch::new(dir).map_err(|e| e.at(path))?;
-        let mut moved: Vec<Moved<'_, '_>> = Vec::new();
-        for (entry, reason) in batch {
-            if let Some(why) = self.halted(*target_met) {
-                result.kept(skipped(path, entry, why));
+        let mut moved = Vec::with_capacity(numbers.len());
+        let mut notes = Vec::new();
+        for &i in numbers {
+            let i = i as usize;
+            let Some(super::Verdict::Reap(reason)) = decisions.verdict(i) else {
+                continue;
+            };
+            // A small entry rebuilt per candidate of the batch: what the
+            // claim, the move and the check after it use.
+            let entry = decisions.entry(i);
+            if let Some(why) = self.halted(target_met) {
+                notes.push(Note::Kept(skipped(path, &entry, why)));
                 continue;
             }
-            let claim = match claim(dir, path, entry) {
+            let claim = match claim(dir, path, &entry) {
                 Ok(claim) => claim,
                 Err(Gone) => continue,
                 Err(Changed(what)) => {
-                    result.kept(skipped(path, entry, KeepReason::Changed(what)));
+                    notes.push(Note::Kept(skipped(path, &entry, KeepReason::Changed(what))));
                     continue;
                 }
             };
@@ -191,178 +725,33 @@ impl Reaper {
             // The leftovers of killed reapers were finished at the start.
             opts.expect(dev, ino).find_leftovers(false);
             if entry.files.saturating_add(entry.dirs) < LARGE {
-                // Deleted on a worker of the batch's pool, alone.
+                // Deleted on a worker of the pool, alone.
                 opts.threads(1);
             }
-            match quarantine.quarantine_entry(&entry.name, &opts) {
-                Ok(q) => moved.push(Moved {
-                    entry,
-                    reason,
-                    claim,
-                    q,
-                }),
+            // A directory is moved through its claim's descriptor (no
+            // second open of its name), checked as the remover checks what
+            // it opens itself, and what arrives must be that inode.
+            let name = decisions.name(i);
+            let q = match claim {
+                Some(claim) => quarantine.quarantine_claimed(name, claim.into_dir(), &opts),
+                None => quarantine.quarantine_entry(name, &opts),
+            };
+            match q {
+                Ok(q) => moved.push(Moved { entry, reason, q }),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => match raced_by_owner(dir, entry, &e) {
-                    Some(what) => result.kept(skipped(path, entry, KeepReason::Changed(what))),
-                    None => result.failed(ReapError {
+                Err(e) => notes.push(match raced_by_owner(dir, &entry, &e) {
+                    Some(what) => Note::Kept(skipped(path, &entry, KeepReason::Changed(what))),
+                    None => Note::Failed(ReapError {
                         path: path.join(&entry.name),
                         error: e.to_string(),
                     }),
-                },
+                }),
             }
         }
         // The moved entries hold shares of the quarantine; the last one
         // out removes it when empty.
         drop(quarantine);
-        if moved.is_empty() {
-            return Ok(());
-        }
-        // Taken after every move of the batch: whatever starts using an
-        // entry after this pass can no longer reach it by its path.
-        let inuse = match self.scanner.in_use() {
-            Ok(inuse) => inuse,
-            Err(e) => {
-                for m in moved {
-                    put_back(path, m.entry, m.q, KeepReason::Unknown, result);
-                    drop(m.claim);
-                }
-                return Err(e);
-            }
-        };
-        let check = Check::new(&inuse);
-        *target_met = self.remove_in_pool(dir, path, moved, &check, target, *target_met, result);
-        // The last two workers out of the quarantine may each have left it
-        // to the other.
-        remove::tidy_quarantine(dir);
-        if let Some(t) = target {
-            // The pool counted the quarantine as freed; what the next
-            // batch decides on is what is really free.
-            *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
-        }
-        Ok(())
-    }
-
-    /// The batch's pool checks and removes the moved entries in parallel
-    /// (largest first; in the batch's order with a target); this thread
-    /// records the outcomes in the batch's order and puts back what is
-    /// held or was not started. Returns whether the target is met.
-    #[allow(clippy::too_many_arguments)]
-    fn remove_in_pool<'r, 'd>(
-        &self,
-        dir: BorrowedFd<'_>,
-        path: &Path,
-        moved: Vec<Moved<'r, 'd>>,
-        check: &Check<'_>,
-        target: Option<Target>,
-        target_met: bool,
-        result: &mut Recorder<'_>,
-    ) -> bool {
-        let count = moved.len();
-        let mut queue: Vec<(usize, Moved<'r, 'd>)> = moved.into_iter().enumerate().collect();
-        match target {
-            // Popped from the end: the batch's first entry goes first.
-            Some(_) => queue.reverse(),
-            // The largest go first, so that no worker is left with a large
-            // one at the end while the others idle.
-            None => queue.sort_by_key(|(_, m)| m.entry.files.saturating_add(m.entry.dirs)),
-        }
-        let queue = Mutex::new(queue);
-        // Set by the worker whose removal met the target; looked at by
-        // every worker before it starts on an entry.
-        let met = AtomicBool::new(target_met);
-        // With a target, one worker: the free space is measured after each
-        // removal before the next starts, so exactly as many go as needed
-        // (two workers would each start one more before either had met it).
-        let workers = match target {
-            Some(_) => 1,
-            None => walk::cores().clamp(1, POOL_MAX).min(count),
-        };
-        let small_dirs = small_dirs(workers);
-        let (tx, rx) = mpsc::channel::<(usize, Held<'r>, Outcome<'d>)>();
-        let work = |tx: mpsc::Sender<(usize, Held<'r>, Outcome<'d>)>| {
-            let mut walker = walk::Walker::new();
-            loop {
-                let next = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
-                let Some((at, m)) = next else { break };
-                let Moved {
-                    entry,
-                    reason,
-                    mut claim,
-                    q,
-                } = m;
-                // After a stop, or once the target is met, no new removal
-                // starts; the ones under way on other workers finish.
-                let outcome = match self.halted(met.load(Ordering::Acquire)) {
-                    Some(why) => Outcome::Halted(why, q),
-                    None => {
-                        let ours = target.map(|_| own_quarantine(dir, &q));
-                        match check_and_remove(path, entry, q, check, small_dirs, &mut walker) {
-                            Outcome::Removed(removal) => {
-                                if let Some(t) = target {
-                                    // The claim holds the entry's directory
-                                    // open: its inode is freed only when the
-                                    // claim goes.
-                                    drop(claim.take());
-                                    // Unlinked-but-open files free nothing:
-                                    // measured, not counted. The quarantine
-                                    // itself goes when the batch is done.
-                                    let free = scan::filesystem::free(dir)
-                                        .map(|free| free.plus(ours.unwrap_or_default()));
-                                    if free.is_ok_and(|free| t.met(free)) {
-                                        met.store(true, Ordering::Release);
-                                    }
-                                }
-                                Outcome::Removed(removal)
-                            }
-                            held => held,
-                        }
-                    }
-                };
-                let held = Held {
-                    entry,
-                    reason,
-                    claim,
-                };
-                if tx.send((at, held, outcome)).is_err() {
-                    break;
-                }
-            }
-        };
-        let mut done: Vec<Option<(Held<'r>, Outcome<'d>)>> = (0..count).map(|_| None).collect();
-        let mut next = 0;
-        std::thread::scope(|scope| {
-            let mut started = 0;
-            for _ in 0..workers {
-                let tx = tx.clone();
-                let work = &work;
-                let spawned = std::thread::Builder::new()
-                    .name("sandkeeper-reap".into())
-                    .spawn_scoped(scope, move || work(tx));
-                if spawned.is_ok() {
-                    started += 1;
-                }
-            }
-            if started == 0 {
-                // No thread to be had: this one does it all.
-                work(tx);
-            } else {
-                drop(tx);
-            }
-            for (at, held, outcome) in rx {
-                done[at] = Some((held, outcome));
-                while let Some(Some((held, outcome))) = done.get_mut(next).map(Option::take) {
-                    record(path, held, outcome, result);
-                    next += 1;
-                }
-            }
-        });
-        // Only when a worker panicked (the panic is passed on by the
-        // scope, so this is not reached) could a slot be empty; what its
-        // handle held stays pending in the quarantine.
-        for (held, outcome) in done.into_iter().flatten() {
-            record(path, held, outcome, result);
-        }
-        met.into_inner()
+        Ok((moved, notes))
     }
 
     /// Deals with what killed reapers left in the quarantine of `dir`:
@@ -395,8 +784,7 @@ impl Reaper {
         if pending.is_empty() {
             return;
         }
-        let inuse = self.scanner.in_use();
-        let check = inuse.as_ref().map(Check::new);
+        let check = self.scanner.in_use().map(Check::new);
         let mut walker = walk::Walker::new();
         for q in pending {
             let here = root.join(q.path_in_parent());
@@ -441,19 +829,21 @@ impl Reaper {
 }
 
 /// Records what a worker did with an entry, putting it back if it is
-/// held; then lets its claim go.
-fn record(path: &Path, held: Held<'_>, outcome: Outcome<'_>, result: &mut Recorder<'_>) {
-    let Held {
+/// held or was not started (which lets its claim go).
+fn record(path: &Path, done: Done<'_>, result: &mut Recorder<'_>) {
+    let Done {
         entry,
         reason,
-        claim,
-    } = held;
+        outcome,
+        ..
+    } = done;
     match outcome {
-        Outcome::Removed(removal) => record_outcome(path, entry, reason, removal, result),
-        Outcome::Held(what, q) => put_back(path, entry, q, KeepReason::Changed(what), result),
-        Outcome::Halted(why, q) => put_back(path, entry, q, why, result),
+        Outcome::Removed(removal) => record_outcome(path, &entry, reason, removal, result),
+        Outcome::Held(what, q) => {
+            result.kept(put_back(path, &entry, q, KeepReason::Changed(what)));
+        }
+        Outcome::Halted(why, q) => result.kept(put_back(path, &entry, q, why)),
     }
-    drop(claim);
 }
 
 /// What the batch's quarantine itself takes on the filesystem (one inode
@@ -476,7 +866,7 @@ fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem:
 fn record_outcome(
     root: &Path,
     entry: &Entry,
-    reason: &ReapReason,
+    reason: ReapReason,
     removal: Result<RemovalReport>,
     result: &mut Recorder<'_>,
 ) {
@@ -511,16 +901,10 @@ fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantin
     });
 }
 
-/// Puts a quarantined entry back and records why it stays. If its name was
-/// taken meanwhile it stays pending in the quarantine (never deleted
-/// without a fresh check), and the record says where.
-fn put_back(
-    root: &Path,
-    entry: &Entry,
-    q: Quarantined<'_>,
-    why: KeepReason,
-    result: &mut Recorder<'_>,
-) {
+/// Puts a quarantined entry back, and returns the record of why it stays.
+/// If its name was taken meanwhile it stays pending in the quarantine
+/// (never deleted without a fresh check), and the record says where.
+fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason) -> Skipped {
     let why = match q.restore() {
         Restore::Restored => why,
         Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(
@@ -530,7 +914,7 @@ fn put_back(
             root.join(at).display()
         )),
     };
-    result.kept(skipped(root, entry, why));
+    skipped(root, entry, why)
 }
 
 fn why_text(why: &KeepReason) -> String {
@@ -544,14 +928,14 @@ fn why_text(why: &KeepReason) -> String {
 fn record_removal(
     root: &Path,
     entry: &Entry,
-    reason: &ReapReason,
+    reason: ReapReason,
     removal: &RemovalReport,
     result: &mut Recorder<'_>,
 ) {
     if removal.is_complete() {
         // The scan measured it (its disk usage is what was freed); the
         // remover does not re-stat.
-        result.removed(removed(root, entry, reason.clone()));
+        result.removed(removed(root, entry, reason));
         return;
     }
     let left: Vec<String> = removal
@@ -636,15 +1020,16 @@ fn claim(
 /// moves and, when some processes' holdings were not read, one reading of
 /// `/proc/locks` taken at the same moment (for
 /// [`open_elsewhere`](crate::inuse::open_elsewhere), which answers "open"
-/// for a file that has a lock or lease without opening it).
-struct Check<'i> {
-    inuse: &'i InUse,
+/// for a file that has a lock or lease without opening it). Owned, so the
+/// workers can keep it while the next batch is claimed.
+struct Check {
+    inuse: InUse,
     /// `None` when every process was read (no file is asked).
     locks: Option<std::result::Result<Locks, String>>,
 }
 
-impl<'i> Check<'i> {
-    fn new(inuse: &'i InUse) -> Check<'i> {
+impl Check {
+    fn new(inuse: InUse) -> Check {
         let locks = inuse
             .has_unread_processes()
             .then(|| Locks::read().map_err(|e| e.to_string()));
@@ -727,7 +1112,7 @@ fn check_and_remove<'d>(
     root: &Path,
     entry: &Entry,
     q: Quarantined<'d>,
-    check: &Check<'_>,
+    check: &Check,
     small_dirs: u64,
     walker: &mut walk::Walker,
 ) -> Outcome<'d> {
@@ -778,7 +1163,7 @@ fn check_quarantined(
     root: &Path,
     original: Option<&OsStr>,
     q: &Quarantined<'_>,
-    check: &Check<'_>,
+    check: &Check,
     walker: &mut walk::Walker,
 ) -> Option<String> {
     check
@@ -787,7 +1172,7 @@ fn check_quarantined(
 }
 
 /// The walk of [`check_quarantined`].
-fn walk_check(q: &Quarantined<'_>, check: &Check<'_>, walker: &mut walk::Walker) -> Option<String> {
+fn walk_check(q: &Quarantined<'_>, check: &Check, walker: &mut walk::Walker) -> Option<String> {
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
     let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {

@@ -560,7 +560,9 @@ impl<'p> Decisions<'p> {
         }
     }
 
-    fn name(&self, i: usize) -> &OsStr {
+    /// Entry `i`'s name: the scan's own buffer, which lives as long as the
+    /// decisions (the reaper moves entries by it).
+    pub(super) fn name(&self, i: usize) -> &OsStr {
         self.names.get(i)
     }
 

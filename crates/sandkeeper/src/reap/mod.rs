@@ -14,7 +14,9 @@
 //!    symlink has no lock;
 //! 2. checks it is still the inode that was scanned;
 //! 3. moves it into the root's quarantine under a pending name
-//!    ([`remove::quarantine_entry`](crate::remove::quarantine_entry)), checking that the inode that arrived
+//!    ([`remove::quarantine_entry`](crate::remove::quarantine_entry); a
+//!    directory through the descriptor its claim locked, not a second
+//!    open of its name), checking that the inode that arrived
 //!    is the one claimed: from now on no new path lookup reaches it (on a
 //!    filesystem without a free inode or block, a directory becomes its
 //!    own quarantine: made the reaper's, mode 0700, renamed in place);
@@ -41,15 +43,19 @@
 //! Steps 1–3 run for up to 64 entries, then one `/proc` pass serves step 4
 //! for each of them (a pass costs about 25 ms on a busy host; one per entry
 //! would make a reap of thousands take minutes); each entry's check still
-//! follows its own move. Steps 4 and 6 then run on one pool of worker
-//! threads for the whole batch, largest entry first: each entry's check
-//! walk is complete, and found nothing, before its worker unlinks anything
-//! in it; what is held goes back to the calling thread to be put back,
-//! which records every outcome in the batch's order. With a free-space
-//! target the batches grow 1, 2, 4, … 64, so few entries are moved only to
-//! be put back, and one worker takes them in the batch's order,
-//! re-measuring the free space after each removal; with a stop flag every
-//! worker looks at it before it starts on an entry.
+//! follows its own move. Steps 4 and 6 run on one pool of worker threads
+//! kept for the whole root, each batch's entries largest first: each
+//! entry's check walk is complete, and found nothing, before its worker
+//! unlinks anything in it; what is held goes back to the calling thread to
+//! be put back. While the workers deal with one batch, the calling thread
+//! claims and moves the next and takes its pass (a pipeline of two
+//! batches), then records the first batch's outcomes in its order: the
+//! records come in the batches' order, as if they ran one after another.
+//! With a free-space target the batches grow 1, 2, 4, … 64, so few entries
+//! are moved only to be put back, one worker takes them in the batch's
+//! order, re-measuring the free space after each removal, and each batch
+//! is done before the next is claimed; with a stop flag every worker looks
+//! at it before it starts on an entry.
 //!
 //! # Memory
 //!
@@ -534,34 +540,31 @@ impl Reaper {
             },
         };
         let mut target_met = target.is_some_and(|t| t.met(free));
-        for batch in batches(&candidates, target.is_some()) {
-            if self.policy.dry_run {
-                for &i in batch {
-                    let i = i as usize;
-                    if target_met {
-                        result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
-                        continue;
-                    }
-                    let (disk_bytes, items) = decisions.sizes(i);
-                    free.bytes = free.bytes.saturating_add(disk_bytes);
-                    free.inodes = free.inodes.saturating_add(items.max(1));
-                    target_met = target.is_some_and(|t| t.met(free));
-                    if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
-                        result.removed(decisions.removed(&path, i, reason));
-                    }
+        if self.policy.dry_run {
+            for &i in &candidates {
+                let i = i as usize;
+                if target_met {
+                    result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
+                    continue;
                 }
-                continue;
+                let (disk_bytes, items) = decisions.sizes(i);
+                free.bytes = free.bytes.saturating_add(disk_bytes);
+                free.inodes = free.inodes.saturating_add(items.max(1));
+                target_met = target.is_some_and(|t| t.met(free));
+                if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
+                    result.removed(decisions.removed(&path, i, reason));
+                }
             }
-            // A small entry rebuilt per candidate of the batch (at most
-            // 64): what the claim, the move and the check after it use.
-            let entries: Vec<(Entry, ReapReason)> = batch
-                .iter()
-                .filter_map(|&i| match decisions.verdict(i as usize) {
-                    Some(Verdict::Reap(reason)) => Some((decisions.entry(i as usize), reason)),
-                    _ => None,
-                })
-                .collect();
-            self.reap_batch(dir, &path, &entries, target, &mut target_met, &mut result)?;
+        } else {
+            self.remove_candidates(
+                dir,
+                &path,
+                &decisions,
+                &candidates,
+                target,
+                &mut target_met,
+                &mut result,
+            )?;
         }
         if let Some(t) = target {
             if !self.policy.dry_run {

@@ -61,7 +61,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{FlockOperation, Mode};
@@ -90,6 +90,37 @@ const MAX_REMEMBERED: usize = 64;
 
 /// Distinguishes names made by one process in the same nanosecond.
 static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// This process's id as [`remember_pid`] last read it (0: not yet), for
+/// [`Quarantine::unique_name`].
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// Reads this process's id (`getpid`) for the names made from now on.
+///
+/// A name carries the pid so that people can tell whose it is and two
+/// processes' names differ; it is never parsed, and no name's uniqueness
+/// rests on it alone (nanoseconds, a sequence number and 64 random bits;
+/// every rename into a name is `RENAME_NOREPLACE` anyway). So it is read
+/// once per removal or batch of moves (`Job::new`, `QuarantineBatch::new`)
+/// rather than once per name: a reap of 5,000 entries made 10,000
+/// `getpid` calls. A child forked since the last read (where the library
+/// is embedded, such as in Python) reads its own at its first removal;
+/// until then, and only for a handle it inherited mid-removal, its names
+/// carry its parent's pid and are still unique.
+pub(crate) fn remember_pid() {
+    PID.store(std::process::id(), Ordering::Relaxed);
+}
+
+/// The pid [`remember_pid`] read, reading it now if it never did.
+fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            remember_pid();
+            PID.load(Ordering::Relaxed)
+        }
+        pid => pid,
+    }
+}
 
 /// The prefix of an entry not yet cleared by a check (see the module docs).
 pub(crate) const PENDING: &[u8] = b"pending-";
@@ -413,11 +444,7 @@ impl Quarantine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let name = format!(
-            "{}-{nanos:x}-{seq:x}-{:016x}",
-            std::process::id(),
-            fastrand::u64(..)
-        );
+        let name = format!("{}-{nanos:x}-{seq:x}-{:016x}", pid(), fastrand::u64(..));
         // Hex digits and dashes only: no NUL.
         CString::new(name).unwrap_or_default()
     }
@@ -757,5 +784,7 @@ mod tests {
         let b = Quarantine::unique_name();
         assert_ne!(a, b);
         assert!(!a.as_bytes().contains(&b'/'));
+        let ours = format!("{}-", std::process::id());
+        assert!(a.as_bytes().starts_with(ours.as_bytes()), "{a:?}");
     }
 }

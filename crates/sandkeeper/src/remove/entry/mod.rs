@@ -107,6 +107,8 @@ impl<'a> Job<'a> {
         display: &'a Path,
         options: &RemoveOptions,
     ) -> Result<Job<'a>> {
+        // Once per removal, not per name made (see `remember_pid`).
+        quarantine::remember_pid();
         let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
         Job::with_parent(parent, &parent_st, name, display, options)
@@ -152,15 +154,40 @@ impl<'a> Job<'a> {
             };
         match opened {
             Ok(Opened::Dir(fd, st)) => Ok(Some((fd, st))),
-            Ok(Opened::Fenced) => Err(Error::new(
-                ErrorKind::Removal,
-                "is a mount point (or on another filesystem than its parent); not removing it",
-            )
-            .at(self.display)),
+            Ok(Opened::Fenced) => Err(self.fenced()),
             Err(Errno::NOTDIR | Errno::LOOP) => Ok(None),
             Err(Errno::STALE) => Err(self.mismatch()),
             Err(errno) => Err(io_error("cannot open", errno, self.display)),
         }
+    }
+
+    /// The entry as its claim opened it and `statx`ed it
+    /// ([`Claim::into_dir`](crate::lease::Claim)), instead of opening its
+    /// name a second time: the claim opened it as [`Job::open_one`] does
+    /// (`openat2` beneath the parent with `O_DIRECTORY|O_NOFOLLOW`,
+    /// `RESOLVE_NO_XDEV|RESOLVE_NO_SYMLINKS`: never a symlink, never a
+    /// mount point), and what it opened must pass the same check: a
+    /// directory on the parent's mount (device and `statx` mount id). Its
+    /// identity is then checked as an entry opened here is: against
+    /// [`expect`](RemoveOptions::expect), and that of what arrives in the
+    /// quarantine against it, so a name swapped since the claim is put
+    /// back, never removed.
+    fn take_over(&self, fd: OwnedFd, st: Meta) -> Result<(OwnedFd, Meta)> {
+        if !st.is_dir() {
+            return Err(Error::new(ErrorKind::Removal, "is not a directory").at(self.display));
+        }
+        if !self.fence.admits(&st) {
+            return Err(self.fenced());
+        }
+        Ok((fd, st))
+    }
+
+    fn fenced(&self) -> Error {
+        Error::new(
+            ErrorKind::Removal,
+            "is a mount point (or on another filesystem than its parent); not removing it",
+        )
+        .at(self.display)
     }
 
     /// Opens the entry for [`remove`]: a directory is returned open, any

@@ -33,7 +33,7 @@ pub(crate) fn quarantine<'a>(
 ) -> Result<Quarantined<'a>> {
     check_name(parent, name, display)?;
     let job = Job::new(parent, name, display, options)?;
-    quarantine_job(job)
+    quarantine_job(job, None)
 }
 
 /// Moves many entries of one parent into its quarantine, one after
@@ -93,6 +93,8 @@ impl<'a> QuarantineBatch<'a> {
     /// When `parent` cannot be inspected (the error's path is `.`: the
     /// caller knows the parent's).
     pub fn new(parent: BorrowedFd<'a>) -> Result<QuarantineBatch<'a>> {
+        // Once per batch, not per name made (see `remember_pid`).
+        quarantine::remember_pid();
         let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, Path::new(".")))?;
         Ok(QuarantineBatch {
@@ -114,11 +116,41 @@ impl<'a> QuarantineBatch<'a> {
         name: &'a OsStr,
         options: &RemoveOptions,
     ) -> Result<Quarantined<'a>> {
+        self.quarantine_opened(name, None, options)
+    }
+
+    /// As [`quarantine_entry`](Self::quarantine_entry), for a directory
+    /// the caller claimed ([`Claim::into_dir`](crate::lease::Claim): its
+    /// locked descriptor and `statx`): the move uses that descriptor
+    /// instead of opening the name again, after the same checks on it (a
+    /// directory on the parent's mount, the [expected](RemoveOptions::expect)
+    /// inode), and checks that what arrives in the quarantine is it. The
+    /// handle keeps the descriptor, and so the claim's lock, until the
+    /// entry is removed or put back.
+    ///
+    /// # Errors
+    ///
+    /// As [`quarantine_entry`](Self::quarantine_entry).
+    pub(crate) fn quarantine_claimed(
+        &mut self,
+        name: &'a OsStr,
+        claimed: (OwnedFd, Meta),
+        options: &RemoveOptions,
+    ) -> Result<Quarantined<'a>> {
+        self.quarantine_opened(name, Some(claimed), options)
+    }
+
+    fn quarantine_opened(
+        &mut self,
+        name: &'a OsStr,
+        claimed: Option<(OwnedFd, Meta)>,
+        options: &RemoveOptions,
+    ) -> Result<Quarantined<'a>> {
         let display = Path::new(name);
         check_name(self.parent, name, display)?;
         let mut job = Job::with_parent(self.parent, &self.parent_st, name, display, options)?;
         job.shared = self.q.as_ref().map(Quarantine::share);
-        let moved = quarantine_job(job)?;
+        let moved = quarantine_job(job, claimed)?;
         // Go on with the quarantine this move used (a fresh one when the
         // shared one vanished).
         if let Some(q) = &moved.q {
@@ -140,10 +172,19 @@ impl Drop for QuarantineBatch<'_> {
     }
 }
 
-/// Moves the entry of `job` into the quarantine (see [`quarantine`]).
-fn quarantine_job(mut job: Job<'_>) -> Result<Quarantined<'_>> {
+/// Moves the entry of `job` into the quarantine (see [`quarantine`]);
+/// `claimed`: the entry's descriptor and `statx` as its claim opened it,
+/// used instead of opening it again ([`Job::take_over`]).
+fn quarantine_job(
+    mut job: Job<'_>,
+    mut claimed: Option<(OwnedFd, Meta)>,
+) -> Result<Quarantined<'_>> {
     for _ in 0..MAX_TRIES {
-        if let Some((fd, st)) = job.open_one()? {
+        let opened = match claimed.take() {
+            Some((fd, st)) => Some(job.take_over(fd, st)?),
+            None => job.open_one()?,
+        };
+        if let Some((fd, st)) = opened {
             if job.expect.is_some_and(|want| want != st.id) {
                 return Err(job.mismatch());
             }
