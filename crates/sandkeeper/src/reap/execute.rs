@@ -673,8 +673,15 @@ impl Reaper {
                 lane.finish(work, &mut walker, this, None, result);
                 remove::tidy_quarantine(dir);
                 // The pool counted the quarantine as freed; what the next
-                // batch decides on is what is really free.
-                *target_met = scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
+                // batch decides on is what is really free. But once a
+                // removal met the target, the rest of this batch was put
+                // back (told `target met`), and this reap ends: were a
+                // writer to take the space again meanwhile, going on with
+                // the next batch would skip those older entries for newer
+                // ones ("oldest first" broken). The next reap (a watermark
+                // poll) starts again from the oldest.
+                let met_here = work.met.load(Ordering::Acquire);
+                *target_met = met_here || scan::filesystem::free(dir).is_ok_and(|free| t.met(free));
                 work.met.store(*target_met, Ordering::Release);
             }
         }
