@@ -278,8 +278,7 @@ keep_last = 2
     // matches), then renamed into the root whole: an entry the watcher
     // sees is always finished and aged. (Written in place, an entry a scan
     // meets while it is being written is in its grace period, so the
-    // writing order need not be the order the scans see: under load the
-    // test failed about 1 run in 12, main's binary of the time too.)
+    // writing order need not be the order the scans see.)
     let stage = root.join(".stage");
     fs::create_dir(&stage).unwrap();
     let deadline = Instant::now() + Duration::from_secs(40);
