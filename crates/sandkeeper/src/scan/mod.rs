@@ -410,21 +410,21 @@ impl Scanner {
             names: names.len(),
             families: families.len(),
         });
-        let mut chunk: Vec<&OsStr> = Vec::with_capacity(CHUNK.min(names.len()));
-        for first in (0..names.len()).step_by(CHUNK) {
-            chunk.clear();
-            chunk.extend((first..names.len().min(first + CHUNK)).map(|i| names.get(i)));
-            let pass = Pass {
-                root: &path,
-                dir,
-                inuse,
-                locks: locks.as_ref().ok(),
-                started: &started,
-                total: names.len(),
-                origins: origins.as_ref(),
-            };
-            let examined = self.examine(&pass, &chunk, &mut links, &mut warnings);
-            self.check_stop(&path)?;
+        let pass = Pass {
+            root: &path,
+            dir,
+            inuse,
+            locks: locks.as_ref().ok(),
+            started: &started,
+            total: names.len(),
+            origins: origins.as_ref(),
+        };
+        // Each chunk is walked on a thread of its own while this one hands
+        // over the chunk before it (`on_step`: a JSON writer serializes
+        // every entry there), so handing over is no pause of the walk. The
+        // hard-link set and the warnings go to the walk and come back with
+        // it: one chunk is walked at a time, in order, as before.
+        let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
             for (i, mut entry) in examined {
                 totals.add(&entry);
                 entry.pattern = families.add(first + i, &entry, members.then_some(given));
@@ -439,8 +439,37 @@ impl Scanner {
                     entry,
                 });
             }
-        }
-        drop(chunk);
+        };
+        let names_ref = &names;
+        std::thread::scope(|scope| -> Result<()> {
+            let mut pending: Option<(usize, Vec<(usize, Entry)>)> = None;
+            for first in (0..names_ref.len()).step_by(CHUNK) {
+                let chunk: Vec<&OsStr> = (first..names_ref.len().min(first + CHUNK))
+                    .map(|i| names_ref.get(i))
+                    .collect();
+                let mut chunk_links = std::mem::take(&mut links);
+                // (The walk's own threads are started the same way.)
+                let walking = scope.spawn(move || {
+                    let mut found = Vec::new();
+                    let examined = self.examine(&pass, &chunk, &mut chunk_links, &mut found);
+                    (examined, chunk_links, found)
+                });
+                if let Some((before, examined)) = pending.take() {
+                    hand_over(before, examined);
+                }
+                let (examined, chunk_links, found) = walking
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                links = chunk_links;
+                warnings.extend(found);
+                self.check_stop(&path)?;
+                pending = Some((first, examined));
+            }
+            if let Some((before, examined)) = pending.take() {
+                hand_over(before, examined);
+            }
+            Ok(())
+        })?;
         let patterns = families.patterns();
         let mut groups = families.into_groups();
         let mut creators = tally.into_families();
