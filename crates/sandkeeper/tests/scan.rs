@@ -398,6 +398,17 @@ fn inner_streamed_json() {
             .arg("sh")
             .arg(one.join("held")),
     );
+    // Both scans name the holder by its command: wait for the `exec` after
+    // "ready" (before it, it is `sh`).
+    let comm = format!("/proc/{}/comm", _holder.pid());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs::read_to_string(&comm).unwrap_or_default().trim() != "sleep" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder never ran sleep"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // A record that is not one: `{"invalid": true}`.
     fs::write(one.join("forged/.sandkeeper-lease"), b"not json").unwrap();
     fs::create_dir(one.join(OsStr::from_bytes(b"bad\xff-1"))).unwrap();
