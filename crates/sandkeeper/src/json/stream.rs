@@ -132,15 +132,7 @@ pub fn write_scan(
     io::Write::write_all(&mut held, b"\n").map_err(cannot)?;
     committed.set(true);
     io::Write::flush(&mut held).map_err(cannot)?;
-    Ok(Report {
-        roots: stream.reports.into_inner(),
-        uninspectable: inuse.uninspectable().to_vec(),
-        assumed: inuse.assumed().to_vec(),
-        blind_spots: inuse.blind_spots().to_vec(),
-        assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
-        assumes_unseen_free: inuse.assumes_unseen_free(),
-        started_ms,
-    })
+    Ok(Report::of(stream.reports.into_inner(), &inuse, started_ms))
 }
 
 /// What the serialization of a document under way shares with the scan

@@ -673,17 +673,12 @@ pub fn look_at(
             })
         }
     };
-    let record = read_record(dir.as_fd(), &path());
-    Ok(match locks.holders(stat.id.dev, stat.id.ino) {
-        Some(holders) => Look::Live {
-            holders: holders.to_vec(),
-            record: record.record().cloned(),
-        },
-        None => Look::Free {
-            identity: (stat.id.dev, stat.id.ino),
-            record,
-        },
-    })
+    Ok(look_at_open(
+        dir.as_fd(),
+        &path(),
+        (stat.id.dev, stat.id.ino),
+        locks,
+    ))
 }
 
 /// [`look_at`] for a directory the caller has open already: `dir`, the

@@ -244,6 +244,8 @@ impl<'a> Reader<'a> {
         if let Some(stored) = &self.stored {
             return stored.get(name, dir);
         }
+        // On the stack: most entries have no record, and this runs once per
+        // entry on the scan's walking threads.
         let mut buf = [0u8; MAX_RECORD];
         let n = rustix::fs::fgetxattr(dir, XATTR, &mut buf[..]).ok()?;
         let origin = Origin::decode(&buf[..n])?;
@@ -255,25 +257,16 @@ impl<'a> Reader<'a> {
         // A directory (most entries) is opened for reading, which opens
         // nothing else and lets `fgetxattr` ask it directly; anything else
         // is reached `O_PATH` and asked through `/proc/self/fd`.
-        let (fd, ino, direct) = match directory(self.root, name) {
-            Ok((fd, ino)) => (fd, ino, true),
-            Err(Errno::NOTDIR) => {
-                let (fd, ino) = entry(self.root, name).ok()?;
-                (fd, ino, false)
-            }
+        let (fd, ino) = match directory(self.root, name) {
+            Ok((fd, ino)) => return self.read_open(name, fd.as_fd(), ino),
+            Err(Errno::NOTDIR) => entry(self.root, name).ok()?,
             Err(_) => return None,
         };
         if let Some(stored) = &self.stored {
             return stored.get(name, fd.as_fd());
         }
-        // On the stack: most entries have no record, and this runs once per
-        // entry on the scan's walking threads.
         let mut buf = [0u8; MAX_RECORD];
-        let n = match direct {
-            true => rustix::fs::fgetxattr(&fd, XATTR, &mut buf[..]),
-            false => rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]),
-        }
-        .ok()?;
+        let n = rustix::fs::getxattr(fd_path(fd.as_fd()), XATTR, &mut buf[..]).ok()?;
         let origin = Origin::decode(&buf[..n])?;
         (origin.ino == ino).then_some(origin)
     }

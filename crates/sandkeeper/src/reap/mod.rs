@@ -458,15 +458,7 @@ impl Reaper {
             reports.push(report);
             decided.push(decisions);
         }
-        let scan = scan::Report {
-            roots: reports,
-            uninspectable: inuse.uninspectable().to_vec(),
-            assumed: inuse.assumed().to_vec(),
-            blind_spots: inuse.blind_spots().to_vec(),
-            assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
-            assumes_unseen_free: inuse.assumes_unseen_free(),
-            started_ms,
-        };
+        let scan = scan::Report::of(reports, &inuse, started_ms);
         drop(inuse);
         for report in &scan.roots {
             on_event(ReapEvent::Scanned(report));

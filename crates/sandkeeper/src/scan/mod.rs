@@ -258,15 +258,7 @@ impl Scanner {
             .iter()
             .map(|root| self.scan_root(root, &inuse))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Report {
-            roots,
-            uninspectable: inuse.uninspectable().to_vec(),
-            assumed: inuse.assumed().to_vec(),
-            blind_spots: inuse.blind_spots().to_vec(),
-            assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
-            assumes_unseen_free: inuse.assumes_unseen_free(),
-            started_ms,
-        })
+        Ok(Report::of(roots, &inuse, started_ms))
     }
 
     /// Scans one open root against an in-use index the caller collected

@@ -45,6 +45,26 @@ pub struct Report {
     pub started_ms: i64,
 }
 
+impl Report {
+    /// The report of `roots`, scanned against the in-use pass `inuse`
+    /// from `started_ms` on: what that pass could not see comes from it.
+    pub(crate) fn of(
+        roots: Vec<RootReport>,
+        inuse: &crate::inuse::InUse,
+        started_ms: i64,
+    ) -> Report {
+        Report {
+            roots,
+            uninspectable: inuse.uninspectable().to_vec(),
+            assumed: inuse.assumed().to_vec(),
+            blind_spots: inuse.blind_spots().to_vec(),
+            assumed_blind_spots: inuse.assumed_blind_spots().to_vec(),
+            assumes_unseen_free: inuse.assumes_unseen_free(),
+            started_ms,
+        }
+    }
+}
+
 /// What one root holds.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

@@ -302,18 +302,12 @@ impl Walker {
         // A directory is opened before it is shown, so that the visitor can
         // read the entry through the walk's own descriptor; a mount point
         // only after its visit, if the visitor lets the walk in.
-        let opened = match meta.kind == FileType::Directory && !mount_point {
-            false => None,
-            true => {
-                let atime = Atime::Keep {
-                    owner: meta.uid,
-                    euid: self.euid,
-                };
-                Some(fs_at::open_dir_checked(
-                    parent, &cname, meta.id, atime, NO_STATX,
-                ))
-            }
+        let atime = Atime::Keep {
+            owner: meta.uid,
+            euid: self.euid,
         };
+        let open = || fs_at::open_dir_checked(parent, &cname, meta.id, atime, NO_STATX);
+        let opened = (meta.kind == FileType::Directory && !mount_point).then(open);
         let mut tally = Tally {
             usage: Usage::default(),
             links,
@@ -345,15 +339,9 @@ impl Walker {
             }
             return Ok(tally.usage);
         }
-        let opened = opened.unwrap_or_else(|| {
-            // A mount point the visitor let the walk into: its mount is
-            // walked.
-            let atime = Atime::Keep {
-                owner: meta.uid,
-                euid: self.euid,
-            };
-            fs_at::open_dir_checked(parent, &cname, meta.id, atime, NO_STATX)
-        });
+        // A mount point the visitor let the walk into is opened now: its
+        // mount is walked.
+        let opened = opened.unwrap_or_else(open);
         let fd = opened.with_path("cannot open directory", || name)?;
 
         self.stack.clear();
