@@ -2,7 +2,7 @@
 //! inode, kernel users by inode and by path, bound sockets by path.
 
 use std::collections::{BTreeSet, HashMap};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -154,6 +154,40 @@ impl InUse {
             .into_iter()
             .map(|i| &self.kernel[i as usize])
             .collect()
+    }
+
+    /// The kernel users and bound sockets that lie under the directory
+    /// `dir`, for asking about each of its entries by name (as
+    /// [`InUse::kernel_users_under`] and [`InUse::socket_paths_under`] of
+    /// `dir/name`): the directory's path is made absolute once, and an
+    /// entry costs no lookup at all when nothing lies under `dir`, as under
+    /// most roots.
+    pub(crate) fn paths_within(&self, dir: &Path) -> PathsWithin<'_> {
+        let prefix = std::path::absolute(dir)
+            .ok()
+            .and_then(|abs| normalize_absolute(abs.as_os_str().as_bytes()))
+            .map(|mut key| {
+                if key != b"/" {
+                    key.push(b'/');
+                }
+                key
+            });
+        let within = |keys: &'_ [(Vec<u8>, u32)]| -> std::ops::Range<usize> {
+            let Some(prefix) = &prefix else {
+                return 0..0;
+            };
+            // Sorted, so the keys that start with `prefix` are one run.
+            let start = keys.partition_point(|(x, _)| x.as_slice() < prefix.as_slice());
+            let len = keys[start..].partition_point(|(x, _)| x.starts_with(prefix));
+            start..start + len
+        };
+        PathsWithin {
+            kernel: &self.kernel,
+            kernel_paths: &self.kernel_paths[within(&self.kernel_paths)],
+            sockets: &self.sockets,
+            socket_keys: &self.socket_keys[within(&self.socket_keys)],
+            prefix: prefix.unwrap_or_default(),
+        }
     }
 
     /// Every kernel user found, in path order.
@@ -346,9 +380,58 @@ fn under(keys: &[(Vec<u8>, u32)], entry: &Path) -> Vec<u32> {
     let entry = std::path::absolute(entry)
         .ok()
         .and_then(|abs| normalize_absolute(abs.as_os_str().as_bytes()));
-    let Some(mut key) = entry else {
-        return Vec::new();
-    };
+    match entry {
+        Some(key) => under_key(keys, key),
+        None => Vec::new(),
+    }
+}
+
+/// The kernel users and sockets under one directory
+/// ([`InUse::paths_within`]).
+pub(crate) struct PathsWithin<'a> {
+    kernel: &'a [KernelUse],
+    /// The keys of `kernel` that lie under the directory.
+    kernel_paths: &'a [(Vec<u8>, u32)],
+    sockets: &'a [PathBuf],
+    /// The keys of `sockets` that lie under the directory.
+    socket_keys: &'a [(Vec<u8>, u32)],
+    /// The directory's normalized absolute path and a `/`.
+    prefix: Vec<u8>,
+}
+
+impl PathsWithin<'_> {
+    /// As [`InUse::kernel_users_under`] of the directory's entry `name`.
+    pub(crate) fn kernel_users_under(&self, name: &OsStr) -> Vec<&KernelUse> {
+        self.under(self.kernel_paths, name)
+            .into_iter()
+            .map(|i| &self.kernel[i as usize])
+            .collect()
+    }
+
+    /// As [`InUse::socket_paths_under`] of the directory's entry `name`.
+    pub(crate) fn socket_paths_under(&self, name: &OsStr) -> Vec<&Path> {
+        self.under(self.socket_keys, name)
+            .into_iter()
+            .map(|i| self.sockets[i as usize].as_path())
+            .collect()
+    }
+
+    fn under(&self, keys: &[(Vec<u8>, u32)], name: &OsStr) -> Vec<u32> {
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        // A name is one component (never `.` or `..`): the entry's key is
+        // the prefix and the name, already normal.
+        let mut key = Vec::with_capacity(self.prefix.len() + name.len());
+        key.extend_from_slice(&self.prefix);
+        key.extend_from_slice(name.as_bytes());
+        under_key(keys, key)
+    }
+}
+
+/// The indexes of `keys` (sorted) that are the normalized absolute path
+/// `key` or lie under it.
+fn under_key(keys: &[(Vec<u8>, u32)], mut key: Vec<u8>) -> Vec<u32> {
     if key == b"/" {
         return keys.iter().map(|&(_, i)| i).collect();
     }
@@ -510,6 +593,59 @@ mod tests {
         // The root contains every absolute path, but no relative one.
         assert_eq!(index.kernel_users_under(Path::new("/")).len(), 8);
         assert_eq!(index.socket_paths().len(), 9);
+    }
+
+    #[test]
+    fn paths_within_a_directory_answer_as_the_full_paths_do() {
+        let index = index_with_paths(&[
+            "/tmp/a",
+            "/tmp/a/b",
+            "/tmp/a/b/c",
+            "/tmp/ab",
+            "/tmp/a-1",
+            "/tmp/a.x/y",
+            "/tmp/b",
+            "/tmpx/a",
+            "/tm",
+            "relative/a",
+            "/",
+        ]);
+        let names = ["a", "ab", "a-1", "a.x", "b", "zz", "a.", "tmp", "tmpx"];
+        for dir in [
+            "/tmp",
+            "/tmp/",
+            "//tmp/.",
+            "/tmp/a",
+            "/",
+            "/nowhere",
+            "/tmp/x/..",
+        ] {
+            let within = index.paths_within(Path::new(dir));
+            for name in names {
+                let full = Path::new(dir).join(name);
+                let want: Vec<&Path> = index
+                    .kernel_users_under(&full)
+                    .into_iter()
+                    .map(|k| k.path.as_path())
+                    .collect();
+                let got: Vec<&Path> = within
+                    .kernel_users_under(OsStr::new(name))
+                    .into_iter()
+                    .map(|k| k.path.as_path())
+                    .collect();
+                assert_eq!(got, want, "kernel users of {dir} + {name}");
+                assert_eq!(
+                    within.socket_paths_under(OsStr::new(name)),
+                    index.socket_paths_under(&full),
+                    "sockets of {dir} + {name}"
+                );
+            }
+        }
+        // Nothing lies under an empty directory's path: no lookups.
+        assert!(index
+            .paths_within(Path::new("/nowhere"))
+            .kernel_paths
+            .is_empty());
     }
 
     #[test]

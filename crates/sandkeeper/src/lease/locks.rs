@@ -65,6 +65,44 @@ impl Locks {
     }
 }
 
+/// A reading of `/proc/locks` going on on a thread of its own
+/// ([`LocksReading::start`]), for the caller to do other work meanwhile.
+///
+/// Why a thread: the kernel lists the locks under the write side of its
+/// file-lock semaphore (`percpu_down_write`), and taking it waits for an
+/// RCU grace period, 5 to 15 ms here, most of it asleep. A scan lists and
+/// groups a root's names during that wait instead of after it.
+pub(crate) struct LocksReading(Option<std::thread::JoinHandle<io::Result<Locks>>>);
+
+impl LocksReading {
+    /// Starts reading; when no thread can be started, [`finish`] reads
+    /// instead.
+    ///
+    /// [`finish`]: LocksReading::finish
+    pub(crate) fn start() -> LocksReading {
+        LocksReading(
+            std::thread::Builder::new()
+                .name("sandkeeper-locks".into())
+                .spawn(Locks::read)
+                .ok(),
+        )
+    }
+
+    /// The snapshot, once read.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc/locks` cannot be read.
+    pub(crate) fn finish(self) -> io::Result<Locks> {
+        match self.0 {
+            Some(reading) => reading
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the reading of /proc/locks panicked"))),
+            None => Locks::read(),
+        }
+    }
+}
+
 /// The pids holding a `flock` on the inode `(dev, ino)`, from `/proc/locks`.
 ///
 /// Waiters (lines marked `->`) are not holders and are left out.

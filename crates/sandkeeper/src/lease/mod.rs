@@ -60,6 +60,7 @@ use crate::fs_at;
 
 mod locks;
 
+pub(crate) use locks::LocksReading;
 pub use locks::{lock_holders, Locks};
 
 /// The name of the lease record file inside a managed sandbox.

@@ -361,6 +361,12 @@ impl Scanner {
     ) -> Result<(RootReport, Streamed)> {
         let path = root.path().to_owned();
         let dir = root.fd();
+        // Live or free from one snapshot of `/proc/locks`: a scan takes no
+        // lock (a program's own `flock(LOCK_NB)` must not fail because we
+        // looked). Read while the names are listed and grouped: the
+        // kernel makes a process's first reading wait for an RCU grace
+        // period (several ms).
+        let locks = lease::LocksReading::start();
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
         let names = list_names(dir, &path)?.sorted();
@@ -377,15 +383,6 @@ impl Scanner {
             .collect();
         self.check_stop(&path)?;
         let mut families = report::Families::of(&names, lease::now_ms() as i64);
-        // Live or free from one snapshot of `/proc/locks`: a scan takes no
-        // lock (a program's own `flock(LOCK_NB)` must not fail because we
-        // looked).
-        let locks = lease::Locks::read().map_err(|e| e.to_string());
-        if let Err(e) = &locks {
-            warnings.push(format!(
-                "cannot read /proc/locks ({e}): whether leases are held cannot be told"
-            ));
-        }
         let mut totals = Totals::default();
         let mut tally = creators::Tally::default();
         #[cfg(target_os = "linux")]
@@ -402,6 +399,12 @@ impl Scanner {
             names: names.len(),
             families: families.len(),
         });
+        let locks = locks.finish().map_err(|e| e.to_string());
+        if let Err(e) = &locks {
+            warnings.push(format!(
+                "cannot read /proc/locks ({e}): whether leases are held cannot be told"
+            ));
+        }
         let pass = Pass {
             root: &path,
             dir,
@@ -411,11 +414,11 @@ impl Scanner {
             total: names.len(),
             origins: origins.as_ref(),
         };
-        // Each chunk is walked on a thread of its own while this one hands
-        // over the chunk before it (`on_step`: a JSON writer serializes
-        // every entry there), so handing over is no pause of the walk. The
-        // hard-link set and the warnings go to the walk and come back with
-        // it: one chunk is walked at a time, in order, as before.
+        // Each chunk is walked on a thread of its own while this one
+        // classifies the chunk before it and hands it over (`on_step`: a
+        // JSON writer serializes every entry there), so neither is a pause
+        // of the walk. The hard-link set goes to the walk and comes back
+        // with it: one chunk is walked at a time, in order, as before.
         let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
             for (i, mut entry) in examined {
                 totals.add(&entry);
@@ -434,31 +437,30 @@ impl Scanner {
         };
         let names_ref = &names;
         std::thread::scope(|scope| -> Result<()> {
-            let mut pending: Option<(usize, Vec<(usize, Entry)>)> = None;
+            let mut pending: Option<(usize, Walked<'_>)> = None;
             for first in (0..names_ref.len()).step_by(CHUNK) {
                 let chunk: Vec<&OsStr> = (first..names_ref.len().min(first + CHUNK))
                     .map(|i| names_ref.get(i))
                     .collect();
                 let mut chunk_links = std::mem::take(&mut links);
                 // (The walk's own threads are started the same way.)
+                let pass = &pass;
                 let walking = scope.spawn(move || {
-                    let mut found = Vec::new();
-                    let examined = self.examine(&pass, &chunk, &mut chunk_links, &mut found);
-                    (examined, chunk_links, found)
+                    let walked = self.walk_chunk(pass, chunk, &mut chunk_links);
+                    (walked, chunk_links)
                 });
-                if let Some((before, examined)) = pending.take() {
-                    hand_over(before, examined);
+                if let Some((before, walked)) = pending.take() {
+                    hand_over(before, self.classify(pass, walked, &mut warnings));
                 }
-                let (examined, chunk_links, found) = walking
+                let (walked, chunk_links) = walking
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                 links = chunk_links;
-                warnings.extend(found);
                 self.check_stop(&path)?;
-                pending = Some((first, examined));
+                pending = Some((first, walked));
             }
-            if let Some((before, examined)) = pending.take() {
-                hand_over(before, examined);
+            if let Some((before, walked)) = pending.take() {
+                hand_over(before, self.classify(&pass, walked, &mut warnings));
             }
             Ok(())
         })?;
@@ -480,16 +482,16 @@ impl Scanner {
         Ok((report, Streamed { names, patterns }))
     }
 
-    /// Walks and classifies the entries `names` (one chunk) of the pass's
-    /// directory; gives them back with their indexes in `names` (and
-    /// their origins, when read), in order, without those that vanished.
-    fn examine(
+    /// Walks the entries `names` (one chunk) of the pass's directory:
+    /// what the walk tells of each, for [`Scanner::classify`] to make
+    /// entries of. Split in two so that the next chunk's walk need not
+    /// wait for this one's classification.
+    fn walk_chunk<'n>(
         &self,
         pass: &Pass<'_>,
-        names: &[&OsStr],
+        chunk: Vec<&'n OsStr>,
         links: &mut walk::HardLinks,
-        warnings: &mut Vec<String>,
-    ) -> Vec<(usize, Entry)> {
+    ) -> Walked<'n> {
         let Pass {
             root,
             dir,
@@ -499,6 +501,7 @@ impl Scanner {
             total,
             origins,
         } = *pass;
+        let names = &chunk[..];
         let hits: Mutex<Vec<(usize, crate::inuse::Holder)>> = Mutex::new(Vec::new());
         let kernel_hits: Mutex<Vec<(usize, crate::inuse::KernelUse)>> = Mutex::new(Vec::new());
         let progress = self.progress.clone();
@@ -506,7 +509,7 @@ impl Scanner {
         // the walk reaches the entry itself.
         let probes: Vec<OnceLock<Probed>> = names.iter().map(|_| OnceLock::new()).collect();
         // Each entry's creator, read on the walking threads too.
-        let mut origins_read: Vec<OnceLock<ReadOrigin>> = match origins {
+        let origins_read: Vec<OnceLock<ReadOrigin>> = match origins {
             Some(_) => names.iter().map(|_| OnceLock::new()).collect(),
             None => Vec::new(),
         };
@@ -565,12 +568,45 @@ impl Scanner {
         let mut kernel_hits = kernel_hits.into_inner().unwrap_or_else(|e| e.into_inner());
         hits.sort_by_key(|(i, h)| (*i, h.pid));
         kernel_hits.sort_by_key(|(i, _)| *i);
+        Walked {
+            names: chunk,
+            usages,
+            hits,
+            kernel_hits,
+            probes,
+            origins_read,
+            asked,
+        }
+    }
 
+    /// Classifies the entries of one walked chunk; gives them back with
+    /// their indexes in the chunk (and their origins, when read), in
+    /// order, without those that vanished.
+    fn classify(
+        &self,
+        pass: &Pass<'_>,
+        walked: Walked<'_>,
+        warnings: &mut Vec<String>,
+    ) -> Vec<(usize, Entry)> {
+        let Pass { root, inuse, .. } = *pass;
+        let Walked {
+            names,
+            usages,
+            hits,
+            kernel_hits,
+            probes,
+            mut origins_read,
+            asked,
+        } = walked;
+        // The mounts, loop devices and sockets at or under this root, found
+        // once: most roots have none, and then no entry needs a lookup.
+        let paths_within = inuse.paths_within(root);
+        let mut hits = hits.into_iter().peekable();
+        let mut kernel_hits = kernel_hits.into_iter().peekable();
         let uninspectable = inuse.uninspectable().len();
         let blind_spot = inuse.blind_spots().first().map(|b| b.kind);
         let mut entries = Vec::with_capacity(names.len());
         for (i, (name, usage)) in names.iter().zip(usages).enumerate() {
-            let path = root.join(name);
             let usage = match usage {
                 Ok(u) => u,
                 Err(e)
@@ -580,6 +616,7 @@ impl Scanner {
                     continue; // removed while we looked: nothing to report
                 }
                 Err(e) => {
+                    let path = root.join(name);
                     warnings.push(format!("cannot measure {}: {e}", path.display()));
                     walk::Usage {
                         error_count: 1,
@@ -606,13 +643,13 @@ impl Scanner {
             }
             let holders: Vec<_> = take_for(&mut hits, i);
             let mut kernel: Vec<_> = take_for(&mut kernel_hits, i);
-            for k in inuse.kernel_users_under(&path) {
+            for k in paths_within.kernel_users_under(name) {
                 if !kernel.contains(k) {
                     kernel.push(k.clone());
                 }
             }
-            let sockets: Vec<PathBuf> = inuse
-                .socket_paths_under(&path)
+            let sockets: Vec<PathBuf> = paths_within
+                .socket_paths_under(name)
                 .into_iter()
                 .map(Path::to_owned)
                 .collect();
@@ -655,6 +692,20 @@ impl Scanner {
 type ReadOrigin = crate::origin::Origin;
 #[cfg(not(target_os = "linux"))]
 type ReadOrigin = ();
+
+/// One chunk as its walk left it ([`Scanner::walk_chunk`]), for
+/// [`Scanner::classify`].
+struct Walked<'n> {
+    names: Vec<&'n OsStr>,
+    usages: Vec<Result<walk::Usage>>,
+    /// Holders and kernel users found by inode, by index in the chunk,
+    /// sorted.
+    hits: Vec<(usize, crate::inuse::Holder)>,
+    kernel_hits: Vec<(usize, crate::inuse::KernelUse)>,
+    probes: Vec<OnceLock<Probed>>,
+    origins_read: Vec<OnceLock<ReadOrigin>>,
+    asked: Vec<Asked>,
+}
 
 /// What a streamed scan of one root tells as it goes
 /// ([`Scanner::scan_root_streamed`]). Not boxed: an entry is moved
@@ -859,12 +910,17 @@ fn probe_entry(
     probed
 }
 
-/// Removes and returns the items for entry `i` from a list sorted by
-/// entry index.
-fn take_for<T>(list: &mut Vec<(usize, T)>, i: usize) -> Vec<T> {
-    let start = list.partition_point(|(j, _)| *j < i);
-    let end = list.partition_point(|(j, _)| *j <= i);
-    list.drain(start..end).map(|(_, t)| t).collect()
+/// The values of `list` (pairs sorted by index, taken in increasing
+/// `i`) for index `i`; those of smaller indexes, whose entries vanished,
+/// are dropped on the way. Linear over all entries, not quadratic.
+fn take_for<T>(list: &mut std::iter::Peekable<std::vec::IntoIter<(usize, T)>>, i: usize) -> Vec<T> {
+    let mut taken = Vec::new();
+    while let Some((j, t)) = list.next_if(|(j, _)| *j <= i) {
+        if j == i {
+            taken.push(t);
+        }
+    }
+    taken
 }
 
 /// The names in `dir`, without `.`, `..` and the tool's own directories
@@ -903,4 +959,22 @@ pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
         }
     }
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_for;
+
+    #[test]
+    fn each_entry_takes_its_own_hits_and_skipped_entries_lose_theirs() {
+        let hits = vec![(0, 'a'), (0, 'b'), (2, 'c'), (3, 'd'), (3, 'e'), (5, 'f')];
+        let mut hits = hits.into_iter().peekable();
+        assert_eq!(take_for(&mut hits, 0), ['a', 'b']);
+        assert_eq!(take_for(&mut hits, 1), Vec::<char>::new());
+        // Entry 2 vanished: its hit is dropped when entry 3 takes its own.
+        assert_eq!(take_for(&mut hits, 3), ['d', 'e']);
+        assert_eq!(take_for(&mut hits, 4), Vec::<char>::new());
+        assert_eq!(take_for(&mut hits, 5), ['f']);
+        assert!(hits.next().is_none());
+    }
 }
