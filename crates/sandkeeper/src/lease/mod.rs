@@ -440,7 +440,10 @@ pub struct Claim {
     /// included, where the kernel reports it): what a removal that takes
     /// the descriptor over ([`Claim::into_dir`]) checks it by.
     meta: fs_at::Meta,
-    record: RecordState,
+    /// Read on the first [`Claim::record`], through `dir`: the reaper,
+    /// which removes what it claims, never asks, and a `statx` of a file
+    /// that is not there is most of a claim's cost.
+    record: std::sync::OnceLock<RecordState>,
 }
 
 /// The lease record of a directory as found on disk.
@@ -481,9 +484,11 @@ impl Claim {
         (self.dev, self.ino)
     }
 
-    /// The lease record found in the directory.
+    /// The lease record found in the directory (read through the locked
+    /// descriptor on the first call).
     pub fn record(&self) -> &RecordState {
-        &self.record
+        self.record
+            .get_or_init(|| read_record(self.dir.as_fd(), &self.path))
     }
 
     /// The open, locked directory and what `statx` said of it when it was
@@ -588,7 +593,7 @@ pub fn probe_at(parent: BorrowedFd<'_>, parent_path: &Path, name: &OsStr) -> Res
     };
     match rustix::fs::flock(&dir, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Probe::Free(Claim {
-            record: read_record(dir.as_fd(), &path()),
+            record: std::sync::OnceLock::new(),
             dir,
             path: path(),
             dev: stat.id.dev,
