@@ -72,6 +72,7 @@ impl Locks {
 /// file-lock semaphore (`percpu_down_write`), and taking it waits for an
 /// RCU grace period, 5 to 15 ms here, most of it asleep. A scan lists and
 /// groups a root's names during that wait instead of after it.
+#[derive(Debug)]
 pub(crate) struct LocksReading(Option<std::thread::JoinHandle<io::Result<Locks>>>);
 
 impl LocksReading {

@@ -437,7 +437,7 @@ impl Reaper {
                 return Err(Error::stopped().at(first.path()));
             }
         }
-        let inuse = self.scanner.in_use()?;
+        let inuse = self.scanner.in_use_for_scan()?;
         let mut reports = Vec::with_capacity(roots.len());
         let mut decided = Vec::with_capacity(roots.len());
         for root in roots {

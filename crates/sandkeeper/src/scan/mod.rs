@@ -223,6 +223,15 @@ impl Scanner {
         InUse::collect(&opts)
     }
 
+    /// [`Scanner::in_use`], with a reading of `/proc/locks` begun before
+    /// it, which the first root scanned against this pass takes
+    /// ([`lease::LocksReading`]): that reading's wait for the kernel
+    /// overlaps the pass.
+    pub(crate) fn in_use_for_scan(&self) -> Result<InUse> {
+        let reading = lease::LocksReading::start();
+        Ok(self.in_use()?.with_locks_reading(reading))
+    }
+
     /// Scans `roots`: each top-level entry's size, holders, lease and
     /// state, grouped into families.
     ///
@@ -253,7 +262,7 @@ impl Scanner {
         if let Some(first) = roots.first() {
             self.check_stop(first.path())?;
         }
-        let inuse = self.in_use()?;
+        let inuse = self.in_use_for_scan()?;
         let roots = roots
             .iter()
             .map(|root| self.scan_root(root, &inuse))
@@ -365,8 +374,11 @@ impl Scanner {
         // lock (a program's own `flock(LOCK_NB)` must not fail because we
         // looked). Read while the names are listed and grouped: the
         // kernel makes a process's first reading wait for an RCU grace
-        // period (several ms).
-        let locks = lease::LocksReading::start();
+        // period (several ms). Begun with the in-use pass when the caller
+        // took it for this scan (`in_use_for_scan`).
+        let locks = inuse
+            .take_locks_reading()
+            .unwrap_or_else(lease::LocksReading::start);
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
         let names = list_names(dir, &path)?.sorted();
@@ -382,7 +394,6 @@ impl Scanner {
             })
             .collect();
         self.check_stop(&path)?;
-        let mut families = report::Families::of(&names, lease::now_ms() as i64);
         let mut totals = Totals::default();
         let mut tally = creators::Tally::default();
         #[cfg(target_os = "linux")]
@@ -395,10 +406,6 @@ impl Scanner {
         let mut links = walk::HardLinks::new();
         let started = AtomicUsize::new(0);
         let mut given = 0usize;
-        on_step(Streaming::Start {
-            names: names.len(),
-            families: families.len(),
-        });
         let locks = locks.finish().map_err(|e| e.to_string());
         if let Err(e) = &locks {
             warnings.push(format!(
@@ -417,9 +424,23 @@ impl Scanner {
         // Each chunk is walked on a thread of its own while this one
         // classifies the chunk before it and hands it over (`on_step`: a
         // JSON writer serializes every entry there), so neither is a pause
-        // of the walk. The hard-link set goes to the walk and comes back
-        // with it: one chunk is walked at a time, in order, as before.
-        let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
+        // of the walk; the families are told from the names while the
+        // first chunk is walked. The hard-link set goes to the walk and
+        // comes back with it: one chunk is walked at a time, in order.
+        let names_ref = &names;
+        let families_of = |on_step: &mut dyn FnMut(Streaming)| {
+            let families = report::Families::of(names_ref, lease::now_ms() as i64);
+            on_step(Streaming::Start {
+                names: names_ref.len(),
+                families: families.len(),
+            });
+            families
+        };
+        let mut families: Option<report::Families> = None;
+        let mut hand_over = |on_step: &mut dyn FnMut(Streaming),
+                             families: &mut report::Families,
+                             first: usize,
+                             examined: Vec<(usize, Entry)>| {
             for (i, mut entry) in examined {
                 totals.add(&entry);
                 entry.pattern = families.add(first + i, &entry, members.then_some(given));
@@ -435,7 +456,6 @@ impl Scanner {
                 });
             }
         };
-        let names_ref = &names;
         std::thread::scope(|scope| -> Result<()> {
             let mut pending: Option<(usize, Walked<'_>)> = None;
             for first in (0..names_ref.len()).step_by(CHUNK) {
@@ -449,8 +469,10 @@ impl Scanner {
                     let walked = self.walk_chunk(pass, chunk, &mut chunk_links);
                     (walked, chunk_links)
                 });
+                let families = families.get_or_insert_with(|| families_of(on_step));
                 if let Some((before, walked)) = pending.take() {
-                    hand_over(before, self.classify(pass, walked, &mut warnings));
+                    let examined = self.classify(pass, walked, &mut warnings);
+                    hand_over(on_step, families, before, examined);
                 }
                 let (walked, chunk_links) = walking
                     .join()
@@ -459,11 +481,15 @@ impl Scanner {
                 self.check_stop(&path)?;
                 pending = Some((first, walked));
             }
+            let families = families.get_or_insert_with(|| families_of(on_step));
             if let Some((before, walked)) = pending.take() {
-                hand_over(before, self.classify(&pass, walked, &mut warnings));
+                let examined = self.classify(&pass, walked, &mut warnings);
+                hand_over(on_step, families, before, examined);
             }
             Ok(())
         })?;
+        // Told in the scope above, which returned early otherwise.
+        let families = families.unwrap_or_else(|| families_of(&mut |_| {}));
         let patterns = families.patterns();
         let mut groups = families.into_groups();
         let mut creators = tally.into_families();
