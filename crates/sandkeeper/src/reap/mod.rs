@@ -456,7 +456,7 @@ impl Reaper {
                     })?;
             decisions.finish(streamed.names, streamed.patterns);
             reports.push(report);
-            decided.push(decisions);
+            decided.push((decisions, streamed.leftovers));
         }
         let scan = scan::Report::of(reports, &inuse, started_ms);
         drop(inuse);
@@ -464,8 +464,8 @@ impl Reaper {
             on_event(ReapEvent::Scanned(report));
         }
         let mut out = Vec::with_capacity(scan.roots.len());
-        for ((root, report), decisions) in roots.iter().zip(&scan.roots).zip(decided) {
-            out.push(self.reap_root(root, report, decisions, on_event)?);
+        for ((root, report), (decisions, leftovers)) in roots.iter().zip(&scan.roots).zip(decided) {
+            out.push(self.reap_root(root, report, decisions, leftovers, on_event)?);
         }
         Ok(ReapReport {
             dry_run: self.policy.dry_run,
@@ -479,6 +479,7 @@ impl Reaper {
         root: &Root,
         report: &RootReport,
         decisions: flat::Decisions<'_>,
+        leftovers: bool,
         on_event: &mut dyn FnMut(ReapEvent<'_>),
     ) -> Result<RootReap> {
         let path = report.path.clone();
@@ -497,7 +498,10 @@ impl Reaper {
             self.policy.records,
             on_event,
         );
-        if !self.policy.dry_run && !self.policy.stop_requested() {
+        // Only when the scan listed a name that may hold them: else the
+        // root would be listed twice more to find none. (One a killed
+        // reaper made since is found by the next reap.)
+        if leftovers && !self.policy.dry_run && !self.policy.stop_requested() {
             self.finish_leftovers(dir, &path, &mut result);
         }
         // Only the candidates' numbers are held (4 bytes each); their

@@ -81,8 +81,12 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
 pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
     // Only such names are kept as `parent` is read: a root of a million
     // entries is not copied name by name.
-    quarantine::list_where(parent, |n| {
-        quarantine::is_quarantine(n) || quarantine::is_own_pending(n)
-    })
-    .map_or(true, |names| !names.is_empty())
+    quarantine::list_where(parent, may_hold_leftovers).map_or(true, |names| !names.is_empty())
+}
+
+/// Whether an entry named `name` may be one of the caller's quarantines,
+/// or a directory left as its own: what [`quarantine_exists`] looks for,
+/// for a caller that has listed the directory already.
+pub(crate) fn may_hold_leftovers(name: &[u8]) -> bool {
+    quarantine::is_quarantine(name) || quarantine::is_own_pending(name)
 }

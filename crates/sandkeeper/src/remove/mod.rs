@@ -100,6 +100,7 @@ const ATIME: Atime = Atime::Update;
 pub(crate) use entry::{Limits, Listed, Seen};
 pub use entry::{QuarantineBatch, Quarantined, Restore};
 pub use finish::finish_quarantine;
+pub(crate) use finish::may_hold_leftovers;
 pub(crate) use quarantine::{is_own_quarantine_at, tidy as tidy_quarantine};
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 

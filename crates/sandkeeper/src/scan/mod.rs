@@ -381,7 +381,8 @@ impl Scanner {
             .unwrap_or_else(lease::LocksReading::start);
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
-        let names = list_names(dir, &path)?.sorted();
+        let (names, leftovers) = list_names(dir, &path)?;
+        let names = names.sorted();
         let mut warnings: Vec<String> = root
             .followed()
             .iter()
@@ -505,7 +506,14 @@ impl Scanner {
             warnings,
             origins_read: origins.is_some(),
         };
-        Ok((report, Streamed { names, patterns }))
+        Ok((
+            report,
+            Streamed {
+                names,
+                patterns,
+                leftovers,
+            },
+        ))
     }
 
     /// Walks the entries `names` (one chunk) of the pass's directory:
@@ -755,6 +763,10 @@ pub(crate) enum Streaming {
 pub(crate) struct Streamed {
     pub(crate) names: Names,
     pub(crate) patterns: Vec<Arc<str>>,
+    /// Whether a name listed may hold what a killed reaper left (a
+    /// quarantine, a directory left as its own): a reaper that sees none
+    /// does not list the root again to look for them.
+    pub(crate) leftovers: bool,
 }
 
 /// Entries walked at a time: what is held per entry while it is walked
@@ -952,10 +964,18 @@ fn take_for<T>(list: &mut std::iter::Peekable<std::vec::IntoIter<(usize, T)>>, i
 /// The names in `dir`, without `.`, `..` and the tool's own directories
 /// (per-user roots, which are roots of their own, and our quarantine, whose
 /// contents are already on their way out), told apart by owner and mode,
-/// not by name alone: see [`crate::root`].
-pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
+/// not by name alone: see [`crate::root`]. And whether any name (left out
+/// or not) may hold what a killed reaper left
+/// ([`remove::may_hold_leftovers`](crate::remove::may_hold_leftovers)).
+pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<(Names, bool)> {
     let names = read_names(dir, path)?;
-    Ok(names.retain(|name| !crate::root::is_own_dir(dir, name)))
+    let mut leftovers = false;
+    let names = names.retain(|name| {
+        leftovers |=
+            crate::remove::may_hold_leftovers(std::os::unix::ffi::OsStrExt::as_bytes(name));
+        !crate::root::is_own_dir(dir, name)
+    });
+    Ok((names, leftovers))
 }
 
 /// Every name in `dir` but `.` and `..`, in directory order.
