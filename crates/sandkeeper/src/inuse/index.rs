@@ -35,9 +35,6 @@ pub struct InUse {
     assumed_blind_spots: Vec<BlindSpot>,
     assumes_unseen_free: bool,
     processes: usize,
-    /// A reading of `/proc/locks` begun with this pass, for the first
-    /// root scanned against it ([`InUse::take_locks_reading`]).
-    locks_ahead: std::sync::Arc<std::sync::Mutex<Option<crate::lease::LocksReading>>>,
 }
 
 impl InUse {
@@ -193,22 +190,6 @@ impl InUse {
         }
     }
 
-    /// Keeps `reading` for the first scan of a root against this pass
-    /// ([`Scanner::in_use_for_scan`](crate::scan::Scanner::in_use_for_scan)).
-    pub(crate) fn with_locks_reading(self, reading: crate::lease::LocksReading) -> InUse {
-        *self.locks_ahead.lock().unwrap_or_else(|e| e.into_inner()) = Some(reading);
-        self
-    }
-
-    /// The reading of `/proc/locks` begun with this pass, once: a second
-    /// root, scanned later, reads its own.
-    pub(crate) fn take_locks_reading(&self) -> Option<crate::lease::LocksReading> {
-        self.locks_ahead
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
     /// Every kernel user found, in path order.
     pub fn kernel_users(&self) -> &[KernelUse] {
         &self.kernel
@@ -352,7 +333,6 @@ impl InUse {
             assumed_blind_spots: Vec::new(),
             assumes_unseen_free: assume_unseen,
             processes,
-            locks_ahead: Default::default(),
         }
     }
 }

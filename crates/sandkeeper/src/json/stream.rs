@@ -89,7 +89,7 @@ pub fn write_scan(
     if let Some(first) = roots.first() {
         scanner.check_stop(first.path())?;
     }
-    let inuse = own.in_use_for_scan()?;
+    let inuse = own.in_use()?;
     let committed = Cell::new(false);
     let stream = Stream {
         scanner: &own,

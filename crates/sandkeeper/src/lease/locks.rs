@@ -104,6 +104,42 @@ impl LocksReading {
     }
 }
 
+/// A [`LocksReading`] that its users finish when they first need the
+/// snapshot, whichever thread that is: the others wait for that one.
+#[derive(Debug)]
+pub(crate) struct PendingLocks {
+    reading: std::sync::Mutex<Option<LocksReading>>,
+    read: std::sync::OnceLock<Result<Locks, String>>,
+}
+
+impl PendingLocks {
+    pub(crate) fn new(reading: LocksReading) -> PendingLocks {
+        PendingLocks {
+            reading: std::sync::Mutex::new(Some(reading)),
+            read: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The snapshot, or why `/proc/locks` could not be read.
+    pub(crate) fn get(&self) -> Result<&Locks, &str> {
+        self.read
+            .get_or_init(|| {
+                let reading = self
+                    .reading
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match reading {
+                    Some(reading) => reading.finish().map_err(|e| e.to_string()),
+                    // Taken by a thread that panicked while finishing it.
+                    None => Err("its reading was interrupted".into()),
+                }
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
 /// The pids holding a `flock` on the inode `(dev, ino)`, from `/proc/locks`.
 ///
 /// Waiters (lines marked `->`) are not holders and are left out.

@@ -60,8 +60,8 @@ use crate::fs_at;
 
 mod locks;
 
-pub(crate) use locks::LocksReading;
 pub use locks::{lock_holders, Locks};
+pub(crate) use locks::{LocksReading, PendingLocks};
 
 /// The name of the lease record file inside a managed sandbox.
 pub const LEASE_FILE: &str = ".sandkeeper-lease";
@@ -713,7 +713,14 @@ pub fn look_at_open(
     identity: (u64, u64),
     locks: &Locks,
 ) -> Look {
-    let record = read_record(dir, dir_path);
+    judge(identity, read_record(dir, dir_path), locks)
+}
+
+/// What [`look_at_open`] tells of the directory `identity` whose record
+/// was read as `record`: live when `locks` lists a lock on it. For a
+/// caller that reads the record before it has the snapshot (the scan's
+/// walk does, while `/proc/locks` is still being read).
+pub(crate) fn judge(identity: (u64, u64), record: RecordState, locks: &Locks) -> Look {
     match locks.holders(identity.0, identity.1) {
         Some(holders) => Look::Live {
             holders: holders.to_vec(),

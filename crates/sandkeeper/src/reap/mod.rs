@@ -3,9 +3,10 @@
 //!
 //! A reap scans each root ([`scan`]), decides per entry
 //! ([`Verdict`], with the reason), and then first deals with what a killed
-//! reaper left in the root's quarantine (entries that had passed their
-//! check are deleted; *pending* ones, moved in but never checked, are
-//! checked against a fresh `/proc` pass like new ones), then, oldest first,
+//! reaper left in the root's quarantine, when the scan listed one
+//! (entries that had passed their check are deleted; *pending* ones,
+//! moved in but never checked, are checked against a fresh `/proc` pass
+//! like new ones), then, oldest first,
 //! for each entry to remove:
 //!
 //! 1. takes its lock (`flock(LOCK_EX|LOCK_NB)` on the opened directory,
@@ -437,7 +438,7 @@ impl Reaper {
                 return Err(Error::stopped().at(first.path()));
             }
         }
-        let inuse = self.scanner.in_use_for_scan()?;
+        let inuse = self.scanner.in_use()?;
         let mut reports = Vec::with_capacity(roots.len());
         let mut decided = Vec::with_capacity(roots.len());
         for root in roots {

@@ -7,8 +7,9 @@
 //! ([`crate::lease`]); names are grouped into families
 //! ([`crate::pattern`]). Nothing is modified and nothing is locked: live
 //! or free is read from one snapshot of `/proc/locks`
-//! ([`lease::Locks`]), so a scan never makes an owner's own non-blocking
-//! `flock` fail.
+//! ([`lease::Locks`]), taken after the root is listed, so a scan never
+//! makes an owner's own non-blocking `flock` fail (the walk reads each
+//! lease record meanwhile; the snapshot judges them afterwards).
 //!
 //! ```
 //! use sandkeeper::scan::Scanner;
@@ -223,15 +224,6 @@ impl Scanner {
         InUse::collect(&opts)
     }
 
-    /// [`Scanner::in_use`], with a reading of `/proc/locks` begun before
-    /// it, which the first root scanned against this pass takes
-    /// ([`lease::LocksReading`]): that reading's wait for the kernel
-    /// overlaps the pass.
-    pub(crate) fn in_use_for_scan(&self) -> Result<InUse> {
-        let reading = lease::LocksReading::start();
-        Ok(self.in_use()?.with_locks_reading(reading))
-    }
-
     /// Scans `roots`: each top-level entry's size, holders, lease and
     /// state, grouped into families.
     ///
@@ -262,7 +254,7 @@ impl Scanner {
         if let Some(first) = roots.first() {
             self.check_stop(first.path())?;
         }
-        let inuse = self.in_use_for_scan()?;
+        let inuse = self.in_use()?;
         let roots = roots
             .iter()
             .map(|root| self.scan_root(root, &inuse))
@@ -370,18 +362,16 @@ impl Scanner {
     ) -> Result<(RootReport, Streamed)> {
         let path = root.path().to_owned();
         let dir = root.fd();
-        // Live or free from one snapshot of `/proc/locks`: a scan takes no
-        // lock (a program's own `flock(LOCK_NB)` must not fail because we
-        // looked). Read while the names are listed and grouped: the
-        // kernel makes a process's first reading wait for an RCU grace
-        // period (several ms). Begun with the in-use pass when the caller
-        // took it for this scan (`in_use_for_scan`).
-        let locks = inuse
-            .take_locks_reading()
-            .unwrap_or_else(lease::LocksReading::start);
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
         let (names, leftovers) = list_names(dir, &path)?;
+        // Live or free from one snapshot of `/proc/locks`, taken after the
+        // listing: a scan takes no lock (a program's own `flock(LOCK_NB)`
+        // must not fail because we looked). Read on a thread while the
+        // names are sorted and the first entries walked: the kernel makes a
+        // process's first reading wait for an RCU grace period (several
+        // ms).
+        let locks = lease::LocksReading::start();
         let names = names.sorted();
         let mut warnings: Vec<String> = root
             .followed()
@@ -407,17 +397,15 @@ impl Scanner {
         let mut links = walk::HardLinks::new();
         let started = AtomicUsize::new(0);
         let mut given = 0usize;
-        let locks = locks.finish().map_err(|e| e.to_string());
-        if let Err(e) = &locks {
-            warnings.push(format!(
-                "cannot read /proc/locks ({e}): whether leases are held cannot be told"
-            ));
-        }
+        // Finished by the first who needs it: the walk reads each entry's
+        // lease record, and the classification judges it live or free by
+        // the snapshot (`Unjudged`), so the walk need not wait for it.
+        let locks = lease::PendingLocks::new(locks);
         let pass = Pass {
             root: &path,
             dir,
             inuse,
-            locks: locks.as_ref().ok(),
+            locks: &locks,
             started: &started,
             total: names.len(),
             origins: origins.as_ref(),
@@ -491,6 +479,11 @@ impl Scanner {
         })?;
         // Told in the scope above, which returned early otherwise.
         let families = families.unwrap_or_else(|| families_of(&mut |_| {}));
+        if let Err(e) = locks.get() {
+            warnings.push(format!(
+                "cannot read /proc/locks ({e}): whether leases are held cannot be told"
+            ));
+        }
         let patterns = families.patterns();
         let mut groups = families.into_groups();
         let mut creators = tally.into_families();
@@ -593,7 +586,7 @@ impl Scanner {
                     .push((i, k.clone()));
             }
             if ask && v.kind() == FileKind::File {
-                asked[i].ask(dir, names[i], v, locks);
+                asked[i].ask(dir, names[i], v, locks.get().ok());
             }
             WalkState::Continue
         };
@@ -622,13 +615,15 @@ impl Scanner {
         walked: Walked<'_>,
         warnings: &mut Vec<String>,
     ) -> Vec<(usize, Entry)> {
-        let Pass { root, inuse, .. } = *pass;
+        let Pass {
+            root, inuse, locks, ..
+        } = *pass;
         let Walked {
             names,
             usages,
             hits,
             kernel_hits,
-            probes,
+            mut probes,
             mut origins_read,
             asked,
         } = walked;
@@ -658,9 +653,10 @@ impl Scanner {
                     }
                 }
             };
-            let Some(probed) = probes[i].get() else {
+            let Some(probed) = probes[i].get_mut() else {
                 continue; // vanished before the walk reached it
             };
+            judge_probed(probed, root, name, locks.get());
             if probed.vanished {
                 continue;
             }
@@ -828,8 +824,8 @@ struct Pass<'a> {
     root: &'a Path,
     dir: BorrowedFd<'a>,
     inuse: &'a InUse,
-    /// `None` when `/proc/locks` could not be read.
-    locks: Option<&'a lease::Locks>,
+    /// The snapshot of `/proc/locks`, finished when first needed.
+    locks: &'a lease::PendingLocks,
     /// Entries started, over all chunks (for the progress callback).
     started: &'a AtomicUsize,
     /// Entries in all.
@@ -854,18 +850,23 @@ struct Probed {
     lease_invalid: bool,
     warning: Option<String>,
     vanished: bool,
+    /// The record read by the walk, not yet judged live or free by the
+    /// snapshot of `/proc/locks` ([`judge_probed`]).
+    unjudged: Option<RecordState>,
 }
 
 /// Looks at the lease of the entry the walk is visiting (depth 0), without
-/// locking it: live or free by `locks` (a snapshot of `/proc/locks`;
-/// `None` when it could not be read: then nothing can be told, fail
-/// closed).
+/// locking it: its record is read through the walk's descriptor and left
+/// [unjudged](Probed::unjudged) for [`judge_probed`], which tells live from
+/// free by the snapshot of `/proc/locks` once it is there; an entry the
+/// walk could not open is opened here, which tells why (that waits for
+/// the snapshot).
 fn probe_entry(
     dir: BorrowedFd<'_>,
     root: &Path,
     name: &OsStr,
     v: &walk::Visit<'_>,
-    locks: Option<&lease::Locks>,
+    locks: &lease::PendingLocks,
 ) -> Probed {
     let mut probed = Probed {
         kind: v.kind(),
@@ -883,6 +884,7 @@ fn probe_entry(
         lease_invalid: false,
         warning: None,
         vanished: false,
+        unjudged: None,
     };
     if v.is_mount_point() {
         // In use by definition, and never opened: the mounted filesystem
@@ -894,22 +896,43 @@ fn probe_entry(
     if probed.kind != FileKind::Dir {
         return probed;
     }
+    match v.dir() {
+        Some(fd) => probed.unjudged = Some(lease::read_record(fd, &root.join(name))),
+        None => match locks.get() {
+            Ok(locks) => {
+                let looked = lease::look_at(dir, root, name, locks);
+                apply_look(&mut probed, root, name, looked);
+            }
+            Err(_) => probed.facts.unopenable = Some(None),
+        },
+    }
+    probed
+}
+
+/// Tells the entry `probed` live or free by `locks` when its record was
+/// read unjudged ([`probe_entry`]); `Err`: `/proc/locks` could not be
+/// read, and then nothing can be told (fail closed).
+fn judge_probed(
+    probed: &mut Probed,
+    root: &Path,
+    name: &OsStr,
+    locks: Result<&lease::Locks, &str>,
+) {
+    let Some(record) = probed.unjudged.take() else {
+        return;
+    };
+    match locks {
+        Ok(locks) => {
+            let looked = Ok(lease::judge(probed.identity, record, locks));
+            apply_look(probed, root, name, looked);
+        }
+        Err(_) => probed.facts.unopenable = Some(None),
+    }
+}
+
+/// What a look at the entry `name`'s lease makes of `probed`'s facts.
+fn apply_look(probed: &mut Probed, root: &Path, name: &OsStr, looked: Result<Look>) {
     let facts = &mut probed.facts;
-    let Some(locks) = locks else {
-        facts.unopenable = Some(None);
-        return probed;
-    };
-    // Through the walk's own descriptor of the entry when it opened it;
-    // else (it could not) opened here, which tells why.
-    let looked = match v.dir() {
-        Some(fd) => Ok(lease::look_at_open(
-            fd,
-            &root.join(name),
-            probed.identity,
-            locks,
-        )),
-        None => lease::look_at(dir, root, name, locks),
-    };
     match looked {
         Ok(Look::Live { holders, record }) => {
             facts.lock_held = Some(holders);
@@ -945,7 +968,6 @@ fn probe_entry(
             facts.unopenable = Some(None);
         }
     }
-    probed
 }
 
 /// The values of `list` (pairs sorted by index, taken in increasing
