@@ -146,13 +146,18 @@ check_empty() { # check_empty TOOL
         exit 1
     fi
 }
+# The CPU time (user + system, all threads and children) of the last
+# command timed, in microseconds: bash's own `time`, into $work/cpu.
+TIMEFORMAT='%3U %3S'
+cpu_us() { awk '{ printf "%d", ($1 + $2) * 1e6 }' "$work/cpu"; }
 # One removal: a fresh copy, then "$@" timed, then the root must be empty.
+# Prints the wall time and the CPU time, in microseconds.
 removal() { # removal TOOL CMD...
     local tool=$1 start end rc=0
     shift
     fresh
     start=$(now)
-    "$@" >"$work/out" 2>&1 || rc=$?
+    { time "$@" >"$work/out" 2>&1 || rc=$?; } 2>"$work/cpu"
     end=$(now)
     if [ "$rc" != 0 ]; then
         echo "bench/reap: FAIL: $tool exited $rc" >&2
@@ -160,15 +165,15 @@ removal() { # removal TOOL CMD...
         exit 1
     fi
     check_empty "$tool"
-    echo $(((end - start) / 1000))
+    echo "$(((end - start) / 1000)) $(cpu_us)"
 }
 # One look: "$@" timed on the template (it must not change it).
 look() { # look CMD...
     local start end
     start=$(now)
-    "$@" >/dev/null 2>&1 || true # lsof +D exits 1 when it finds nothing
+    { time "$@" >/dev/null 2>&1 || true; } 2>"$work/cpu" # lsof +D exits 1 when it finds nothing
     end=$(now)
-    echo $(((end - start) / 1000))
+    echo "$(((end - start) / 1000)) $(cpu_us)"
 }
 in_victim() { (cd "$victim" && shopt -s dotglob && exec "$@" -- *); }
 rm_all() { in_victim rm -rf; }
@@ -183,7 +188,7 @@ order=(reap rm-rf rmz scan du diskus dry-run)
 du -x --max-depth=1 "$tpl" >/dev/null
 diskus -j2 "$tpl" >/dev/null
 
-declare -A times
+declare -A times cpus
 profile() {
     [ -n "${PERF:-}" ] || return 0
     fresh
@@ -210,8 +215,10 @@ for ((i = 0; i < runs; i++)); do
             dry-run) us=$(look "$sk" reap --dry-run "${reap_args[@]}" "$tpl") ;;
             lsof) us=$(look lsof +D "$tpl") ;;
         esac
+        read -r us cpu <<<"$us"
         times[$tool]="${times[$tool]:-} $us"
-        echo "bench/reap: run $((i + 1))/$runs $tool $(awk -v t="$us" 'BEGIN { printf "%.3f s", t / 1e6 }')" >&2
+        cpus[$tool]="${cpus[$tool]:-} $cpu"
+        echo "bench/reap: run $((i + 1))/$runs $tool $(awk -v t="$us" -v c="$cpu" 'BEGIN { printf "%.3f s (CPU %.3f s)", t / 1e6, c / 1e6 }')" >&2
     done
 done
 rm -rf "$victim"
@@ -223,13 +230,14 @@ fi
 [ "$runs" = 0 ] || {
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 minimum() { tr ' ' '\n' | grep . | sort -n | head -1; }
-declare -A med low
+declare -A med low cpu
 echo
 echo "replica scale $scale: $entries top-level entries, $ninodes inodes ($ndirs dirs), $(du -sh "$tpl" | cut -f1) on tmpfs; $(nproc) cores; in a private PID namespace; $runs interleaved runs"
-printf '%-56s %9s %9s   %s\n' tool "median s" "min s" "all runs (s)"
+printf '%-56s %9s %9s %9s   %s\n' tool "median s" "min s" "CPU s" "all runs (s)"
 for tool in "${order[@]}"; do
     med[$tool]=$(echo "${times[$tool]}" | median)
     low[$tool]=$(echo "${times[$tool]}" | minimum)
+    cpu[$tool]=$(echo "${cpus[$tool]}" | median)
     case $tool in
         reap) label="sandkeeper reap --match '*' --older-than 0s --grace 0s" ;;
         rm-rf) label="rm -rf ROOT/*" ;;
@@ -242,8 +250,8 @@ for tool in "${order[@]}"; do
         reap-before) label="the same reap, SK_BEFORE" ;;
     esac
     all=$(for t in ${times[$tool]}; do awk -v t="$t" 'BEGIN { printf "%.3f ", t / 1e6 }'; done)
-    awk -v n="$label" -v m="${med[$tool]}" -v l="${low[$tool]}" -v all="$all" \
-        'BEGIN { printf "%-56s %9.3f %9.3f   %s\n", n, m / 1e6, l / 1e6, all }'
+    awk -v n="$label" -v m="${med[$tool]}" -v l="${low[$tool]}" -v c="${cpu[$tool]}" -v all="$all" \
+        'BEGIN { printf "%-56s %9.3f %9.3f %9.3f   %s\n", n, m / 1e6, l / 1e6, c / 1e6, all }'
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 echo
@@ -260,6 +268,20 @@ echo
 echo "phases of the reap (medians): scan + decisions (reap --dry-run) $(awk -v t="${med[dry-run]}" 'BEGIN { printf "%.3f s", t / 1e6 }');" \
     "the rest (claim, quarantine, re-check, delete) $(awk -v a="${med[reap]}" -v b="${med[dry-run]}" 'BEGIN { printf "%.3f s", (a - b) / 1e6 }')" \
     "= $(ratio "$((med[reap] - med[dry-run]))" "${med[rmz]}") rmz, $(ratio "$((med[reap] - med[dry-run]))" "${med[rm-rf]}") rm -rf"
+
+# The best any reaper could do that scans before it deletes (as the
+# reap must: its decisions need every entry's age and size) and then
+# deletes no cheaper than rmz: both CPU times spread over every core with
+# nothing else, no claim, quarantine, check or /proc pass.
+cores=$(nproc)
+echo "CPU (medians): reap $(awk -v t="${cpu[reap]}" 'BEGIN { printf "%.3f s", t / 1e6 }')," \
+    "scan $(awk -v t="${cpu[scan]}" 'BEGIN { printf "%.3f s", t / 1e6 }')," \
+    "rmz $(awk -v t="${cpu[rmz]}" 'BEGIN { printf "%.3f s", t / 1e6 }')," \
+    "rm -rf $(awk -v t="${cpu[rm-rf]}" 'BEGIN { printf "%.3f s", t / 1e6 }');" \
+    "the reap kept $(awk -v c="${cpu[reap]}" -v w="${med[reap]}" 'BEGIN { printf "%.2f", c / w }') of $cores cores busy"
+echo "floor for a scan then a deletion on $cores cores, (scan CPU + rmz CPU) / $cores:" \
+    "$(awk -v a="${cpu[scan]}" -v b="${cpu[rmz]}" -v n="$cores" 'BEGIN { printf "%.3f s", (a + b) / n / 1e6 }')" \
+    "= $(ratio "$(((cpu[scan] + cpu[rmz]) / cores))" "${med[rm-rf]}") rm -rf"
 
 [ "$runs" = 0 ] || profile
 }
