@@ -916,6 +916,92 @@ fn inner_stop_mid_reap() {
     assert_eq!(left, want, "nothing else left, no quarantine");
 }
 
+/// On a host of many processes a batch holds more entries (four per
+/// process the last pass read): entries taken after the scan, in the first
+/// batch and in the larger ones after it, are each checked after their own
+/// move and kept; the rest go, told oldest first.
+#[test]
+fn a_reap_beside_many_processes_keeps_what_is_held_in_larger_batches() {
+    run_in_pid_namespace(
+        "a_reap_beside_many_processes_keeps_what_is_held_in_larger_batches",
+        "inner_many_processes",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_many_processes() {
+    use sandkeeper::reap::ReapEvent;
+
+    if !in_namespace() {
+        return;
+    }
+    const ENTRIES: usize = 700;
+    // 64 first, then (about 155 processes) up to 512 a batch: 64-575,
+    // 576-699 (fewer with a low descriptor limit).
+    const HELD: [usize; 4] = [10, 300, 575, 650];
+    let sleepers: Vec<_> = (0..150)
+        .map(|_| {
+            spawn_ready(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg("echo ready; exec sleep 600"),
+            )
+        })
+        .collect();
+    let root = sandbox!().unwrap();
+    let p = small_entries(root.path(), ENTRIES);
+    let policy = Policy::builder()
+        .matching("app-*")
+        .older_than(Duration::from_secs(3600))
+        .grace(Duration::ZERO)
+        .build()
+        .unwrap();
+    let opened = sandkeeper::root::Root::open_exact(root.path()).unwrap();
+    let mut holders = Vec::new();
+    let mut removed: Vec<PathBuf> = Vec::new();
+    let report = Reaper::new(policy)
+        .reap_roots_with(&[opened], &mut |event| match event {
+            // After the scan found them idle, before the first claim.
+            ReapEvent::Scanned(_) => {
+                for i in HELD {
+                    holders.push(spawn_ready(
+                        Command::new("sh")
+                            .arg("-c")
+                            .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
+                            .arg("sh")
+                            .arg(p(i).join("sub/file")),
+                    ));
+                }
+            }
+            ReapEvent::Removed(r) => removed.push(r.path.clone()),
+            _ => {}
+        })
+        .unwrap();
+    let reap = &report.roots[0];
+    assert!(reap.errors.is_empty(), "{:?}", reap.errors);
+    let want: Vec<PathBuf> = (0..ENTRIES).filter(|i| !HELD.contains(i)).map(&p).collect();
+    assert_eq!(removed, want, "the rest removed, told oldest first");
+    for i in HELD {
+        let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
+        assert!(
+            matches!(&skip.reason, KeepReason::Changed(what) if !what.is_empty()),
+            "app-{i:03}: {:?}",
+            skip.reason
+        );
+        assert_eq!(
+            fs::read_to_string(p(i).join("sub/file")).unwrap(),
+            format!("entry {i}"),
+            "app-{i:03} put back intact"
+        );
+    }
+    let left = names_in(root.path());
+    let want: BTreeSet<String> = HELD.iter().map(|i| format!("app-{i:03}")).collect();
+    assert_eq!(left, want, "nothing else left, no quarantine");
+    drop(holders);
+    drop(sleepers);
+}
+
 /// Issue 14: an entry that becomes held after the scan, while earlier
 /// batches are being removed (a process opens a file deep inside one of a
 /// later batch, and another makes its working directory inside one of the

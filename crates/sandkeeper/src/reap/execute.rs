@@ -613,7 +613,11 @@ impl Reaper {
         let (dir, path) = (work.dir, work.path);
         let mut walker = walk::Walker::new();
         let mut fed: Option<Fed<'d>> = None;
-        for (batch, numbers) in super::batches(candidates, work.target.is_some()).enumerate() {
+        let mut batches = super::Batches::new(candidates, work.target.is_some());
+        for batch in 0.. {
+            let Some(numbers) = batches.next() else {
+                break;
+            };
             if lane.broken() {
                 break;
             }
@@ -640,6 +644,7 @@ impl Reaper {
                 // its path.
                 match self.scanner.in_use() {
                     Ok(inuse) => {
+                        batches.after_pass(inuse.process_count());
                         let check = Check::new(inuse);
                         next = Some(lane.feed(batch, moved, check, work.target.is_some()));
                     }
