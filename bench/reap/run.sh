@@ -34,6 +34,9 @@
 #                            target/release/sandkeeper, built here)
 #          SK_BEFORE=PATH    also time (and, unless STRACE=0, strace) this binary's reap in the same
 #                            rotation (an older build: before/after)
+#          BUSY=N            N more processes in the namespace while timing
+#                            (sleeping shells and Python interpreters, as on
+#                            a CI runner), which every /proc pass inspects
 # RUNS=0 skips the timings (only the syscall counts and PERF).
 #
 # Needs root (tmpfs, PID namespace), cargo, python3, strace, lsof. rmz and
@@ -94,6 +97,20 @@ replica_args=(--scale "$scale" --seed "${SEED:-14}")
 echo "bench/reap: building the replica (scale $scale) ..." >&2
 python3 bench/reap/replica.py "$work/template" "${replica_args[@]}"
 tpl=$work/template
+# BUSY=N: a host of N more processes, a tenth of them Python interpreters
+# (more mappings and descriptors), the rest sleeping shells. They end with
+# the namespace.
+busy=${BUSY:-0}
+if [ "$busy" -gt 0 ]; then
+    for ((k = 0; k < busy; k++)); do
+        if ((k % 10 == 0)); then
+            python3 -c 'import json, email, http.client, time; time.sleep(86400)' &
+        else
+            sh -c 'exec sleep 86400' &
+        fi
+    done
+    sleep 2
+fi
 entries=$(find "$tpl" -mindepth 1 -maxdepth 1 | wc -l)
 ndirs=$(find "$tpl" -type d | wc -l)
 ninodes=$(find "$tpl" -printf '%i\n' | sort -u | wc -l)
@@ -232,7 +249,7 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[in
 minimum() { tr ' ' '\n' | grep . | sort -n | head -1; }
 declare -A med low cpu
 echo
-echo "replica scale $scale: $entries top-level entries, $ninodes inodes ($ndirs dirs), $(du -sh "$tpl" | cut -f1) on tmpfs; $(nproc) cores; in a private PID namespace; $runs interleaved runs"
+echo "replica scale $scale: $entries top-level entries, $ninodes inodes ($ndirs dirs), $(du -sh "$tpl" | cut -f1) on tmpfs; $(nproc) cores; in a private PID namespace$([ "$busy" -gt 0 ] && echo " of $(find /proc -maxdepth 1 -name '[0-9]*' | wc -l) processes (BUSY=$busy)"); $runs interleaved runs"
 printf '%-56s %9s %9s %9s   %s\n' tool "median s" "min s" "CPU s" "all runs (s)"
 for tool in "${order[@]}"; do
     med[$tool]=$(echo "${times[$tool]}" | median)
