@@ -413,23 +413,18 @@ impl Scanner {
         // Each chunk is walked on a thread of its own while this one
         // classifies the chunk before it and hands it over (`on_step`: a
         // JSON writer serializes every entry there), so neither is a pause
-        // of the walk; the families are told from the names while the
-        // first chunk is walked. The hard-link set goes to the walk and
-        // comes back with it: one chunk is walked at a time, in order.
+        // of the walk. The families are told from the names before the
+        // walk, not during it: what grouping a million names takes for a
+        // while would add to what the walk holds. The hard-link set goes to
+        // the walk and comes back with it: one chunk is walked at a time, in
+        // order.
+        let mut families = report::Families::of(&names, lease::now_ms() as i64);
+        on_step(Streaming::Start {
+            names: names.len(),
+            families: families.len(),
+        });
         let names_ref = &names;
-        let families_of = |on_step: &mut dyn FnMut(Streaming)| {
-            let families = report::Families::of(names_ref, lease::now_ms() as i64);
-            on_step(Streaming::Start {
-                names: names_ref.len(),
-                families: families.len(),
-            });
-            families
-        };
-        let mut families: Option<report::Families> = None;
-        let mut hand_over = |on_step: &mut dyn FnMut(Streaming),
-                             families: &mut report::Families,
-                             first: usize,
-                             examined: Vec<(usize, Entry)>| {
+        let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
             for (i, mut entry) in examined {
                 totals.add(&entry);
                 entry.pattern = families.add(first + i, &entry, members.then_some(given));
@@ -458,10 +453,8 @@ impl Scanner {
                     let walked = self.walk_chunk(pass, chunk, &mut chunk_links);
                     (walked, chunk_links)
                 });
-                let families = families.get_or_insert_with(|| families_of(on_step));
                 if let Some((before, walked)) = pending.take() {
-                    let examined = self.classify(pass, walked, &mut warnings);
-                    hand_over(on_step, families, before, examined);
+                    hand_over(before, self.classify(pass, walked, &mut warnings));
                 }
                 let (walked, chunk_links) = walking
                     .join()
@@ -470,15 +463,11 @@ impl Scanner {
                 self.check_stop(&path)?;
                 pending = Some((first, walked));
             }
-            let families = families.get_or_insert_with(|| families_of(on_step));
             if let Some((before, walked)) = pending.take() {
-                let examined = self.classify(&pass, walked, &mut warnings);
-                hand_over(on_step, families, before, examined);
+                hand_over(before, self.classify(&pass, walked, &mut warnings));
             }
             Ok(())
         })?;
-        // Told in the scope above, which returned early otherwise.
-        let families = families.unwrap_or_else(|| families_of(&mut |_| {}));
         if let Err(e) = locks.get() {
             warnings.push(format!(
                 "cannot read /proc/locks ({e}): whether leases are held cannot be told"
@@ -852,7 +841,16 @@ struct Probed {
     vanished: bool,
     /// The record read by the walk, not yet judged live or free by the
     /// snapshot of `/proc/locks` ([`judge_probed`]).
-    unjudged: Option<RecordState>,
+    unjudged: Option<Unjudged>,
+}
+
+/// A lease record the walk read ([`probe_entry`]), for [`judge_probed`]:
+/// a chunk holds one [`Probed`] per entry, so a record is boxed, and no
+/// record (the common case) costs no allocation.
+#[derive(Debug)]
+enum Unjudged {
+    Missing,
+    Read(Box<RecordState>),
 }
 
 /// Looks at the lease of the entry the walk is visiting (depth 0), without
@@ -897,7 +895,12 @@ fn probe_entry(
         return probed;
     }
     match v.dir() {
-        Some(fd) => probed.unjudged = Some(lease::read_record(fd, &root.join(name))),
+        Some(fd) => {
+            probed.unjudged = Some(match lease::read_record(fd, &root.join(name)) {
+                RecordState::Missing => Unjudged::Missing,
+                record => Unjudged::Read(Box::new(record)),
+            });
+        }
         None => match locks.get() {
             Ok(locks) => {
                 let looked = lease::look_at(dir, root, name, locks);
@@ -923,6 +926,10 @@ fn judge_probed(
     };
     match locks {
         Ok(locks) => {
+            let record = match record {
+                Unjudged::Missing => RecordState::Missing,
+                Unjudged::Read(record) => *record,
+            };
             let looked = Ok(lease::judge(probed.identity, record, locks));
             apply_look(probed, root, name, looked);
         }
