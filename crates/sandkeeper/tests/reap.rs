@@ -14,7 +14,7 @@ use sandkeeper::sandbox;
 use sandkeeper::scan::{EntryState, Scanner};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::process::{spawn_ready, Helper};
+use sandkeeper_testkit::process::{spawn_ready, Helper, Spawned};
 use sandkeeper_testkit::tree::age_tree;
 
 #[test]
@@ -572,13 +572,7 @@ fn inner_batch_pool() {
                         .arg("echo ready; exec sleep 600")
                         .current_dir(p(HELD_CWD).join("sub")),
                 ));
-                holders.push(spawn_ready(
-                    Command::new("sh")
-                        .arg("-c")
-                        .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
-                        .arg("sh")
-                        .arg(p(HELD_FD).join("sub/deep/file")),
-                ));
+                holders.push(hold_open(&p(HELD_FD).join("sub/deep/file")));
             }
             ReapEvent::Removed(r) => events.push(r.path.clone()),
             _ => {}
@@ -828,6 +822,51 @@ fn names_in(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// A process that holds `file` open, once it is ready.
+fn hold_open(file: &Path) -> Spawned {
+    spawn_ready(
+        Command::new("sh")
+            .arg("-c")
+            .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
+            .arg("sh")
+            .arg(file),
+    )
+}
+
+/// After a reap of [`small_entries`] `0..entries` of `root` (`p` names
+/// them) in which `held` were taken after the scan: every other one was
+/// removed, told oldest first (`removed`), and each held one kept as
+/// changed, under its name, intact; nothing else, no quarantine, is left.
+fn assert_only_held_kept(
+    report: &ReapReport,
+    removed: &[PathBuf],
+    root: &Path,
+    p: &dyn Fn(usize) -> PathBuf,
+    entries: usize,
+    held: &[usize],
+) {
+    let reap = &report.roots[0];
+    assert!(reap.errors.is_empty(), "{:?}", reap.errors);
+    let want: Vec<PathBuf> = (0..entries).filter(|i| !held.contains(i)).map(p).collect();
+    assert_eq!(removed, want, "the rest removed, told oldest first");
+    for &i in held {
+        let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
+        assert!(
+            matches!(&skip.reason, KeepReason::Changed(what) if !what.is_empty()),
+            "app-{i:03}: {:?}",
+            skip.reason
+        );
+        assert_eq!(
+            fs::read_to_string(p(i).join("sub/file")).unwrap(),
+            format!("entry {i}"),
+            "app-{i:03} put back intact"
+        );
+    }
+    let left = names_in(root);
+    let want: BTreeSet<String> = held.iter().map(|i| format!("app-{i:03}")).collect();
+    assert_eq!(left, want, "nothing else left, no quarantine");
+}
+
 /// Issue 14: a stop raised in the middle of a reap of many batches (from
 /// `on_event`, once 70 removals were told: the workers are deleting one
 /// batch while the next is already moved into the quarantine and checked)
@@ -964,40 +1003,13 @@ fn inner_many_processes() {
         .reap_roots_with(&[opened], &mut |event| match event {
             // After the scan found them idle, before the first claim.
             ReapEvent::Scanned(_) => {
-                for i in HELD {
-                    holders.push(spawn_ready(
-                        Command::new("sh")
-                            .arg("-c")
-                            .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
-                            .arg("sh")
-                            .arg(p(i).join("sub/file")),
-                    ));
-                }
+                holders.extend(HELD.iter().map(|&i| hold_open(&p(i).join("sub/file"))));
             }
             ReapEvent::Removed(r) => removed.push(r.path.clone()),
             _ => {}
         })
         .unwrap();
-    let reap = &report.roots[0];
-    assert!(reap.errors.is_empty(), "{:?}", reap.errors);
-    let want: Vec<PathBuf> = (0..ENTRIES).filter(|i| !HELD.contains(i)).map(&p).collect();
-    assert_eq!(removed, want, "the rest removed, told oldest first");
-    for i in HELD {
-        let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
-        assert!(
-            matches!(&skip.reason, KeepReason::Changed(what) if !what.is_empty()),
-            "app-{i:03}: {:?}",
-            skip.reason
-        );
-        assert_eq!(
-            fs::read_to_string(p(i).join("sub/file")).unwrap(),
-            format!("entry {i}"),
-            "app-{i:03} put back intact"
-        );
-    }
-    let left = names_in(root.path());
-    let want: BTreeSet<String> = HELD.iter().map(|i| format!("app-{i:03}")).collect();
-    assert_eq!(left, want, "nothing else left, no quarantine");
+    assert_only_held_kept(&report, &removed, root.path(), &p, ENTRIES, &HELD);
     drop(holders);
     drop(sleepers);
 }
@@ -1043,25 +1055,13 @@ fn inner_held_between_batches() {
     let mut removed: Vec<PathBuf> = Vec::new();
     let report = Reaper::new(policy)
         .reap_roots_with(&[opened], &mut |event| match event {
-            ReapEvent::Scanned(_) => holders.push(spawn_ready(
-                Command::new("sh")
-                    .arg("-c")
-                    .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
-                    .arg("sh")
-                    .arg(p(HELD_EARLY).join("sub/file")),
-            )),
+            ReapEvent::Scanned(_) => holders.push(hold_open(&p(HELD_EARLY).join("sub/file"))),
             ReapEvent::Removed(r) => {
                 removed.push(r.path.clone());
                 if removed.len() == 1 {
                     // The first batch is being removed; the last two are
                     // still under their names.
-                    holders.push(spawn_ready(
-                        Command::new("sh")
-                            .arg("-c")
-                            .arg("exec 3<\"$1\"; echo ready; exec sleep 600")
-                            .arg("sh")
-                            .arg(p(HELD_FD).join("sub/file")),
-                    ));
+                    holders.push(hold_open(&p(HELD_FD).join("sub/file")));
                     holders.push(spawn_ready(
                         Command::new("sh")
                             .arg("-c")
@@ -1073,26 +1073,7 @@ fn inner_held_between_batches() {
             _ => {}
         })
         .unwrap();
-    let reap = &report.roots[0];
-    assert!(reap.errors.is_empty(), "{:?}", reap.errors);
     let held = [HELD_EARLY, HELD_FD, HELD_CWD];
-    let want: Vec<PathBuf> = (0..ENTRIES).filter(|i| !held.contains(i)).map(&p).collect();
-    assert_eq!(removed, want, "the rest removed, told oldest first");
-    for i in held {
-        let skip = reap.skipped.iter().find(|s| s.path == p(i)).unwrap();
-        assert!(
-            matches!(&skip.reason, KeepReason::Changed(what) if !what.is_empty()),
-            "app-{i:03}: {:?}",
-            skip.reason
-        );
-        assert_eq!(
-            fs::read_to_string(p(i).join("sub/file")).unwrap(),
-            format!("entry {i}"),
-            "app-{i:03} put back intact"
-        );
-    }
-    let left = names_in(root.path());
-    let want: BTreeSet<String> = held.iter().map(|i| format!("app-{i:03}")).collect();
-    assert_eq!(left, want, "nothing else left, no quarantine");
+    assert_only_held_kept(&report, &removed, root.path(), &p, ENTRIES, &held);
     drop(holders);
 }
