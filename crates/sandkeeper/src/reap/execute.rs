@@ -149,10 +149,16 @@ const SMALL_DIRS: u64 = 128;
 /// the entries in flight hold one descriptor each (their claim's, which
 /// the move and the removal use): at most two batches' worth.
 fn small_dirs(workers: usize) -> u64 {
-    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+    (soft_nofile() / 4 / workers.max(1) as u64).min(SMALL_DIRS)
+}
+
+/// The soft `RLIMIT_NOFILE` (unlimited: `u64::MAX`), which the reap's
+/// descriptors in flight are kept within ([`small_dirs`],
+/// [`most_per_batch`](super::most_per_batch)).
+pub(super) fn soft_nofile() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
         .current
-        .unwrap_or(u64::MAX);
-    (soft / 4 / workers.max(1) as u64).min(SMALL_DIRS)
+        .unwrap_or(u64::MAX)
 }
 
 /// An entry of a batch that is in the quarantine. A directory's claim

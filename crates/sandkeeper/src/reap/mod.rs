@@ -133,10 +133,7 @@ const ENTRIES_PER_PROCESS: usize = 4;
 /// descriptor per entry, its claim's) hold at most a quarter of the soft
 /// `RLIMIT_NOFILE`; never fewer than [`BATCH`].
 fn most_per_batch() -> usize {
-    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
-    usize::try_from(soft / 8)
+    usize::try_from(execute::soft_nofile() / 8)
         .unwrap_or(usize::MAX)
         .clamp(BATCH, 512)
 }

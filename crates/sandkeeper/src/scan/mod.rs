@@ -642,17 +642,16 @@ impl Scanner {
                     }
                 }
             };
-            let Some(probed) = probes[i].get_mut() else {
+            // Taken, not copied: each probe serves its entry once.
+            let Some(mut probed) = probes[i].take() else {
                 continue; // vanished before the walk reached it
             };
-            judge_probed(probed, root, name, locks.get());
+            judge_probed(&mut probed, root, name, locks.get());
             if probed.vanished {
                 continue;
             }
-            if let Some(w) = &probed.warning {
-                warnings.push(w.clone());
-            }
-            let mut facts = probed.facts.clone();
+            warnings.extend(probed.warning);
+            let mut facts = probed.facts;
             facts.uninspectable = uninspectable;
             facts.blind_spot = blind_spot;
             facts.unreadable = usage.error_count as usize;
@@ -693,7 +692,7 @@ impl Scanner {
                     holders,
                     kernel,
                     sockets,
-                    lease: probed.lease.clone(),
+                    lease: probed.lease,
                     lease_invalid: probed.lease_invalid,
                     unreadable: usage.error_count,
                     mount_points: usage.mount_points,
