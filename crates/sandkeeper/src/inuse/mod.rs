@@ -198,6 +198,8 @@
 
 mod blind;
 #[cfg(target_os = "linux")]
+pub(crate) mod cwds;
+#[cfg(target_os = "linux")]
 mod deadline;
 #[cfg(target_os = "linux")]
 mod fdinfo;

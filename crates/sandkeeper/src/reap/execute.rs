@@ -108,14 +108,17 @@ use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::events::Recorder;
 use super::flat::Decisions;
+use super::touches::Touches;
 use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
 use crate::error::{Error, Result};
-use crate::inuse::InUse;
+use crate::inuse::{cwds, InUse};
 use crate::lease::{self, Claim, Locks, Probe};
 use crate::remove::{self, Quarantined, RemovalReport, RemoveOptions, Restore};
 use crate::scan::{self, Entry, EntryState};
@@ -170,15 +173,55 @@ struct Moved<'d> {
     q: Quarantined<'d>,
 }
 
-/// What a worker did with a moved entry.
-enum Outcome<'d> {
+/// A checked entry nothing holds, renamed to its condemned name: only its
+/// deletion is left (or, when a stop or the target comes first, its way
+/// back to its name).
+enum Doomed<'d> {
+    /// Listed whole by its check: deleted from the listing.
+    Listed(remove::Listing<'d>),
+    /// Checked by a walk: deleted by the remover's own.
+    Walked(Quarantined<'d>),
+}
+
+impl<'d> Doomed<'d> {
+    fn condemn(&mut self) -> Result<()> {
+        match self {
+            Doomed::Listed(l) => l.condemn(),
+            Doomed::Walked(q) => q.condemn(),
+        }
+    }
+
+    fn delete(self) -> Result<RemovalReport> {
+        match self {
+            Doomed::Listed(l) => l.remove(),
+            Doomed::Walked(q) => q.remove(),
+        }
+    }
+
+    fn into_quarantined(self) -> Quarantined<'d> {
+        match self {
+            Doomed::Listed(l) => l.into_quarantined(),
+            Doomed::Walked(q) => q,
+        }
+    }
+}
+
+/// What a check decided for a moved entry.
+enum Checked<'d> {
+    /// Something holds it, or the check cannot tell: why.
+    Held(String, Quarantined<'d>),
+    /// Nothing holds it.
+    Clear(Doomed<'d>),
+}
+
+/// What became of an entry of a batch.
+enum Outcome {
     /// Checked, found unused, and deleted (or what deleting it left).
     Removed(Result<RemovalReport>),
-    /// The check found it held (or could not tell): to be put back.
-    Held(String, Quarantined<'d>),
-    /// A stop was asked for, or the target met, before it was started:
-    /// to be put back, and why.
-    Halted(KeepReason, Quarantined<'d>),
+    /// Kept: put back (or left pending), and why.
+    Kept(Skipped),
+    /// Could not be marked condemned after its check: left pending.
+    Failed(ReapError),
 }
 
 /// A record of a batch's claims and moves, told only once the batch
@@ -197,23 +240,22 @@ fn tell(notes: Vec<Note>, result: &mut Recorder<'_>) {
     }
 }
 
-/// A moved entry for the pool: which batch, where in it, and the batch's
-/// check (taken after the batch's moves; shared by its entries, let go
-/// with the last of them).
+/// A condemned entry for the pool: which batch, where in it.
 struct Task<'d> {
-    batch: usize,
-    at: usize,
-    moved: Moved<'d>,
-    check: Arc<Check>,
-}
-
-/// What a worker did with a [`Task`].
-struct Done<'d> {
     batch: usize,
     at: usize,
     entry: Entry,
     reason: ReapReason,
-    outcome: Outcome<'d>,
+    doomed: Doomed<'d>,
+}
+
+/// What a worker did with a [`Task`].
+struct Done {
+    batch: usize,
+    at: usize,
+    entry: Entry,
+    reason: ReapReason,
+    outcome: Outcome,
 }
 
 /// The pool's tasks, batch after batch; closed when the root is done (or
@@ -241,8 +283,8 @@ impl<'d> Queue<'d> {
     }
 
     /// The next task, waiting for one while the queue is open; `None` once
-    /// it is closed (what is left in it then stays pending in the
-    /// quarantine, never deleted without a fresh check).
+    /// it is closed (what is left in it then stays condemned in the
+    /// quarantine, which any later remover finishes).
     fn next(&self) -> Option<Task<'d>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
@@ -288,21 +330,21 @@ impl Drop for CloseOnDrop<'_, '_> {
 /// Where the workers leave what they did. The calling thread is woken
 /// when a batch is complete (or no worker is left), not for every entry:
 /// each wake-up would take a core from a worker for a moment.
-struct Outbox<'d> {
-    state: Mutex<Outgoing<'d>>,
+struct Outbox {
+    state: Mutex<Outgoing>,
     ready: Condvar,
 }
 
-struct Outgoing<'d> {
-    done: Vec<Done<'d>>,
+struct Outgoing {
+    done: Vec<Done>,
     /// Batches with tasks not done yet, and how many (at most two).
     open: Vec<(usize, usize)>,
     /// Workers that have not left.
     serving: usize,
 }
 
-impl<'d> Outbox<'d> {
-    fn new() -> Outbox<'d> {
+impl Outbox {
+    fn new() -> Outbox {
         Outbox {
             state: Mutex::new(Outgoing {
                 done: Vec::new(),
@@ -313,13 +355,13 @@ impl<'d> Outbox<'d> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing<'d>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A worker's outcome; wakes the calling thread if it completes its
     /// batch.
-    fn deliver(&self, done: Done<'d>) {
+    fn deliver(&self, done: Done) {
         let mut state = self.lock();
         let batch = done.batch;
         state.done.push(done);
@@ -335,7 +377,7 @@ impl<'d> Outbox<'d> {
 
 /// A worker's leaving (at the end, or when it panics: then the queue is
 /// closed, so the other workers stop too), told to the calling thread.
-struct Leaving<'q, 'd>(&'q Queue<'d>, &'q Outbox<'d>);
+struct Leaving<'q, 'd>(&'q Queue<'d>, &'q Outbox);
 
 impl Drop for Leaving<'_, '_> {
     fn drop(&mut self) {
@@ -362,48 +404,46 @@ struct Work<'s> {
 
 impl Work<'_> {
     /// A worker: takes tasks until the queue is closed.
-    fn serve<'d>(&self, queue: &Queue<'d>, outbox: &Outbox<'d>) {
+    fn serve(&self, queue: &Queue<'_>, outbox: &Outbox) {
         let _leaving = Leaving(queue, outbox);
-        let mut walker = walk::Walker::new();
         while let Some(task) = queue.next() {
-            outbox.deliver(self.carry_out(task, &mut walker));
+            outbox.deliver(self.carry_out(task));
         }
     }
 
-    /// Checks a moved entry against its batch's pass and, if nothing holds
-    /// it, removes it; unless a stop was asked for, or the target met,
-    /// before it was started: after that no new removal starts (the ones
-    /// under way on other workers finish).
-    fn carry_out<'d>(&self, task: Task<'d>, walker: &mut walk::Walker) -> Done<'d> {
+    /// Deletes a condemned entry; unless a stop was asked for, or the
+    /// target met, before it was started: after that no new removal
+    /// starts (the ones under way on other workers finish), and it goes
+    /// back to its name.
+    fn carry_out(&self, task: Task<'_>) -> Done {
         let Task {
             batch,
             at,
-            moved: Moved { entry, reason, q },
-            check,
+            entry,
+            reason,
+            doomed,
         } = task;
         let outcome = match self.reaper.halted(self.met.load(Ordering::Acquire)) {
-            Some(why) => Outcome::Halted(why, q),
+            Some(why) => Outcome::Kept(put_back(self.path, &entry, doomed.into_quarantined(), why)),
             None => {
-                let ours = self.target.map(|_| own_quarantine(self.dir, &q));
-                match check_and_remove(self.path, &entry, q, &check, self.small_dirs, walker) {
-                    Outcome::Removed(removal) => {
-                        if let Some(t) = self.target {
-                            // The entry's directory was held open by its
-                            // claim's descriptor, which the removal had and
-                            // closed: its inode is freed. Unlinked-but-open
-                            // files free nothing: measured, not counted.
-                            // The quarantine itself goes when the batch is
-                            // done.
-                            let free = scan::filesystem::free(self.dir)
-                                .map(|free| free.plus(ours.unwrap_or_default()));
-                            if free.is_ok_and(|free| t.met(free)) {
-                                self.met.store(true, Ordering::Release);
-                            }
-                        }
-                        Outcome::Removed(removal)
+                let ours = self.target.map(|_| match &doomed {
+                    Doomed::Listed(l) => own_quarantine(self.dir, l.quarantined()),
+                    Doomed::Walked(q) => own_quarantine(self.dir, q),
+                });
+                let removal = doomed.delete();
+                if let Some(t) = self.target {
+                    // The entry's directory was held open by its claim's
+                    // descriptor, which the removal had and closed: its
+                    // inode is freed. Unlinked-but-open files free
+                    // nothing: measured, not counted. The quarantine
+                    // itself goes when the batch is done.
+                    let free = scan::filesystem::free(self.dir)
+                        .map(|free| free.plus(ours.unwrap_or_default()));
+                    if free.is_ok_and(|free| t.met(free)) {
+                        self.met.store(true, Ordering::Release);
                     }
-                    held => held,
                 }
+                Outcome::Removed(removal)
             }
         };
         Done {
@@ -416,13 +456,14 @@ impl Work<'_> {
     }
 }
 
-/// A batch handed to the pool, and its outcomes as they come back.
-struct Fed<'d> {
+/// A batch whose condemned entries were handed to the pool, its slots
+/// filled as its outcomes come back (those kept by the check at once).
+struct Fed {
     batch: usize,
-    slots: Vec<Option<Done<'d>>>,
+    slots: Vec<Option<Done>>,
 }
 
-impl<'d> Fed<'d> {
+impl Fed {
     fn complete(&self) -> bool {
         self.slots.iter().all(Option::is_some)
     }
@@ -430,7 +471,7 @@ impl<'d> Fed<'d> {
 
 /// Puts an outcome in its batch's slot: `fed`'s, or `later`'s (the batch
 /// fed after it).
-fn place<'d>(fed: &mut Fed<'d>, later: &mut Option<&mut Fed<'d>>, done: Done<'d>) {
+fn place(fed: &mut Fed, later: &mut Option<&mut Fed>, done: Done) {
     let slots = match later {
         Some(l) if l.batch == done.batch => &mut l.slots,
         _ => &mut fed.slots,
@@ -442,7 +483,7 @@ fn place<'d>(fed: &mut Fed<'d>, later: &mut Option<&mut Fed<'d>>, done: Done<'d>
 /// The calling thread's side of the pool.
 struct Lane<'q, 'd> {
     queue: &'q Queue<'d>,
-    outbox: &'q Outbox<'d>,
+    outbox: &'q Outbox,
     /// No worker could be started: this thread carries out every task
     /// itself.
     alone: bool,
@@ -456,46 +497,35 @@ impl<'d> Lane<'_, 'd> {
         !self.alone && self.outbox.lock().serving == 0
     }
 
-    /// Hands a batch's moved entries to the workers with their check:
-    /// largest first, so that no worker is left with a large one at the end
-    /// while the others idle; in the batch's order with a target (the
-    /// oldest first).
-    fn feed(&self, batch: usize, moved: Vec<Moved<'d>>, check: Check, ordered: bool) -> Fed<'d> {
-        let check = Arc::new(check);
-        let count = moved.len();
-        let mut tasks: Vec<Task<'d>> = moved
-            .into_iter()
-            .enumerate()
-            .map(|(at, moved)| Task {
-                batch,
-                at,
-                moved,
-                check: Arc::clone(&check),
-            })
-            .collect();
+    /// Hands a batch's condemned entries to the workers (largest first,
+    /// so that no worker is left with a large one at the end while the
+    /// others idle; in the batch's order with a target: the oldest
+    /// first); `slots` holds the outcomes already known.
+    fn feed(
+        &self,
+        batch: usize,
+        slots: Vec<Option<Done>>,
+        mut tasks: Vec<Task<'d>>,
+        ordered: bool,
+    ) -> Fed {
         if !ordered {
-            tasks.sort_by_key(|t| Reverse(t.moved.entry.files.saturating_add(t.moved.entry.dirs)));
+            tasks.sort_by_key(|t| Reverse(t.entry.files.saturating_add(t.entry.dirs)));
         }
-        if !self.alone {
-            self.outbox.lock().open.push((batch, count));
+        if !self.alone && !tasks.is_empty() {
+            self.outbox.lock().open.push((batch, tasks.len()));
         }
         self.queue.push(tasks);
-        Fed {
-            batch,
-            slots: (0..count).map(|_| None).collect(),
-        }
+        Fed { batch, slots }
     }
 
     /// Waits until the workers are done with `fed`, then records every
-    /// outcome in its batch's order (putting back what is held or was not
-    /// started); outcomes of `later`, the batch fed after it, that came
-    /// back meanwhile wait in its slots.
+    /// outcome in its batch's order; outcomes of `later`, the batch fed
+    /// after it, that came back meanwhile wait in its slots.
     fn finish(
         &self,
         work: &Work<'_>,
-        walker: &mut walk::Walker,
-        mut fed: Fed<'d>,
-        mut later: Option<&mut Fed<'d>>,
+        mut fed: Fed,
+        mut later: Option<&mut Fed>,
         result: &mut Recorder<'_>,
     ) {
         if self.alone {
@@ -503,7 +533,7 @@ impl<'d> Lane<'_, 'd> {
                 let Some(task) = self.queue.try_next() else {
                     break;
                 };
-                place(&mut fed, &mut later, work.carry_out(task, walker));
+                place(&mut fed, &mut later, work.carry_out(task));
             }
         } else {
             let mut state = self.outbox.lock();
@@ -522,28 +552,129 @@ impl<'d> Lane<'_, 'd> {
             }
         }
         // Only when a worker panicked (the panic is passed on by the
-        // scope) could a slot stay empty; what its task held stays pending
-        // in the quarantine.
+        // scope) could a slot stay empty; what its task held stays
+        // condemned in the quarantine, which any later remover finishes.
         for done in fed.slots.into_iter().flatten() {
             record(work.path, done, result);
         }
     }
 }
 
+/// How a group's moved entries are known untouched since they left their
+/// names: as root, by a pass taken **before** the moves and what fanotify
+/// and a re-read of the working directories say of the time since (so the
+/// entries are away from their names for the moves and their checks, not
+/// for a pass); otherwise by a pass taken after the moves.
+struct Guard<'d> {
+    touches: Option<Touches<'d>>,
+    /// The pass the touches count from, when it was begun, what it cost.
+    pass: Option<(Arc<InUse>, Instant, Duration)>,
+    proc: Option<OwnedFd>,
+    dev: u64,
+}
+
+/// A pass before the moves serves groups until it is this old, or four
+/// times as old as it took to take, whichever is later: the events since
+/// it began are what the checks stand on, and fewer passes are what
+/// keeps a reap beside a thousand processes from being mostly passes.
+const PASS_FRESH: Duration = Duration::from_millis(250);
+
+
+impl<'d> Guard<'d> {
+    fn new(dir: BorrowedFd<'d>) -> Guard<'d> {
+        let dev = rustix::fs::fstat(dir).map(|st| st.st_dev).unwrap_or(0);
+        let proc = rustix::fs::open(
+            "/proc",
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .ok();
+        let touches = match proc {
+            Some(_) => Touches::start(dir, dev),
+            None => None,
+        };
+        Guard {
+            touches,
+            pass: None,
+            proc,
+            dev,
+        }
+    }
+
+    fn ahead(&self) -> bool {
+        self.touches.is_some()
+    }
+
+    /// Before a group's moves: a fresh pass when the one in use is stale
+    /// (or the events since it began cannot vouch for anything).
+    fn before_moves(&mut self, reaper: &Reaper) -> Result<()> {
+        let Some(touches) = &self.touches else {
+            return Ok(());
+        };
+        let stale = match &self.pass {
+            None => true,
+            Some((_, at, cost)) => {
+                touches.blind().is_some() || at.elapsed() > PASS_FRESH.max(*cost * 4)
+            }
+        };
+        if stale {
+            self.pass = None;
+            // Whatever is queued now happened before this pass began.
+            touches.restart();
+            let begun = Instant::now();
+            let pass = reaper.scanner.in_use()?;
+            self.pass = Some((Arc::new(pass), begun, begun.elapsed()));
+        }
+        Ok(())
+    }
+
+    /// After a group's moves: the check its entries get.
+    fn check(&self, reaper: &Reaper) -> Result<Check<'_>> {
+        if let (Some(touches), Some((pass, _, _)), Some(proc)) =
+            (&self.touches, &self.pass, &self.proc)
+        {
+            touches.drain();
+            if touches.blind().is_none() {
+                let skip = |pid: u32| {
+                    pass.uninspectable()
+                        .iter()
+                        .chain(pass.assumed())
+                        .any(|u| u.pid == pid)
+                };
+                let cwds = cwds::working_dirs(proc.as_fd(), self.dev, &skip)
+                    .map_err(|e| Error::io("cannot list /proc", e.into()).at("/proc"))?;
+                let mark = touches.mark();
+                return Ok(Check::new(
+                    Arc::clone(pass),
+                    Some(Ahead {
+                        cwds,
+                        touches,
+                        mark,
+                    }),
+                ));
+            }
+        }
+        // No events to stand on: a pass taken after the moves.
+        Ok(Check::new(Arc::new(reaper.scanner.in_use()?), None))
+    }
+}
+
 impl Reaper {
     /// Removes a root's `candidates` (numbers of `decisions`, in the order
-    /// they go), batch after batch, on one pool of workers kept for the
-    /// whole root: each batch is claimed and moved into the quarantine,
-    /// checked against one `/proc` pass taken after all its moves, then
-    /// each entry nothing holds is removed and the others are put back
-    /// (see the [module docs](self)). Without a target, the next batch is
-    /// claimed, moved and given its pass while the workers deal with this
-    /// one; with one, batch by batch, re-measuring the free space.
+    /// they go), group after group: each group is claimed and moved into
+    /// the quarantine and checked on this thread (see the [module
+    /// docs](self)): what is held goes back to its name at once, what
+    /// nothing holds is marked condemned at once, and a pool of workers
+    /// kept for the whole root deletes it while the next group is
+    /// claimed. With a target, group by group, re-measuring the free space
+    /// after each removal.
     ///
     /// # Errors
     ///
     /// When the root cannot be inspected or `/proc` cannot be read (that
-    /// batch is put back; the one before it still finishes and is
+    /// group is put back; the one before it still finishes and is
     /// recorded).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn remove_candidates<'d>(
@@ -572,7 +703,7 @@ impl Reaper {
             path,
             target,
             met: AtomicBool::new(*target_met),
-            small_dirs: small_dirs(workers),
+            small_dirs: small_dirs(workers + 1),
         };
         let queue = Queue::new();
         let outbox = Outbox::new();
@@ -604,9 +735,10 @@ impl Reaper {
     }
 
     /// The calling thread's loop of [`remove_candidates`](Self::remove_candidates):
-    /// claims and moves batch N+1 and takes its `/proc` pass, feeds it to
-    /// the workers, then records batch N (which they were dealing with
-    /// meanwhile), then the claims of N+1 that kept or failed an entry.
+    /// claims and moves group N+1, checks it and gives each entry its
+    /// verdict, feeds the condemned ones to the workers, then records
+    /// group N (which they were deleting meanwhile), then the claims of
+    /// N+1 that kept or failed an entry.
     fn run_batches<'w: 'd, 'd>(
         &self,
         work: &Work<'w>,
@@ -618,8 +750,9 @@ impl Reaper {
     ) -> Result<()> {
         let (dir, path) = (work.dir, work.path);
         let mut walker = walk::Walker::new();
-        let mut fed: Option<Fed<'d>> = None;
-        let mut batches = super::Batches::new(candidates, work.target.is_some());
+        let mut fed: Option<Fed> = None;
+        let mut guard = Guard::new(dir);
+        let mut batches = super::Batches::new(candidates, work.target.is_some(), guard.ahead());
         for batch in 0.. {
             let Some(numbers) = batches.next() else {
                 break;
@@ -627,16 +760,23 @@ impl Reaper {
             if lane.broken() {
                 break;
             }
+            if let Err(e) = guard.before_moves(self) {
+                if let Some(before) = fed.take() {
+                    lane.finish(work, before, None, result);
+                }
+                return Err(e);
+            }
             let (moved, mut notes) =
                 match self.claim_and_move(dir, path, decisions, numbers, *target_met) {
                     Ok(claimed) => claimed,
                     Err(e) => {
                         if let Some(before) = fed.take() {
-                            lane.finish(work, &mut walker, before, None, result);
+                            lane.finish(work, before, None, result);
                         }
                         return Err(e);
                     }
                 };
+            let away = Instant::now();
             let mut next = None;
             let mut failed = None;
             if let Some(why) = self.halted(*target_met).filter(|_| !moved.is_empty()) {
@@ -645,16 +785,20 @@ impl Reaper {
                     notes.push(Note::Kept(put_back(path, &m.entry, m.q, why.clone())));
                 }
             } else if !moved.is_empty() {
-                // Taken after every move of the batch: whatever starts
-                // using an entry after this pass can no longer reach it by
-                // its path.
-                match self.scanner.in_use() {
-                    Ok(inuse) => {
-                        batches.after_pass(inuse.process_count());
-                        let check = Check::new(inuse);
-                        next = Some(lane.feed(batch, moved, check, work.target.is_some()));
+                let checked = match guard.check(self) {
+                    Ok(check) => {
+                        let processes = check.inuse.process_count();
+                        let verdicts = self.give_verdicts(work, check, batch, moved, &mut walker);
+                        Ok((verdicts, processes))
                     }
-                    Err(e) => {
+                    Err(e) => Err((e, moved)),
+                };
+                match checked {
+                    Ok(((slots, tasks), processes)) => {
+                        batches.after_group(processes, away.elapsed());
+                        next = Some(lane.feed(batch, slots, tasks, work.target.is_some()));
+                    }
+                    Err((e, moved)) => {
                         for m in moved {
                             notes.push(Note::Kept(put_back(
                                 path,
@@ -668,7 +812,7 @@ impl Reaper {
                 }
             }
             if let Some(before) = fed.take() {
-                lane.finish(work, &mut walker, before, next.as_mut(), result);
+                lane.finish(work, before, next.as_mut(), result);
             }
             tell(notes, result);
             if let Some(e) = failed {
@@ -681,7 +825,7 @@ impl Reaper {
             if let Some(this) = next {
                 // With a target, batch by batch: this one is done before
                 // the next is claimed.
-                lane.finish(work, &mut walker, this, None, result);
+                lane.finish(work, this, None, result);
                 remove::tidy_quarantine(dir);
                 // The pool counted the quarantine as freed; what the next
                 // batch decides on is what is really free. But once a
@@ -697,11 +841,75 @@ impl Reaper {
             }
         }
         if let Some(last) = fed.take() {
-            lane.finish(work, &mut walker, last, None, result);
+            lane.finish(work, last, None, result);
         }
         Ok(())
     }
 
+    /// Checks a group's moved entries on this thread and gives each its
+    /// verdict at once: what is held goes back to its name (its outcome in
+    /// `slots`), what nothing holds is renamed to its condemned name and
+    /// becomes a task for the workers. Returns the slots and the tasks.
+    ///
+    /// With a check that stands on events, the events that came during
+    /// the checks are read once more before the verdicts: an entry one of
+    /// whose inodes they name is held after all.
+    fn give_verdicts<'d>(
+        &self,
+        work: &Work<'_>,
+        check: Check<'_>,
+        batch: usize,
+        moved: Vec<Moved<'d>>,
+        walker: &mut walk::Walker,
+    ) -> (Vec<Option<Done>>, Vec<Task<'d>>) {
+        let path = work.path;
+        let mut slots: Vec<Option<Done>> = (0..moved.len()).map(|_| None).collect();
+        let mut inodes: Vec<(u64, u32)> = Vec::new();
+        let mut clear = Vec::with_capacity(moved.len());
+        for (at, Moved { entry, reason, q }) in moved.into_iter().enumerate() {
+            let mut seen = |ino: u64| inodes.push((ino, at as u32));
+            match check_entry(path, &entry, q, &check, work.small_dirs, walker, &mut seen) {
+                Checked::Held(what, q) => {
+                    let kept = put_back(path, &entry, q, KeepReason::Changed(what));
+                    slots[at] = Some(kept_done(batch, at, entry, reason, kept));
+                }
+                Checked::Clear(doomed) => clear.push((at, entry, reason, doomed)),
+            }
+        }
+        let late = check.late_touches(&mut inodes);
+        drop(check);
+        let mut tasks = Vec::with_capacity(clear.len());
+        for (at, entry, reason, mut doomed) in clear {
+            if let Some(what) = late.iter().find(|(a, _)| *a == at).map(|(_, w)| w.clone()) {
+                let kept = put_back(path, &entry, doomed.into_quarantined(), KeepReason::Changed(what));
+                slots[at] = Some(kept_done(batch, at, entry, reason, kept));
+                continue;
+            }
+            match doomed.condemn() {
+                Ok(()) => tasks.push(Task {
+                    batch,
+                    at,
+                    entry,
+                    reason,
+                    doomed,
+                }),
+                Err(e) => {
+                    let error = ReapError {
+                        path: path.join(&entry.name),
+                        error: e.to_string(),
+                    };
+                    slots[at] = Some(Done {
+                        batch,
+                        at,
+                        entry,
+                        reason,
+                        outcome: Outcome::Failed(error),
+                    });
+                }
+            }
+        }
+        (slots, tasks)
+    }
     /// Claims each entry of a batch (`numbers` of `decisions`) and moves it
     /// into the quarantine (the root is inspected, and its quarantine
     /// opened and checked, once for the batch; every entry's own checks
@@ -802,7 +1010,10 @@ impl Reaper {
         if pending.is_empty() {
             return;
         }
-        let check = self.scanner.in_use().map(Check::new);
+        let check = self
+            .scanner
+            .in_use()
+            .map(|inuse| Check::new(Arc::new(inuse), None));
         let mut walker = walk::Walker::new();
         for q in pending {
             let here = root.join(q.path_in_parent());
@@ -848,7 +1059,7 @@ impl Reaper {
 
 /// Records what a worker did with an entry, putting it back if it is
 /// held or was not started (which lets its claim go).
-fn record(path: &Path, done: Done<'_>, result: &mut Recorder<'_>) {
+fn record(path: &Path, done: Done, result: &mut Recorder<'_>) {
     let Done {
         entry,
         reason,
@@ -857,10 +1068,19 @@ fn record(path: &Path, done: Done<'_>, result: &mut Recorder<'_>) {
     } = done;
     match outcome {
         Outcome::Removed(removal) => record_outcome(path, &entry, reason, removal, result),
-        Outcome::Held(what, q) => {
-            result.kept(put_back(path, &entry, q, KeepReason::Changed(what)));
-        }
-        Outcome::Halted(why, q) => result.kept(put_back(path, &entry, q, why)),
+        Outcome::Kept(kept) => result.kept(kept),
+        Outcome::Failed(e) => result.failed(e),
+    }
+}
+
+/// The outcome of an entry its check kept (already put back).
+fn kept_done(batch: usize, at: usize, entry: Entry, reason: ReapReason, kept: Skipped) -> Done {
+    Done {
+        batch,
+        at,
+        entry,
+        reason,
+        outcome: Outcome::Kept(kept),
     }
 }
 
@@ -1034,24 +1254,74 @@ fn claim(
     }
 }
 
-/// What a batch's checks share: the in-use index taken after the batch's
-/// moves and, when some processes' holdings were not read, one reading of
-/// `/proc/locks` taken at the same moment (for
+/// What a group's checks share: the in-use index (taken after the group's
+/// moves; or, as root, before them, with [`Ahead`] for the time since)
+/// and, when some processes' holdings were not read, one reading of
+/// `/proc/locks` taken after the moves (for
 /// [`open_elsewhere`](crate::inuse::open_elsewhere), which answers "open"
-/// for a file that has a lock or lease without opening it). Owned, so the
-/// workers can keep it while the next batch is claimed.
-struct Check {
-    inuse: InUse,
+/// for a file that has a lock or lease without opening it).
+struct Check<'t> {
+    inuse: Arc<InUse>,
     /// `None` when every process was read (no file is asked).
     locks: Option<std::result::Result<Locks, String>>,
+    ahead: Option<Ahead<'t>>,
 }
 
-impl Check {
-    fn new(inuse: InUse) -> Check {
+/// What stands in for a pass after the moves when the pass was taken
+/// before them: every working and root directory re-read after the moves,
+/// and what other processes opened or changed names in since the pass
+/// began (`mark`: how many touched inodes the checks were given).
+struct Ahead<'t> {
+    cwds: cwds::WorkingDirs,
+    touches: &'t Touches<'t>,
+    mark: usize,
+}
+
+impl<'t> Check<'t> {
+    fn new(inuse: Arc<InUse>, ahead: Option<Ahead<'t>>) -> Check<'t> {
         let locks = inuse
             .has_unread_processes()
             .then(|| Locks::read().map_err(|e| e.to_string()));
-        Check { inuse, locks }
+        Check {
+            inuse,
+            locks,
+            ahead,
+        }
+    }
+
+    /// The entries (numbers in the group) one of whose inodes (`inodes`:
+    /// as the checks saw them, with their entry's number) another process
+    /// touched after the checks were given the events: read now, just
+    /// before the verdicts. Sorts `inodes`.
+    fn late_touches(&self, inodes: &mut [(u64, u32)]) -> Vec<(usize, String)> {
+        let Some(ahead) = &self.ahead else {
+            return Vec::new();
+        };
+        // What came during the checks.
+        ahead.touches.drain();
+        let late = ahead.touches.since(ahead.mark);
+        if late.is_empty() {
+            return Vec::new();
+        }
+        inodes.sort_unstable();
+        let mut found: Vec<(usize, String)> = Vec::new();
+        for ino in late {
+            let from = inodes.partition_point(|&(i, _)| i < ino);
+            for &(i, at) in &inodes[from..] {
+                if i != ino {
+                    break;
+                }
+                if !found.iter().any(|(a, _)| *a == at as usize) {
+                    found.push((
+                        at as usize,
+                        "another process opened something in it, or changed its names, \
+                         during its check"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        found
     }
 
     /// What holds the entry by path (mounts, loop devices, overlays, bound
@@ -1070,6 +1340,11 @@ impl Check {
         if let Some(Err(e)) = &self.locks {
             return Some(format!("cannot read /proc/locks ({e})"));
         }
+        if let Some((pid, e)) = self.ahead.as_ref().and_then(|a| a.cwds.unread()) {
+            return Some(format!(
+                "the working or root directory of pid {pid} cannot be read ({e})"
+            ));
+        }
         let paths = original
             .map(|name| root.join(name))
             .into_iter()
@@ -1087,6 +1362,7 @@ impl Check {
 
     /// What holds the inode `id` (of type `kind`, the name `name` in the
     /// open directory `dir`, shown as `shown`): a process, a kernel user,
+    /// a process that works there or touched it since the pass (as root),
     /// or — when some processes were not read — a regular file open
     /// elsewhere or that cannot be asked.
     fn inode(
@@ -1102,6 +1378,20 @@ impl Check {
         }
         if let Some(k) = self.inuse.kernel_users_of(id.0, id.1).next() {
             return Some(k.to_string());
+        }
+        if let Some(ahead) = &self.ahead {
+            if ahead.cwds.holds(id) {
+                return Some(format!(
+                    "a process works in {} (or is rooted there)",
+                    shown().display()
+                ));
+            }
+            if ahead.touches.touched(id) {
+                return Some(format!(
+                    "another process opened {} (or changed names in it) during the reap",
+                    shown().display()
+                ));
+            }
         }
         let (Some(Ok(locks)), true) = (&self.locks, is_file) else {
             return None;
@@ -1120,22 +1410,22 @@ impl Check {
     }
 }
 
-/// Checks a quarantined entry against the batch's in-use index (taken
-/// after it was moved) and, if nothing holds it, removes it: a small one
-/// ([`SMALL`]) in one walk that lists it, checks every inode and deletes
-/// from the listing; any other (or one that could not be listed exactly)
-/// by the check walk, then the remover's own. [`Outcome::Held`] when
-/// anything holds it, or the index cannot tell: nothing was removed.
-fn check_and_remove<'d>(
+/// Checks a quarantined entry against its group's check (`seen` is told
+/// every inode number it looks at): a small one ([`SMALL`]) in one walk
+/// that lists it and checks every inode, any other (or one that could not
+/// be listed exactly) by the check walk. [`Checked::Held`] when anything
+/// holds it, or the check cannot tell; nothing is removed either way.
+fn check_entry<'d>(
     root: &Path,
     entry: &Entry,
     q: Quarantined<'d>,
-    check: &Check,
+    check: &Check<'_>,
     small_dirs: u64,
     walker: &mut walk::Walker,
-) -> Outcome<'d> {
+    seen: &mut dyn FnMut(u64),
+) -> Checked<'d> {
     if let Some(what) = check.by_path(root, Some(&entry.name), &q) {
-        return Outcome::Held(what, q);
+        return Checked::Held(what, q);
     }
     let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= small_dirs {
         false => q,
@@ -1145,31 +1435,25 @@ fn check_and_remove<'d>(
                 dirs: small_dirs as usize,
             };
             let qname = PathBuf::from(q.name_in_quarantine());
-            let listed = q.list(limits, &mut |seen: &remove::Seen<'_>| {
-                let name = OsStr::from_bytes(seen.name.to_bytes());
-                let shown = || qname.join(seen.path());
-                check.inode(
-                    seen.id,
-                    seen.kind == FileType::RegularFile,
-                    seen.parent,
-                    name,
-                    &shown,
-                )
+            let listed = q.list(limits, &mut |s: &remove::Seen<'_>| {
+                seen(s.id.1);
+                let name = OsStr::from_bytes(s.name.to_bytes());
+                let shown = || qname.join(s.path());
+                check.inode(s.id, s.kind == FileType::RegularFile, s.parent, name, &shown)
             });
             match listed {
-                // Every inode listed and checked, nothing found: only now
-                // is anything in it unlinked.
-                remove::Listed::Clear(listing) => return Outcome::Removed(listing.remove()),
-                remove::Listed::Kept(what, q) => return Outcome::Held(what, q),
+                // Every inode listed and checked, nothing found: it may be
+                // deleted from the listing.
+                remove::Listed::Clear(listing) => return Checked::Clear(Doomed::Listed(listing)),
+                remove::Listed::Kept(what, q) => return Checked::Held(what, q),
                 remove::Listed::Unlisted(q) => q,
             }
         }
     };
-    match walk_check(&q, check, walker) {
-        Some(what) => Outcome::Held(what, q),
-        // The check walked all of it and found nothing: only now is
-        // anything in it unlinked.
-        None => Outcome::Removed(q.remove()),
+    match walk_check(&q, check, walker, seen) {
+        Some(what) => Checked::Held(what, q),
+        // The check walked all of it and found nothing.
+        None => Checked::Clear(Doomed::Walked(q)),
     }
 }
 
@@ -1181,16 +1465,21 @@ fn check_quarantined(
     root: &Path,
     original: Option<&OsStr>,
     q: &Quarantined<'_>,
-    check: &Check,
+    check: &Check<'_>,
     walker: &mut walk::Walker,
 ) -> Option<String> {
     check
         .by_path(root, original, q)
-        .or_else(|| walk_check(q, check, walker))
+        .or_else(|| walk_check(q, check, walker, &mut |_| {}))
 }
 
-/// The walk of [`check_quarantined`].
-fn walk_check(q: &Quarantined<'_>, check: &Check, walker: &mut walk::Walker) -> Option<String> {
+/// The walk of [`check_quarantined`]; `seen` is told every inode number.
+fn walk_check(
+    q: &Quarantined<'_>,
+    check: &Check<'_>,
+    walker: &mut walk::Walker,
+    seen: &mut dyn FnMut(u64),
+) -> Option<String> {
     let mut found: Option<String> = None;
     let mut links = walk::HardLinks::new();
     let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
@@ -1199,6 +1488,7 @@ fn walk_check(q: &Quarantined<'_>, check: &Check, walker: &mut walk::Walker) -> 
             found = Some("a filesystem is mounted on it".into());
             return WalkState::Quit;
         }
+        seen(v.ino());
         // Regular files are asked through the quarantine by their path
         // below it (`openat2` beneath it, through no link and no mount).
         let below = || match v.depth() {

@@ -100,6 +100,8 @@ mod events;
 mod execute;
 mod flat;
 mod policy;
+#[cfg(target_os = "linux")]
+mod touches;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -147,31 +149,61 @@ struct Batches<'c, T> {
     rest: &'c [T],
     size: usize,
     target: bool,
+    /// Checked against a pass taken before the moves (root, with
+    /// fanotify): sized by how long a group is away from its names.
+    ahead: bool,
     most: usize,
 }
 
 impl<'c, T> Batches<'c, T> {
-    fn new(candidates: &'c [T], target: bool) -> Batches<'c, T> {
+    fn new(candidates: &'c [T], target: bool, ahead: bool) -> Batches<'c, T> {
         Batches {
             rest: candidates,
-            size: if target { 1 } else { BATCH },
+            size: match (target, ahead) {
+                (true, _) => 1,
+                (false, true) => AHEAD_FIRST,
+                (false, false) => BATCH,
+            },
             target,
+            ahead,
             most: most_per_batch(),
         }
     }
 
-    /// Told how many processes the pass of the batch just claimed read:
-    /// the next batch holds [`ENTRIES_PER_PROCESS`] entries per process,
-    /// from [`BATCH`] up to [`most_per_batch`]. (A target reap keeps its
-    /// doubling.)
-    fn after_pass(&mut self, processes: usize) {
-        if !self.target {
-            self.size = processes
-                .saturating_mul(ENTRIES_PER_PROCESS)
-                .clamp(BATCH, self.most);
+    /// Told how many processes the check of the group just claimed read,
+    /// and how long its entries were away from their names (moved,
+    /// checked, put back or condemned). Checked by a pass after the
+    /// moves, the next group holds [`ENTRIES_PER_PROCESS`] entries per
+    /// process, from [`BATCH`] up to [`most_per_batch`]; checked by one
+    /// before them (root), groups double while that time stays below
+    /// [`WINDOW_LOW`] and halve above [`WINDOW_HIGH`], so that no entry is
+    /// away from its name much longer, whatever the processes or the
+    /// entries. A target reap keeps its doubling up to [`TARGET_MOST`].
+    fn after_group(&mut self, processes: usize, away: std::time::Duration) {
+        if self.target {
+            return;
         }
+        self.size = match self.ahead {
+            false => processes
+                .saturating_mul(ENTRIES_PER_PROCESS)
+                .clamp(BATCH, self.most),
+            true if away < WINDOW_LOW => self.size.saturating_mul(2).min(self.most),
+            true if away > WINDOW_HIGH => (self.size / 2).max(1),
+            true => self.size,
+        };
     }
 }
+
+/// The first group of a reap checked by a pass taken before the moves.
+const AHEAD_FIRST: usize = 16;
+/// See [`Batches::after_group`].
+const WINDOW_LOW: std::time::Duration = std::time::Duration::from_millis(10);
+/// See [`Batches::after_group`].
+const WINDOW_HIGH: std::time::Duration = std::time::Duration::from_millis(25);
+/// The largest group of a reap with a free-space target: its entries wait,
+/// condemned, for the removals before them, and go back to their names
+/// once the target is met.
+const TARGET_MOST: usize = 8;
 
 impl<'c, T> Iterator for Batches<'c, T> {
     type Item = &'c [T];
@@ -183,7 +215,7 @@ impl<'c, T> Iterator for Batches<'c, T> {
         let (batch, tail) = self.rest.split_at(self.size.min(self.rest.len()));
         self.rest = tail;
         if self.target {
-            self.size = (self.size * 2).min(BATCH);
+            self.size = (self.size * 2).min(TARGET_MOST);
         }
         Some(batch)
     }
@@ -680,14 +712,16 @@ fn refuse_filesystem_root(root: &Root) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Batches, BATCH};
+    use std::time::Duration;
+
+    use super::{Batches, AHEAD_FIRST, BATCH};
 
     fn sizes(batches: &mut Batches<'_, u32>, passes: &[usize]) -> Vec<usize> {
         let mut out = Vec::new();
         for &processes in passes {
             let Some(batch) = batches.next() else { break };
             out.push(batch.len());
-            batches.after_pass(processes);
+            batches.after_group(processes, Duration::ZERO);
         }
         out
     }
@@ -695,7 +729,7 @@ mod tests {
     #[test]
     fn batches_grow_with_the_processes_a_pass_read() {
         let all: Vec<u32> = (0..5000).collect();
-        let mut b = Batches::new(&all, false);
+        let mut b = Batches::new(&all, false, false);
         let most = b.most;
         assert!((BATCH..=512).contains(&most), "{most}");
         // Few processes: 64 a batch; 100: 400; many: the most.
@@ -708,12 +742,30 @@ mod tests {
     }
 
     #[test]
-    fn a_target_reap_doubles_up_to_64_whatever_the_processes() {
-        let all: Vec<u32> = (0..300).collect();
-        let mut b = Batches::new(&all, true);
-        assert_eq!(sizes(&mut b, &[500; 9]), [1, 2, 4, 8, 16, 32, 64, 64, 64]);
-        // 255 taken: the last batch is what is left.
-        assert_eq!(b.next().map(<[u32]>::len), Some(45));
-        assert!(b.next().is_none());
+    fn groups_checked_ahead_follow_how_long_they_were_away() {
+        let all: Vec<u32> = (0..100_000).collect();
+        let mut b = Batches::new(&all, false, true);
+        let mut seen = Vec::new();
+        for away_ms in [1, 1, 30, 30, 15, 1] {
+            seen.push(b.next().map_or(0, <[u32]>::len));
+            // Whatever the processes: only the time away counts.
+            b.after_group(10_000, Duration::from_millis(away_ms));
+        }
+        assert_eq!(seen, [AHEAD_FIRST, 32, 64, 32, 16, 16]);
+        assert_eq!(b.next().map(<[u32]>::len), Some(32));
+        for _ in 0..20 {
+            b.next();
+            b.after_group(1, Duration::from_millis(40));
+        }
+        assert_eq!(b.next().map(<[u32]>::len), Some(1), "never below one");
+    }
+
+    #[test]
+    fn a_target_reap_doubles_up_to_8_whatever_the_processes() {
+        let all: Vec<u32> = (0..100).collect();
+        let mut b = Batches::new(&all, true, true);
+        assert_eq!(sizes(&mut b, &[500; 9]), [1, 2, 4, 8, 8, 8, 8, 8, 8]);
+        // 47 taken: what is left goes 8 at a time.
+        assert_eq!(b.next().map(<[u32]>::len), Some(8));
     }
 }

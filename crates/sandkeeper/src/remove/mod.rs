@@ -97,7 +97,7 @@ const NO_STATX: NoStatx = NoStatx::Fail;
 /// their access time does not matter (and no `EPERM` retry is needed).
 const ATIME: Atime = Atime::Update;
 
-pub(crate) use entry::{Limits, Listed, Seen};
+pub(crate) use entry::{Limits, Listed, Listing, Seen};
 pub use entry::{QuarantineBatch, Quarantined, Restore};
 pub use finish::finish_quarantine;
 pub(crate) use finish::may_hold_leftovers;

@@ -135,3 +135,108 @@ pub(crate) fn own_event_fd(raw: i32) -> Option<OwnedFd> {
     // the event buffer is parsed once, so nothing else takes ownership.
     Some(unsafe { OwnedFd::from_raw_fd(raw) })
 }
+
+/// `fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK |
+/// FAN_REPORT_FID | FAN_UNLIMITED_QUEUE, O_RDONLY | O_CLOEXEC)`—a
+/// notification group whose events carry the object's file handle (for a
+/// name created, removed or moved: its directory's), never an open
+/// descriptor of it (opening what others open could start a device's
+/// driver or wait on a FIFO), and whose queue never overflows.
+///
+/// Needs `CAP_SYS_ADMIN` (`EPERM` without); `EINVAL` before Linux 5.1.
+///
+/// # References
+///
+/// - [fanotify_init(2)](https://man7.org/linux/man-pages/man2/fanotify_init.2.html)
+pub(crate) fn fanotify_init_fid() -> io::Result<OwnedFd> {
+    let flags = libc::FAN_CLASS_NOTIF
+        | libc::FAN_CLOEXEC
+        | libc::FAN_NONBLOCK
+        | libc::FAN_REPORT_FID
+        | libc::FAN_UNLIMITED_QUEUE;
+    let event_flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint;
+    // SAFETY: fanotify_init takes two integers and touches no memory of
+    // the caller.
+    let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success fanotify_init returns a fresh descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fanotify_mark(group, FAN_MARK_ADD | FAN_MARK_FILESYSTEM, mask, dir,
+/// NULL)`—`mask`'s events for every object of the filesystem `dir` is on,
+/// through any of its mounts.
+///
+/// # References
+///
+/// - [fanotify_mark(2)](https://man7.org/linux/man-pages/man2/fanotify_mark.2.html)
+pub(crate) fn mark_filesystem(
+    group: BorrowedFd<'_>,
+    dir: BorrowedFd<'_>,
+    mask: u64,
+) -> io::Result<()> {
+    // SAFETY: a NULL pathname makes the kernel mark the filesystem of
+    // `dir` itself; both descriptors are valid for the call.
+    let r = unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+            mask,
+            dir.as_raw_fd(),
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `open_by_handle_at(mount, handle, O_PATH | O_CLOEXEC)`—the object a file
+/// handle (`kind` and its bytes, as an fanotify fid record carries them)
+/// names on the filesystem of `mount`, opened `O_PATH`: nothing is asked
+/// of it but its identity, no device driver is started, no FIFO waited on.
+/// `ESTALE` when the object no longer exists.
+///
+/// Needs `CAP_DAC_READ_SEARCH`.
+///
+/// # References
+///
+/// - [open_by_handle_at(2)](https://man7.org/linux/man-pages/man2/open_by_handle_at.2.html)
+pub(crate) fn open_by_handle(mount: BorrowedFd<'_>, kind: i32, bytes: &[u8]) -> io::Result<OwnedFd> {
+    /// `struct file_handle` with room for the largest handle.
+    #[repr(C)]
+    struct Handle {
+        bytes: u32,
+        kind: i32,
+        f_handle: [u8; libc::MAX_HANDLE_SZ as usize],
+    }
+    if bytes.len() > libc::MAX_HANDLE_SZ as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut handle = Handle {
+        bytes: bytes.len() as u32,
+        kind,
+        f_handle: [0; libc::MAX_HANDLE_SZ as usize],
+    };
+    handle.f_handle[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `handle` is laid out as `struct file_handle` followed by
+    // MAX_HANDLE_SZ bytes, `handle_bytes` says how many are used; the
+    // kernel only reads it; `mount` is valid for the call.
+    let fd = unsafe {
+        libc::open_by_handle_at(
+            mount.as_raw_fd(),
+            (&raw mut handle).cast::<libc::file_handle>(),
+            libc::O_PATH | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success open_by_handle_at returns a fresh descriptor that
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

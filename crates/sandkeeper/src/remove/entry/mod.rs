@@ -25,7 +25,7 @@ mod quarantined;
 
 pub use quarantined::QuarantineBatch;
 pub(crate) use quarantined::{pending_leftovers, quarantine};
-pub(crate) use quarantined::{Limits, Listed, Seen};
+pub(crate) use quarantined::{Limits, Listed, Listing, Seen};
 pub use quarantined::{Quarantined, Restore};
 
 /// How often the entry may flip between directory and non-directory while

@@ -22,7 +22,7 @@ use crate::remove::{ATIME, NO_STATX};
 
 mod listed;
 
-pub(crate) use listed::{Limits, Listed, Seen};
+pub(crate) use listed::{Limits, Listed, Listing, Seen};
 
 /// See [`crate::remove::quarantine_entry`].
 pub(crate) fn quarantine<'a>(
@@ -206,6 +206,7 @@ fn quarantine_job(
                 q,
                 own,
                 unique,
+                condemned: false,
             });
         }
         // Not a directory: identity, then the move.
@@ -229,6 +230,7 @@ fn quarantine_job(
             q: Some(q),
             own: None,
             unique,
+            condemned: false,
         });
     }
     Err(job.flapping())
@@ -302,6 +304,7 @@ pub(crate) fn pending_leftovers<'a>(
                 q: Some(share),
                 own: None,
                 unique,
+                condemned: false,
             });
         }
         if let Some(q) = q {
@@ -352,6 +355,7 @@ fn own_pending_leftovers<'a>(
             q: None,
             own: Some(owner),
             unique,
+            condemned: false,
         });
     }
     Ok(out)
@@ -375,6 +379,8 @@ pub struct Quarantined<'a> {
     /// parent, owned by us, 0700): who owned it and its mode before.
     own: Option<Owner>,
     unique: CString,
+    /// Whether `unique` is a condemned name already ([`Quarantined::condemn`]).
+    condemned: bool,
     /// Its name in the parent, when known.
     original: Option<CString>,
     id: FileId,
@@ -479,6 +485,38 @@ impl Quarantined<'_> {
         Restore::KeptInQuarantine(at)
     }
 
+    /// Renames it from its pending name to a condemned one inside the
+    /// quarantine (atomic: a reaper killed from here on leaves it to be
+    /// finished, never put back), without deleting anything yet: the
+    /// reaper's verdict, given as soon as the check is done, while the
+    /// deletion waits for a worker. [`remove`](Self::remove) then deletes
+    /// it. An entry that is its own quarantine (a full filesystem) has no
+    /// other name to take: it is already where no one else can look in.
+    ///
+    /// # Errors
+    ///
+    /// When the rename fails: it stays pending, and nothing was removed.
+    pub(crate) fn condemn(&mut self) -> Result<()> {
+        if self.condemned || self.own.is_some() {
+            return Ok(());
+        }
+        let Some(q) = &self.q else {
+            return Err(
+                Error::new(ErrorKind::Removal, "is no longer in the quarantine")
+                    .at(self.job.display),
+            );
+        };
+        condemn_in(q.fd(), &mut self.unique).map_err(|errno| {
+            io_error(
+                "cannot mark as condemned in the quarantine; left pending there",
+                errno,
+                self.job.display,
+            )
+        })?;
+        self.condemned = true;
+        Ok(())
+    }
+
     /// Removes it: first renamed from its pending name to a condemned one
     /// inside the quarantine (atomic: a reaper killed after this point
     /// leaves it to be finished, one killed before leaves it pending), then
@@ -505,15 +543,17 @@ impl Quarantined<'_> {
                     .at(self.job.display),
             );
         };
-        let condemned = Quarantine::condemned_name();
-        if let Err(errno) = fs_at::rename_noreplace(q.fd(), &self.unique, q.fd(), &condemned) {
-            drop(q);
-            return Err(io_error(
-                "cannot mark as condemned in the quarantine; left pending there",
-                errno,
-                self.job.display,
-            ));
+        if !self.condemned {
+            if let Err(errno) = condemn_in(q.fd(), &mut self.unique) {
+                drop(q);
+                return Err(io_error(
+                    "cannot mark as condemned in the quarantine; left pending there",
+                    errno,
+                    self.job.display,
+                ));
+            }
         }
+        let condemned = std::mem::take(&mut self.unique);
         let id = self.id;
         match self.dir.take() {
             Some((fd, st)) => self.job.delete_dir(q, condemned, fd, st),
@@ -535,4 +575,13 @@ impl Quarantined<'_> {
             }
         }
     }
+}
+
+/// Renames `name` (in the quarantine `q`) to a fresh condemned name, which
+/// `name` then holds.
+pub(crate) fn condemn_in(q: BorrowedFd<'_>, name: &mut CString) -> std::result::Result<(), Errno> {
+    let condemned = Quarantine::condemned_name();
+    fs_at::rename_noreplace(q, name, q, &condemned)?;
+    *name = condemned;
+    Ok(())
 }

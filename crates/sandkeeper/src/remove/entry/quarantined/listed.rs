@@ -59,7 +59,6 @@ use super::super::io_error as io_error_at;
 use super::Quarantined;
 use crate::error::Result;
 use crate::fs_at::{self, FileId, Meta, Opened};
-use crate::remove::quarantine::Quarantine;
 use crate::remove::report::{RemovalReport, Tally};
 use crate::remove::{ATIME, NO_STATX};
 
@@ -468,7 +467,37 @@ fn list_dir(
     None
 }
 
-impl Listing<'_> {
+impl<'a> Listing<'a> {
+    /// Renames the entry to a condemned name, deleting nothing yet (see
+    /// [`Quarantined::condemn`]); [`remove`](Self::remove) then deletes it.
+    ///
+    /// # Errors
+    ///
+    /// When the rename fails: it stays pending, and nothing was removed.
+    pub(crate) fn condemn(&mut self) -> Result<()> {
+        self.q.condemn()
+    }
+
+    /// The quarantined entry, for what it is asked by path.
+    pub(crate) fn quarantined(&self) -> &Quarantined<'a> {
+        &self.q
+    }
+
+    /// Gives up the listing (its descriptors are closed): the entry is
+    /// left as its [`Quarantined`] handle, to be put back.
+    pub(crate) fn into_quarantined(self) -> Quarantined<'a> {
+        let Listing {
+            mut q,
+            root,
+            mut dirs,
+            ..
+        } = self;
+        // The entry's own descriptor (and with it its claim's lock) goes
+        // back to its handle.
+        q.dir = dirs.first_mut().and_then(|d| d.fd.take()).map(|fd| (fd, root));
+        q
+    }
+
     /// Deletes the entry from the listing (see the [module docs](self)):
     /// renamed to a condemned name first, exactly as
     /// [`Quarantined::remove`] does; what does not go as listed is left to
@@ -495,17 +524,17 @@ impl Listing<'_> {
                 q.job.display,
             ));
         };
-        let condemned = Quarantine::condemned_name();
-        if let Err(errno) =
-            fs_at::rename_noreplace(quarantine.fd(), &q.unique, quarantine.fd(), &condemned)
-        {
-            drop(quarantine);
-            return Err(io_error_at(
-                "cannot mark as condemned in the quarantine; left pending there",
-                errno,
-                q.job.display,
-            ));
+        if !q.condemned {
+            if let Err(errno) = super::condemn_in(quarantine.fd(), &mut q.unique) {
+                drop(quarantine);
+                return Err(io_error_at(
+                    "cannot mark as condemned in the quarantine; left pending there",
+                    errno,
+                    q.job.display,
+                ));
+            }
         }
+        let condemned = std::mem::take(&mut q.unique);
         let mut tally = Tally::default();
         // Parents first: every listed directory must still be that inode
         // under its name in its parent, or nothing is deleted from the
