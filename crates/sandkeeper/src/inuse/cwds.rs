@@ -77,26 +77,32 @@ pub(crate) fn working_dirs(
     numbers(proc, &mut buf, &mut pids)?;
     let mut tids = Vec::new();
     let mut name = [0u8; 24];
+    let mut small = [0u8; 24];
     for &pid in &pids {
         if pid == me || skip(pid) {
             continue;
         }
-        let Ok(base) = rustix::fs::openat(proc, decimal(pid, &mut name), DIR_FLAGS, Mode::empty())
-        else {
-            // Gone (or hidden, which the pass would have said).
-            continue;
-        };
-        // The task directory counts its threads in its link count (two
-        // plus one per thread): one thread needs no listing.
-        let threads = match rustix::fs::statx(&base, c"task", AtFlags::empty(), StatxFlags::NLINK) {
+        // `PID/task` counts the threads in its link count (two plus one
+        // per thread): one thread needs no listing, and its links are
+        // asked relative to `/proc` (three calls a process in all).
+        let threads = match rustix::fs::statx(
+            proc,
+            under(pid, c"task", &mut name),
+            AtFlags::empty(),
+            StatxFlags::NLINK,
+        ) {
             Ok(st) => u64::from(st.stx_nlink).saturating_sub(2),
+            // Gone (or hidden, which the pass would have said).
             Err(_) => continue,
         };
         if threads <= 1 {
-            read_links(base.as_fd(), pid, dev, &mut out);
+            for link in [c"cwd", c"root"] {
+                read_link(proc, under(pid, link, &mut name), pid, dev, &mut out);
+            }
             continue;
         }
-        let Ok(task) = rustix::fs::openat(&base, c"task", DIR_FLAGS, Mode::empty()) else {
+        let Ok(task) = rustix::fs::openat(proc, under(pid, c"task", &mut name), DIR_FLAGS, Mode::empty())
+        else {
             continue;
         };
         tids.clear();
@@ -104,46 +110,55 @@ pub(crate) fn working_dirs(
             continue;
         }
         for &tid in &tids {
-            if let Ok(t) = open_task(task.as_fd(), tid, &mut name) {
-                read_links(t.as_fd(), pid, dev, &mut out);
+            if let Ok(t) = open_task(task.as_fd(), tid, &mut small) {
+                for link in [c"cwd", c"root"] {
+                    read_link(t.as_fd(), link, pid, dev, &mut out);
+                }
             }
         }
     }
     Ok(out)
 }
 
+/// `PID/what` as a C string, in `buf`.
+fn under<'b>(pid: u32, what: &CStr, buf: &'b mut [u8; 24]) -> &'b CStr {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(cursor, "{pid}/");
+    let _ = cursor.write_all(what.to_bytes_with_nul());
+    let len = cursor.position() as usize;
+    CStr::from_bytes_with_nul(&buf[..len]).unwrap_or(c"")
+}
+
 fn open_task(task: BorrowedFd<'_>, tid: u32, name: &mut [u8; 24]) -> Result<OwnedFd, Errno> {
     rustix::fs::openat(task, decimal(tid, name), DIR_FLAGS, Mode::empty())
 }
 
-/// Records the working and root directory of the task whose `/proc`
-/// directory is `base`.
-fn read_links(base: BorrowedFd<'_>, pid: u32, dev: u64, out: &mut WorkingDirs) {
-    for link in [c"cwd", c"root"] {
-        match rustix::fs::statx(base, link, LINK_FLAGS, StatxFlags::INO) {
-            Ok(st) => {
-                let id = (
-                    rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
-                    st.stx_ino,
-                );
-                if id.0 == dev {
-                    out.ids.insert(id);
-                }
+/// Records the directory the magic link `link` (below `dir`) points to.
+fn read_link(dir: BorrowedFd<'_>, link: &CStr, pid: u32, dev: u64, out: &mut WorkingDirs) {
+    match rustix::fs::statx(dir, link, LINK_FLAGS, StatxFlags::INO) {
+        Ok(st) => {
+            let id = (
+                rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+                st.stx_ino,
+            );
+            if id.0 == dev {
+                out.ids.insert(id);
             }
-            // Gone meanwhile (or a kernel thread's): holds nothing.
-            Err(Errno::NOENT | Errno::SRCH) => {}
-            Err(e) => {
-                // A FUSE mount refuses callers outside its user namespace,
-                // but answers a request for nothing with its device: on
-                // another filesystem, it cannot be in an entry.
-                let elsewhere = rustix::fs::statx(base, link, LINK_FLAGS, StatxFlags::empty())
-                    .is_ok_and(|st| {
-                        rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor) != dev
-                            && (st.stx_dev_major, st.stx_dev_minor) != (0, 0)
-                    });
-                if !elsewhere {
-                    out.unread.push((pid, e));
-                }
+        }
+        // Gone meanwhile (or a kernel thread's): holds nothing.
+        Err(Errno::NOENT | Errno::SRCH) => {}
+        Err(e) => {
+            // A FUSE mount refuses callers outside its user namespace, but
+            // answers a request for nothing with its device: on another
+            // filesystem, it cannot be in an entry.
+            let elsewhere = rustix::fs::statx(dir, link, LINK_FLAGS, StatxFlags::empty())
+                .is_ok_and(|st| {
+                    (st.stx_dev_major, st.stx_dev_minor) != (0, 0)
+                        && rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor) != dev
+                });
+            if !elsewhere {
+                out.unread.push((pid, e));
             }
         }
     }

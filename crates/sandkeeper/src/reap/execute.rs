@@ -129,6 +129,10 @@ use rustix::fs::FileType;
 /// automatic choice: unlinking contends on filesystem locks).
 const POOL_MAX: usize = 8;
 
+/// How much nicer than the calling thread the workers are (they inherit
+/// its priority, then add this; a failure leaves them as they are).
+const WORKER_NICE: i32 = 5;
+
 /// Entries with at least this many files and directories (as scanned) may
 /// use the remover's helper threads besides their worker; smaller ones
 /// are deleted on their worker alone.
@@ -406,6 +410,9 @@ impl Work<'_> {
     /// A worker: takes tasks until the queue is closed.
     fn serve(&self, queue: &Queue<'_>, outbox: &Outbox) {
         let _leaving = Leaving(queue, outbox);
+        // Deleting is throughput; the calling thread's checks are the time
+        // entries are away from their names: on a busy host they go first.
+        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), WORKER_NICE);
         while let Some(task) = queue.next() {
             outbox.deliver(self.carry_out(task));
         }
@@ -785,17 +792,20 @@ impl Reaper {
                     notes.push(Note::Kept(put_back(path, &m.entry, m.q, why.clone())));
                 }
             } else if !moved.is_empty() {
+                let asked = Instant::now();
                 let checked = match guard.check(self) {
                     Ok(check) => {
+                        let fixed = asked.elapsed();
                         let processes = check.inuse.process_count();
+                        let count = moved.len();
                         let verdicts = self.give_verdicts(work, check, batch, moved, &mut walker);
-                        Ok((verdicts, processes))
+                        Ok((verdicts, processes, fixed, count))
                     }
                     Err(e) => Err((e, moved)),
                 };
                 match checked {
-                    Ok(((slots, tasks), processes)) => {
-                        batches.after_group(processes, away.elapsed());
+                    Ok(((slots, tasks), processes, fixed, count)) => {
+                        batches.after_group(processes, away.elapsed(), fixed, count);
                         next = Some(lane.feed(batch, slots, tasks, work.target.is_some()));
                     }
                     Err((e, moved)) => {

@@ -171,15 +171,24 @@ impl<'c, T> Batches<'c, T> {
     }
 
     /// Told how many processes the check of the group just claimed read,
-    /// and how long its entries were away from their names (moved,
-    /// checked, put back or condemned). Checked by a pass after the
+    /// how long its `count` entries were away from their names (moved,
+    /// checked, put back or condemned), and how much of that was the
+    /// check's own cost whatever the group's size (`fixed`: the re-read of
+    /// the working directories, the events). Checked by a pass after the
     /// moves, the next group holds [`ENTRIES_PER_PROCESS`] entries per
     /// process, from [`BATCH`] up to [`most_per_batch`]; checked by one
-    /// before them (root), groups double while that time stays below
-    /// [`WINDOW_LOW`] and halve above [`WINDOW_HIGH`], so that no entry is
-    /// away from its name much longer, whatever the processes or the
-    /// entries. A target reap keeps its doubling up to [`TARGET_MOST`].
-    fn after_group(&mut self, processes: usize, away: std::time::Duration) {
+    /// before them (root), the next group is as large as fits in
+    /// [`WINDOW`] at this group's cost per entry (at least one, at most
+    /// twice this group), so that no entry is away from its name much
+    /// longer, whatever the processes or the entries. A target reap keeps
+    /// its doubling up to [`TARGET_MOST`].
+    fn after_group(
+        &mut self,
+        processes: usize,
+        away: std::time::Duration,
+        fixed: std::time::Duration,
+        count: usize,
+    ) {
         if self.target {
             return;
         }
@@ -187,19 +196,21 @@ impl<'c, T> Batches<'c, T> {
             false => processes
                 .saturating_mul(ENTRIES_PER_PROCESS)
                 .clamp(BATCH, self.most),
-            true if away < WINDOW_LOW => self.size.saturating_mul(2).min(self.most),
-            true if away > WINDOW_HIGH => (self.size / 2).max(1),
-            true => self.size,
+            true => {
+                let per_entry = away.saturating_sub(fixed).as_nanos() / count.max(1) as u128;
+                let room = WINDOW.saturating_sub(fixed).as_nanos();
+                let fits = usize::try_from(room / per_entry.max(1)).unwrap_or(usize::MAX);
+                fits.min(self.size.saturating_mul(2)).clamp(1, self.most)
+            }
         };
     }
 }
 
 /// The first group of a reap checked by a pass taken before the moves.
 const AHEAD_FIRST: usize = 16;
-/// See [`Batches::after_group`].
-const WINDOW_LOW: std::time::Duration = std::time::Duration::from_millis(10);
-/// See [`Batches::after_group`].
-const WINDOW_HIGH: std::time::Duration = std::time::Duration::from_millis(25);
+/// How long a group checked by a pass taken before its moves is meant to
+/// be away from its names, at most (see [`Batches::after_group`]).
+const WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
 /// The largest group of a reap with a free-space target: its entries wait,
 /// condemned, for the removals before them, and go back to their names
 /// once the target is met.
@@ -721,7 +732,7 @@ mod tests {
         for &processes in passes {
             let Some(batch) = batches.next() else { break };
             out.push(batch.len());
-            batches.after_group(processes, Duration::ZERO);
+            batches.after_group(processes, Duration::ZERO, Duration::ZERO, 1);
         }
         out
     }
@@ -742,21 +753,23 @@ mod tests {
     }
 
     #[test]
-    fn groups_checked_ahead_follow_how_long_they_were_away() {
+    fn groups_checked_ahead_fit_the_window_at_their_cost() {
+        let ms = Duration::from_millis;
         let all: Vec<u32> = (0..100_000).collect();
         let mut b = Batches::new(&all, false, true);
-        let mut seen = Vec::new();
-        for away_ms in [1, 1, 30, 30, 15, 1] {
-            seen.push(b.next().map_or(0, <[u32]>::len));
-            // Whatever the processes: only the time away counts.
-            b.after_group(10_000, Duration::from_millis(away_ms));
-        }
-        assert_eq!(seen, [AHEAD_FIRST, 32, 64, 32, 16, 16]);
+        assert_eq!(b.next().map(<[u32]>::len), Some(AHEAD_FIRST));
+        // Cheap entries: at most twice as many each time, whatever the
+        // processes.
+        b.after_group(10_000, ms(2), ms(1), 16);
         assert_eq!(b.next().map(<[u32]>::len), Some(32));
-        for _ in 0..20 {
-            b.next();
-            b.after_group(1, Duration::from_millis(40));
-        }
+        // 0.25 ms an entry beside a fixed 10 ms: 40 fit in 20 ms.
+        b.after_group(1, ms(18), ms(10), 32);
+        assert_eq!(b.next().map(<[u32]>::len), Some(40));
+        // Slower entries: fewer.
+        b.after_group(1, ms(50), ms(10), 40);
+        assert_eq!(b.next().map(<[u32]>::len), Some(10));
+        // A fixed cost beyond the window still moves one at a time.
+        b.after_group(1, ms(50), ms(45), 10);
         assert_eq!(b.next().map(<[u32]>::len), Some(1), "never below one");
     }
 
