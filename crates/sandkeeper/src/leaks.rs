@@ -651,7 +651,13 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
             out.not_read += 1;
             continue;
         }
-        match read_one(&dir, name, owner, &mut seen, MAX_TOTAL_BYTES - out.bytes_read) {
+        match read_one(
+            &dir,
+            name,
+            owner,
+            &mut seen,
+            MAX_TOTAL_BYTES - out.bytes_read,
+        ) {
             Read::Record(record, size) => {
                 out.bytes_read += size;
                 out.records.push(record);

@@ -24,9 +24,11 @@ pub fn run(args: &ReportArgs, printer: &Printer) -> Result<ExitStatus, CliError>
         render::report::text(&summary)
     };
     let _ = printer.data(&text);
-    Ok(if summary.leaking.is_empty() && read.problem_count == 0 && !read.truncated {
-        exit_codes::SUCCESS
-    } else {
-        exit_codes::PARTIAL
-    })
+    Ok(
+        if summary.leaking.is_empty() && read.problem_count == 0 && !read.truncated {
+            exit_codes::SUCCESS
+        } else {
+            exit_codes::PARTIAL
+        },
+    )
 }

@@ -1163,8 +1163,8 @@ fn kept_sandboxes_go_last_under_pressure_and_are_named() {
 #[test]
 #[ignore = "runs inside a PID namespace, started by its outer test"]
 fn inner_kept_under_pressure() {
-    use std::os::unix::fs::PermissionsExt;
     use sandkeeper_testkit::privilege::{as_nobody, nobody_living_in, NOBODY};
+    use std::os::unix::fs::PermissionsExt;
 
     if !in_namespace() {
         return;

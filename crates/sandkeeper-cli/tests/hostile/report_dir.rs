@@ -125,14 +125,16 @@ fn report_reads_each_record_once_and_a_bounded_amount() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "the record leaked: {err}");
     assert_eq!(doc["runs"], 1, "{}", brief(&doc));
-    assert_eq!(doc["hard_links_skipped"], (LINKS - 1) as u64, "{}", brief(&doc));
+    assert_eq!(
+        doc["hard_links_skipped"],
+        (LINKS - 1) as u64,
+        "{}",
+        brief(&doc)
+    );
     assert_eq!(doc["bytes_read"], record.len() as u64, "{}", brief(&doc));
     assert_eq!(doc["truncated"], false, "{}", brief(&doc));
     assert!(
-        err.contains(&format!(
-            "{} hard links to records already read",
-            LINKS - 1
-        )),
+        err.contains(&format!("{} hard links to records already read", LINKS - 1)),
         "{err}"
     );
 
@@ -146,7 +148,12 @@ fn report_reads_each_record_once_and_a_bounded_amount() {
     let runs = doc["runs"].as_u64().unwrap();
     let not_read = doc["not_read"].as_u64().unwrap();
     let size = big_record("tests::t0000", 0).len() as u64;
-    assert_eq!((runs, read), (bound / size, bound / size * size), "{}", brief(&doc));
+    assert_eq!(
+        (runs, read),
+        (bound / size, bound / size * size),
+        "{}",
+        brief(&doc)
+    );
     assert_eq!(runs + not_read, DISTINCT as u64, "{}", brief(&doc));
     assert!(not_read > 0 && doc["truncated"] == true, "{}", brief(&doc));
     assert!(

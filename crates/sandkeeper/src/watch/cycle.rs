@@ -247,16 +247,22 @@ pub fn reap_root(
     // keeps them all, and a second takes them only when the first left the
     // target unmet and kept some.
     let two_passes = pressure.is_some() && roots.len() > 1;
-    reap_each(root, &roots, pressure, opts, !two_passes, &mut out, on_event);
+    reap_each(
+        root,
+        &roots,
+        pressure,
+        opts,
+        !two_passes,
+        &mut out,
+        on_event,
+    );
     let kept_some = || {
         out.reports
             .iter()
             .flat_map(|r| &r.roots)
             .any(|r| r.counts.skipped_by_reason.contains_key("kept"))
     };
-    let unmet = || {
-        pressure.is_some_and(|p| measure(&roots[0]).is_ok_and(|level| !p.met(&level)))
-    };
+    let unmet = || pressure.is_some_and(|p| measure(&roots[0]).is_ok_and(|level| !p.met(&level)));
     let stopped = opts
         .stop
         .as_ref()
