@@ -354,7 +354,7 @@ pub struct RunArgs {
 }
 
 /// Exit statuses of `report`.
-const REPORT_HELP: &str = "Exit status: 0 no test leaked; 1 a test left entries or daemons, or a record could not be read; 2 DIR cannot be used (missing, a symlink, not a directory).";
+const REPORT_HELP: &str = "Exit status: 0 no test leaked; 1 a test left entries or daemons, a record could not be read, or reading stopped at a limit (100,000 records, 64 MiB); 2 DIR cannot be used (missing, a symlink, not a directory, another user's, or writable by others: DIR must be yours and writable by nobody else, the rule of run --report-dir).";
 
 /// `sandkeeper report`.
 #[derive(Debug, Args)]

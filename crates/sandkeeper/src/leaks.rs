@@ -41,14 +41,21 @@
 //!   reader never sees half a record. A record is at most
 //!   [`MAX_RECORD_BYTES`]: the families beyond [`MAX_FAMILIES`] are
 //!   counted, not listed, and long names are cut.
-//! - **Reading.** Every record is hostile input: opened without following
-//!   a link and without blocking, only a regular file of at most
-//!   [`MAX_RECORD_BYTES`] is read, every field is type- and length-checked,
-//!   and a record that fails any check is reported as a [`Problem`], never
-//!   guessed at. At most [`MAX_RECORDS`] are read. Names are returned as
-//!   written: a renderer must escape them before they reach a terminal.
+//! - **Reading.** The directory must pass the rule for writing: owned by
+//!   the caller, writable by nobody else; a directory anyone else could
+//!   have filled is refused, never summarized. Every record is hostile
+//!   input all the same (a test runs as the caller, and may write there):
+//!   opened without following a link and without blocking, only a regular
+//!   file owned by the directory's owner, of at most [`MAX_RECORD_BYTES`],
+//!   is read, every field is type- and length-checked, and a record that
+//!   fails any check is reported as a [`Problem`], never guessed at. Each
+//!   inode is read once (its other hard links are counted, not read), and
+//!   at most [`MAX_RECORDS`] records and [`MAX_TOTAL_BYTES`] are read: what
+//!   a report holds is bounded whatever the directory holds. Names are
+//!   returned as written: a renderer must escape them before they reach a
+//!   terminal.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io::{Read as _, Write as _};
 use std::os::fd::OwnedFd;
@@ -77,6 +84,10 @@ pub const MAX_TEXT: usize = 1024;
 pub const MAX_ARGS: usize = 16;
 /// The most records [`read_dir`] reads from one directory.
 pub const MAX_RECORDS: usize = 100_000;
+/// The most bytes of records [`read_dir`] reads from one directory (64
+/// MiB): with [`MAX_RECORDS`], what bounds a report's memory (a parsed
+/// record holds no more than its file's bytes, plus a few hundred bytes).
+pub const MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Which test a run was: nextest's `NEXTEST_BINARY_ID` and
 /// `NEXTEST_TEST_NAME` (both `None` outside nextest).
@@ -394,21 +405,7 @@ impl RecordDir {
             }
             Err(e) => return Err(e).with_path("cannot open the report directory", || path),
         };
-        let st =
-            rustix::fs::fstat(&dir).with_path("cannot inspect the report directory", || path)?;
-        let me = rustix::process::geteuid().as_raw();
-        if st.st_uid != me {
-            return Err(unsafe_dir(format!(
-                "refusing a report directory owned by uid {} (you are uid {me})",
-                st.st_uid
-            )));
-        }
-        if st.st_mode & 0o022 != 0 {
-            return Err(unsafe_dir(format!(
-                "refusing a report directory others may write (mode {:04o})",
-                st.st_mode & 0o7777
-            )));
-        }
+        vet_dir(&dir, path)?.map_err(|why| unsafe_dir(why.message()))?;
         Ok(RecordDir {
             dir,
             path: path.to_owned(),
@@ -479,6 +476,53 @@ impl RecordDir {
     }
 }
 
+/// Why a report directory cannot be trusted: its owner and mode.
+enum Untrusted {
+    /// Owned by `owner`, not the caller (`me`).
+    Owner { owner: u32, me: u32, mode: u32 },
+    /// Group or others may write it.
+    Writable { owner: u32, mode: u32 },
+}
+
+impl Untrusted {
+    fn message(&self) -> String {
+        let name = crate::config::value::user_name;
+        match *self {
+            Untrusted::Owner { owner, me, mode } => format!(
+                "refusing a report directory owned by uid {owner} ({}), mode {mode:04o}: you are uid {me} ({}), and its records would be another user's",
+                name(owner),
+                name(me)
+            ),
+            Untrusted::Writable { owner, mode } => format!(
+                "refusing a report directory others may write: owned by uid {owner} ({}), mode {mode:04o}; its records could be anyone's",
+                name(owner)
+            ),
+        }
+    }
+}
+
+/// The rule for a report directory, for writing and reading alike: owned
+/// by the caller (whose uid is returned), writable by nobody else.
+fn vet_dir(dir: &OwnedFd, path: &Path) -> Result<std::result::Result<u32, Untrusted>> {
+    let st = rustix::fs::fstat(dir).with_path("cannot inspect the report directory", || path)?;
+    let me = rustix::process::geteuid().as_raw();
+    let mode = st.st_mode & 0o7777;
+    Ok(if st.st_uid != me {
+        Err(Untrusted::Owner {
+            owner: st.st_uid,
+            me,
+            mode,
+        })
+    } else if st.st_mode & 0o022 != 0 {
+        Err(Untrusted::Writable {
+            owner: st.st_uid,
+            mode,
+        })
+    } else {
+        Ok(me)
+    })
+}
+
 /// A file of a report directory that is not a usable record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -499,18 +543,54 @@ pub struct ReadRecords {
     pub problems: Vec<Problem>,
     /// How many unusable files there were in all.
     pub problem_count: u64,
-    /// Whether reading stopped at [`MAX_RECORDS`].
+    /// Names that are hard links to a record already read (the same
+    /// inode): each record is read, and counted, once.
+    pub hard_links_skipped: u64,
+    /// Bytes of records read (at most [`MAX_TOTAL_BYTES`]).
+    pub bytes_read: u64,
+    /// Whether reading stopped at a limit ([`limit`](Self::limit) says
+    /// which): the summary is partial.
     pub truncated: bool,
+    /// The limit reading stopped at, if any.
+    pub limit: Option<ReadLimit>,
+    /// Record files (`*.json`) listed after reading stopped, not read.
+    pub not_read: u64,
+}
+
+/// The limit a [`read_dir`] stopped at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadLimit {
+    /// [`MAX_RECORDS`] records were read.
+    Records,
+    /// The next record would have taken the bytes read past
+    /// [`MAX_TOTAL_BYTES`].
+    Bytes,
+}
+
+impl ReadLimit {
+    /// A short stable name, for JSON: `records`, `bytes`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadLimit::Records => "records",
+            ReadLimit::Bytes => "bytes",
+        }
+    }
 }
 
 /// Reads every record (`*.json`, not starting with `.`) in `path`; other
-/// names are ignored, unusable records become [`Problem`]s.
+/// names are ignored, unusable records become [`Problem`]s. Each inode is
+/// read once, and reading stops at [`MAX_RECORDS`] records or
+/// [`MAX_TOTAL_BYTES`] (the rest counted in
+/// [`not_read`](ReadRecords::not_read)).
 ///
 /// # Errors
 ///
-/// [`ErrorKind::UnsafeRoot`] when `path` is a symlink;
-/// [`ErrorKind::UnusableRoot`] when it does not exist or is not a
-/// directory; [`ErrorKind::Io`] when it cannot be listed.
+/// [`ErrorKind::UnsafeRoot`] when `path` is a symlink, is owned by
+/// another user than the caller, or others may write it (the rule of
+/// [`RecordDir::open`]: records anyone else could have written are not
+/// summarized); [`ErrorKind::UnusableRoot`] when it does not exist or is
+/// not a directory; [`ErrorKind::Io`] when it cannot be listed.
 pub fn read_dir(path: &Path) -> Result<ReadRecords> {
     let dir = match rustix::fs::open(
         path,
@@ -540,9 +620,22 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
         }
         Err(e) => return Err(e).with_path("cannot open the report directory", || path),
     };
+    let owner = vet_dir(&dir, path)?.map_err(|why| {
+        let hint = match why {
+            Untrusted::Owner { owner, .. } => format!(
+                "read it as its owner if you trust them (sudo -u '#{owner}' sandkeeper report ...), or have the runs write into a directory of your own that only you may write"
+            ),
+            Untrusted::Writable { .. } => "have the runs write into a directory only its owner may write (chmod 0700; `run --report-dir` makes it so when it does not exist), and read it as that owner".to_owned(),
+        };
+        Error::new(ErrorKind::UnsafeRoot, why.message())
+            .at(path)
+            .with_hint(hint)
+    })?;
     let list =
         rustix::fs::Dir::read_from(&dir).with_path("cannot list the report directory", || path)?;
     let mut out = ReadRecords::default();
+    // The inodes read (16 bytes each, at most MAX_RECORDS).
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
     for entry in list {
         let entry = entry.with_path("cannot list the report directory", || path)?;
         let name = OsStr::from_bytes(entry.file_name().to_bytes());
@@ -550,13 +643,32 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
         if bytes.starts_with(b".") || !bytes.ends_with(b".json") {
             continue;
         }
-        if out.records.len() >= MAX_RECORDS {
-            out.truncated = true;
-            break;
+        if out.limit.is_none() && out.records.len() >= MAX_RECORDS {
+            out.limit = Some(ReadLimit::Records);
         }
-        match read_one(&dir, name) {
-            Ok(record) => out.records.push(record),
-            Err(reason) => {
+        if out.limit.is_some() {
+            // Only counted: the listing goes on, nothing more is held.
+            out.not_read += 1;
+            continue;
+        }
+        match read_one(
+            &dir,
+            name,
+            owner,
+            &mut seen,
+            MAX_TOTAL_BYTES - out.bytes_read,
+        ) {
+            Read::Record(record, size) => {
+                out.bytes_read += size;
+                out.records.push(record);
+            }
+            Read::Link => out.hard_links_skipped += 1,
+            Read::OverBudget => {
+                out.limit = Some(ReadLimit::Bytes);
+                out.not_read += 1;
+            }
+            Read::Problem(reason, size) => {
+                out.bytes_read += size;
                 out.problem_count += 1;
                 if out.problems.len() < 20 {
                     out.problems.push(Problem {
@@ -567,33 +679,84 @@ pub fn read_dir(path: &Path) -> Result<ReadRecords> {
             }
         }
     }
+    out.truncated = out.limit.is_some();
     Ok(out)
 }
 
-fn read_one(dir: &OwnedFd, name: &OsStr) -> std::result::Result<Record, String> {
-    let fd = rustix::fs::openat(
+/// What became of one name of a report directory.
+enum Read {
+    /// A record, and the bytes read.
+    Record(Record, u64),
+    /// A hard link to an inode already read: not read again.
+    Link,
+    /// Reading it would have passed the bytes left: not read.
+    OverBudget,
+    /// Not a usable record: why, and the bytes read (counted too).
+    Problem(String, u64),
+}
+
+/// Reads the record `name` of `dir` (owned by `owner`), unless its inode
+/// is in `seen` (then adds nothing) or it is bigger than `budget` bytes.
+fn read_one(
+    dir: &OwnedFd,
+    name: &OsStr,
+    owner: u32,
+    seen: &mut HashSet<(u64, u64)>,
+    budget: u64,
+) -> Read {
+    let problem = |why: String| Read::Problem(why, 0);
+    let fd = match rustix::fs::openat(
         dir,
         name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open it: {e}"))?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| format!("cannot inspect it: {e}"))?;
+    ) {
+        Ok(fd) => fd,
+        Err(e) => return problem(format!("cannot open it: {e}")),
+    };
+    let st = match rustix::fs::fstat(&fd) {
+        Ok(st) => st,
+        Err(e) => return problem(format!("cannot inspect it: {e}")),
+    };
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err("not a regular file".into());
+        return problem("not a regular file".into());
     }
-    if st.st_size as u64 > MAX_RECORD_BYTES as u64 {
-        return Err(format!(
-            "{} bytes, over the limit of {MAX_RECORD_BYTES}",
-            st.st_size
+    if st.st_uid != owner {
+        return problem(format!(
+            "owned by uid {}, not by the directory's owner (uid {owner}): `run` did not write it",
+            st.st_uid
         ));
     }
+    let id = (st.st_dev, st.st_ino);
+    if seen.contains(&id) {
+        return Read::Link;
+    }
+    let size = st.st_size as u64;
+    if size > MAX_RECORD_BYTES as u64 {
+        return problem(format!(
+            "{size} bytes, over the limit of {MAX_RECORD_BYTES}"
+        ));
+    }
+    if size > budget {
+        return Read::OverBudget;
+    }
     let mut bytes = Vec::new();
-    std::fs::File::from(fd)
+    let read = std::fs::File::from(fd)
         .take(MAX_RECORD_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    Record::parse(&bytes).map_err(|e| e.to_string())
+        .read_to_end(&mut bytes);
+    if let Err(e) = read {
+        return problem(format!("cannot read it: {e}"));
+    }
+    let size = bytes.len() as u64;
+    // It grew since the fstat (its owner is writing it).
+    if size > budget {
+        return Read::OverBudget;
+    }
+    seen.insert(id);
+    match Record::parse(&bytes) {
+        Ok(record) => Read::Record(record, size),
+        Err(e) => Read::Problem(e.to_string(), size),
+    }
 }
 
 /// What one test left, over all its records (retries and repeated runs

@@ -10,7 +10,8 @@ use crate::printer::Printer;
 use crate::render;
 
 /// 0 when nothing leaked, 1 when a test leaked or a record could not be
-/// read, 2 when DIR cannot be used.
+/// read (unusable, or past a limit), 2 when DIR cannot be used (missing,
+/// a symlink, another user's, or others may write it).
 pub fn run(args: &ReportArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let read = leaks::read_dir(&args.dir)?;
     let summary = Summary::of(&read.records);
@@ -23,9 +24,11 @@ pub fn run(args: &ReportArgs, printer: &Printer) -> Result<ExitStatus, CliError>
         render::report::text(&summary)
     };
     let _ = printer.data(&text);
-    Ok(if summary.leaking.is_empty() && read.problem_count == 0 {
-        exit_codes::SUCCESS
-    } else {
-        exit_codes::PARTIAL
-    })
+    Ok(
+        if summary.leaking.is_empty() && read.problem_count == 0 && !read.truncated {
+            exit_codes::SUCCESS
+        } else {
+            exit_codes::PARTIAL
+        },
+    )
 }

@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sandkeeper::reap::{KeepReason, ReapEvent};
+use sandkeeper::reap::{KeepReason, ReapEvent, ReapReason};
 use sandkeeper::watch::{Driver, Mode, PressureEnd, Wake, WatchEvent, WatchOptions, Watcher};
 
 use super::load_config;
@@ -61,6 +61,7 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
         dry_run: args.dry_run,
         warnings: HashMap::new(),
         errors_this_reap: 0,
+        pressure: None,
     };
     for line in render::watch::describe(&config) {
         driver.log.notice(&line);
@@ -91,6 +92,9 @@ struct LogDriver {
     warnings: HashMap<PathBuf, u64>,
     /// Removal failures logged in the current reap (bounded).
     errors_this_reap: usize,
+    /// How full the root was when the current reap under pressure started
+    /// (`render::watch::used`), for the line of a kept sandbox it takes.
+    pressure: Option<String>,
 }
 
 impl LogDriver {
@@ -114,22 +118,33 @@ impl LogDriver {
                 sanitize(root.as_os_str().as_bytes()),
                 crate::humanize::plural(items, "item", "items")
             )),
-            ReapEvent::Removed(r) => self.log.info(&format!(
-                "{name}: {} {} ({}, {}{})",
-                if self.dry_run {
+            ReapEvent::Removed(r) => {
+                let verb = if self.dry_run {
                     "would remove"
                 } else {
                     "removed"
-                },
-                sanitize(r.path.as_os_str().as_bytes()),
-                size(r.disk_bytes),
-                r.reason,
-                if under_pressure {
-                    ", under pressure"
-                } else {
-                    ""
+                };
+                let (path, bytes) = (sanitize(r.path.as_os_str().as_bytes()), size(r.disk_bytes));
+                match r.reason {
+                    // A sandbox kept on purpose goes only under pressure,
+                    // after everything else: its line says so, and why (a
+                    // warning: its owner asked for it to stay).
+                    ReapReason::KeptUnderPressure(until) => self.log.warning(&format!(
+                        "{name}: {verb} {path} ({bytes}, {}, removed under pressure: {name} above its high watermark ({} when the reap started), nothing else left to remove)",
+                        sandkeeper::human::kept_until(until, None),
+                        self.pressure.as_deref().unwrap_or("full")
+                    )),
+                    _ => self.log.info(&format!(
+                        "{name}: {verb} {path} ({bytes}, {}{})",
+                        r.reason,
+                        if under_pressure {
+                            ", under pressure"
+                        } else {
+                            ""
+                        }
+                    )),
                 }
-            )),
+            }
             // One line per failure, up to a bound: a cause that fails every
             // removal (a filesystem gone read-only) would flood the journal
             // on every poll; the rest is one line, and the pressure summary
@@ -287,16 +302,21 @@ impl Driver for LogDriver {
                 root,
                 level,
                 pressure,
-            } => self
-                .log
-                .notice(&render::watch::pressure_started(root, &level, &pressure)),
+            } => {
+                self.pressure = Some(render::watch::used(&level, &pressure));
+                self.log
+                    .notice(&render::watch::pressure_started(root, &level, &pressure));
+            }
             WatchEvent::Reaped {
                 root,
                 mode,
                 outcome,
                 after,
                 pressure_end,
-            } => self.reaped(root, mode, outcome, after, pressure_end),
+            } => {
+                self.reaped(root, mode, outcome, after, pressure_end);
+                self.pressure = None;
+            }
             WatchEvent::RescanFailed { root, error } => self.log.error(&format!(
                 "{}: cannot scan for the metrics: {}",
                 sanitize(root.as_os_str().as_bytes()),

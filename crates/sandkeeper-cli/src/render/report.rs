@@ -5,7 +5,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use sandkeeper::leaks::{ReadRecords, Summary, TestLeaks};
+use sandkeeper::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
 use sandkeeper::run::LeftoverFamily;
 use serde_json::{json, Map, Value};
 
@@ -116,11 +116,28 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
             crate::humanize::plural(unlisted, "more unusable record", "more unusable records")
         ));
     }
-    if read.truncated {
+    if read.hard_links_skipped > 0 {
         out.push(format!(
-            "read only the first {} records of {dir}",
-            sandkeeper::leaks::MAX_RECORDS
+            "skipped {} to records already read in {dir}: each record is counted once (`run` makes no links; whoever can write {dir} did)",
+            crate::humanize::plural(
+                read.hard_links_skipped,
+                "hard link",
+                "hard links"
+            )
         ));
+    }
+    let not_read = crate::humanize::plural(read.not_read, "record file", "record files");
+    match read.limit {
+        Some(ReadLimit::Records) => out.push(format!(
+            "read only the first {} records of {dir}: {not_read} not read, the summary is partial",
+            sandkeeper::leaks::MAX_RECORDS
+        )),
+        Some(ReadLimit::Bytes) => out.push(format!(
+            "stopped reading {dir} after {} of records (the limit, {}): {not_read} not read, the summary is partial",
+            size(read.bytes_read),
+            size(sandkeeper::leaks::MAX_TOTAL_BYTES)
+        )),
+        _ => {}
     }
     if read.records.is_empty() && read.problem_count == 0 {
         out.push(format!(
@@ -181,6 +198,13 @@ pub fn json(dir: &Path, read: &ReadRecords, summary: &Summary) -> String {
     );
     m.insert("unreadable_count".into(), read.problem_count.into());
     m.insert("truncated".into(), read.truncated.into());
+    m.insert(
+        "limit".into(),
+        read.limit.map_or(Value::Null, |l| l.as_str().into()),
+    );
+    m.insert("not_read".into(), read.not_read.into());
+    m.insert("hard_links_skipped".into(), read.hard_links_skipped.into());
+    m.insert("bytes_read".into(), read.bytes_read.into());
     let mut text = serde_json::to_string_pretty(&Value::Object(m)).unwrap_or_default();
     text.push('\n');
     text

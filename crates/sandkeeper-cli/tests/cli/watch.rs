@@ -1125,3 +1125,133 @@ fn systemd_units_verify_and_are_hardened() {
         out.status
     );
 }
+
+// ---------------------------------------------------------------------
+// Kept sandboxes under pressure
+
+/// A sandbox of `files` MiB kept on purpose until two days from now (its
+/// lease's `keep_until_ms`), its owner gone, last changed `age` ago.
+fn kept(root: &Path, name: &str, age: Duration) -> PathBuf {
+    let mut record = LeaseRecord::for_current_process("kept");
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    record.keep_until_ms = Some((now + Duration::from_secs(2 * 86_400)).as_millis() as u64);
+    let lease = Lease::create(root, name.as_ref(), &record, 0o700).unwrap();
+    let path = lease.path().to_owned();
+    drop(lease);
+    fs::write(path.join("data"), vec![5u8; 1 << 20]).unwrap();
+    age_tree(&path, age);
+    path
+}
+
+/// Issue 25, item 10: a root above its high watermark because of another
+/// user's file in use. Sandboxes kept on purpose are taken last: after
+/// every other candidate of the root *and* of its per-user directories
+/// (the old reap took the root's kept sandboxes before a per-user
+/// directory's orphan), oldest first, only while the low watermark is not
+/// reached; each is logged by name, with until when it was kept and why it
+/// went. The newer kept sandbox survives.
+#[test]
+fn kept_sandboxes_go_last_under_pressure_and_are_named() {
+    run_in_pid_namespace(
+        "kept_sandboxes_go_last_under_pressure_and_are_named",
+        "watch::inner_kept_under_pressure",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_kept_under_pressure() {
+    use sandkeeper_testkit::privilege::{as_nobody, nobody_living_in, NOBODY};
+    use std::os::unix::fs::PermissionsExt;
+
+    if !in_namespace() {
+        return;
+    }
+    const MIB: usize = 1 << 20;
+    // Nobody works inside: a base others can reach.
+    let base = sandkeeper::Sandbox::builder()
+        .root(sandkeeper_testkit::scratch::reachable_by_others())
+        .tag("watch-kept")
+        .permissions(0o755)
+        .create()
+        .unwrap();
+    let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
+    let root = tmpfs.path();
+    fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
+    let day = Duration::from_secs(86_400);
+    // The pressure: 3 MiB of nobody's, in use by nobody's process.
+    let held = root.join("held-1");
+    as_nobody(|| {
+        fs::create_dir(&held).unwrap();
+        fs::write(held.join("data"), vec![1u8; 3 * MIB]).unwrap();
+    });
+    age_tree(&held, 3 * day);
+    let _holder = nobody_living_in(&held);
+    // The candidates: an old orphan of the root, a young one of nobody's
+    // own sandbox directory, and two kept sandboxes older than it.
+    let orphan_old = orphan(root, "orphan-old", 1, MIB);
+    age_tree(&orphan_old, 3 * day);
+    let kept_older = kept(root, "kept-older", day);
+    let kept_newer = kept(root, "kept-newer", day / 2);
+    let user_dir = root.join(format!("sandkeeper-{NOBODY}"));
+    fs::create_dir(&user_dir).unwrap();
+    std::os::unix::fs::chown(&user_dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    fs::set_permissions(&user_dir, fs::Permissions::from_mode(0o700)).unwrap();
+    let young = as_nobody(|| orphan(&user_dir, "u-orphan", 1, MIB));
+    age_tree(&young, Duration::from_secs(2 * 3600));
+    assert!(used_percent(root) > 85.0, "{}", used_percent(root));
+
+    // 7 MiB of 8 used; the low watermark (4.4 MiB) needs three of the
+    // four 1 MiB candidates gone: both orphans, then the older kept one.
+    let config = write_config(
+        base.path(),
+        "watch.toml",
+        &format!(
+            r#"[[root]]
+path = "{}"
+grace = "5s"
+user_dirs = true
+high_watermark = "70%"
+low_watermark = "55%"
+
+[[root.rule]]
+match = "held-*"
+"#,
+            root.display()
+        ),
+    );
+    let out = crate::sandkeeper(&["watch", "--once", "--config", &config]);
+    let log: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let text = log.join("\n");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        removed_names(&log),
+        ["orphan-old", "u-orphan", "kept-older"],
+        "every other candidate first, then the oldest kept one\n{text}"
+    );
+    let line = log
+        .iter()
+        .find(|l| l.contains("kept-older"))
+        .expect("the kept sandbox's line");
+    let name = root.display().to_string();
+    assert!(
+        line.starts_with(&format!(
+            "sandkeeper: {name}: removed {}",
+            kept_older.display()
+        )) && line.contains("(1.00 MiB, kept until ")
+            && line.contains(&format!(
+                "UTC, removed under pressure: {name} above its high watermark ("
+            ))
+            && line.ends_with("when the reap started), nothing else left to remove)"),
+        "{line}"
+    );
+    assert!(text.contains("below the low watermark"), "{text}");
+    assert!(kept_newer.join("data").exists(), "the newer kept one stays");
+    assert!(held.join("data").exists(), "in use");
+    assert!(!orphan_old.exists() && !young.exists() && !kept_older.exists());
+}

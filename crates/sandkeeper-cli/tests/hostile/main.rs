@@ -17,6 +17,7 @@ mod metrics_privacy;
 mod nonroot;
 mod output;
 mod records;
+mod report_dir;
 mod roots;
 mod run_tmpdir;
 mod scan_locks;

@@ -126,6 +126,7 @@ pub struct Policy {
     pub(crate) target_free_inodes: Option<FreeInodes>,
     pub(crate) dry_run: bool,
     pub(crate) pressure: bool,
+    pub(crate) take_kept: bool,
     pub(crate) max_keep: Duration,
     pub(crate) stop: Option<Arc<AtomicBool>>,
     /// Whether the report keeps one record per entry (`records(false)`
@@ -218,6 +219,7 @@ pub struct PolicyBuilder {
     target_free_inodes: Option<FreeInodes>,
     dry_run: bool,
     pressure: bool,
+    take_kept: bool,
     max_keep: Duration,
     stop: Option<Arc<AtomicBool>>,
     records: bool,
@@ -234,6 +236,7 @@ impl Default for PolicyBuilder {
             target_free_inodes: None,
             dry_run: false,
             pressure: false,
+            take_kept: true,
             max_keep: DEFAULT_MAX_KEEP,
             stop: None,
             records: true,
@@ -322,10 +325,27 @@ impl PolicyBuilder {
     }
 
     /// Under disk pressure the age limits relax: `older_than` and
-    /// `keep_last` are ignored (default off; `watch` sets it above the high
-    /// watermark). Grace, liveness, in-use and `matching` never relax.
+    /// `keep_last` are ignored, and sandboxes kept on purpose are taken
+    /// last (see [`take_kept`](Self::take_kept)) (default off; `watch`
+    /// sets it above the high watermark). Grace, liveness, in-use, `owner`
+    /// and `matching` never relax.
     pub fn under_pressure(&mut self, yes: bool) -> &mut Self {
         self.pressure = yes;
+        self
+    }
+
+    /// Under pressure, whether sandboxes kept on purpose (their lease's
+    /// `keep_until_ms`, within [`max_keep`](Self::max_keep)) are
+    /// candidates (default `true`): then they go after every other
+    /// candidate of the root, oldest first, each only while the free-space
+    /// target is still not met
+    /// ([`ReapReason::KeptUnderPressure`](super::ReapReason::KeptUnderPressure)).
+    /// With `false` they are kept under pressure too: `watch` reaps a root
+    /// and its per-user directories so first, and takes kept sandboxes in
+    /// a second pass only when that left the target unmet. Without
+    /// pressure they are always kept.
+    pub fn take_kept(&mut self, yes: bool) -> &mut Self {
+        self.take_kept = yes;
         self
     }
 
@@ -395,6 +415,7 @@ impl PolicyBuilder {
             target_free_inodes: self.target_free_inodes,
             dry_run: self.dry_run,
             pressure: self.pressure,
+            take_kept: self.take_kept,
             max_keep: self.max_keep,
             stop: self.stop.clone(),
             records: self.records,

@@ -32,7 +32,8 @@ pub enum ReapReason {
     /// An unmanaged entry selected by a `--match` glob.
     Matched(String),
     /// Kept on purpose until this time (ms), but the root is above its high
-    /// watermark: taken after every other candidate, oldest first.
+    /// watermark and every other candidate is gone: taken last, oldest
+    /// first, each only while the low watermark is still not reached.
     KeptUnderPressure(u64),
 }
 
@@ -221,16 +222,18 @@ pub(crate) fn decide_before_rank(entry: &Entry, policy: &Policy, now_ms: i64) ->
     if age < policy.grace {
         return keep(KeepReason::InGrace { age });
     }
-    if let Some(until) = kept_until(entry, policy, now_ms) {
-        if policy.pressure {
-            return Pending::Decided(Verdict::Reap(ReapReason::KeptUnderPressure(until)));
-        }
-        return keep(KeepReason::KeptUntil(until));
-    }
+    // The owner filter never relaxes, for a kept sandbox neither.
     if let Some(uid) = filters.owner {
         if entry.uid != uid {
             return keep(KeepReason::OtherOwner(entry.uid));
         }
+    }
+    if let Some(until) = kept_until(entry, policy, now_ms) {
+        // Under pressure, a candidate after every other (`removal_key`).
+        if policy.pressure && policy.take_kept {
+            return Pending::Decided(Verdict::Reap(ReapReason::KeptUnderPressure(until)));
+        }
+        return keep(KeepReason::KeptUntil(until));
     }
     if !policy.pressure {
         if let Some(limit) = filters.older_than {

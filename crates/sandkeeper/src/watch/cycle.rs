@@ -109,7 +109,9 @@ pub struct Outcome {
     pub before: Option<Level>,
     /// What the reap aimed for, when it ran under pressure.
     pub pressure: Option<Pressure>,
-    /// The root's reap, then one per per-user sandbox directory.
+    /// The root's reap, then one per per-user sandbox directory; under
+    /// pressure, maybe as many again: the second pass that took sandboxes
+    /// kept on purpose (the first pass's then tell no kept entries).
     pub reports: Vec<ReapReport>,
     /// The opened root of each report, in the same order: what a rescan
     /// uses, so no path is resolved again.
@@ -153,6 +155,17 @@ impl Outcome {
 /// When a rule is rejected (the config checks globs first, so only in
 /// theory).
 pub fn policy(root: &RootConfig, pressure: Option<Pressure>, opts: &ReapOptions) -> Result<Policy> {
+    policy_taking_kept(root, pressure, opts, true)
+}
+
+/// [`policy`], taking sandboxes kept on purpose under pressure or not
+/// ([`PolicyBuilder::take_kept`](crate::reap::PolicyBuilder::take_kept)).
+fn policy_taking_kept(
+    root: &RootConfig,
+    pressure: Option<Pressure>,
+    opts: &ReapOptions,
+    take_kept: bool,
+) -> Result<Policy> {
     let mut b = Policy::builder();
     b.grace(root.grace)
         .max_keep(root.max_keep)
@@ -175,7 +188,7 @@ pub fn policy(root: &RootConfig, pressure: Option<Pressure>, opts: &ReapOptions)
         b.rule(rule.glob.clone(), &filters);
     }
     if let Some(p) = pressure {
-        b.under_pressure(true);
+        b.under_pressure(true).take_kept(take_kept);
         if let Some(bytes) = p.bytes {
             b.target_free(FreeTarget::Bytes(bytes));
         }
@@ -223,21 +236,71 @@ pub fn reap_root(
             pressure: p,
         });
     }
-    let policy = match policy(root, pressure, opts) {
-        Ok(p) => p,
-        Err(e) => {
-            out.failures.push((root.path.clone(), e));
-            return out;
-        }
-    };
-    let mut reaper = Reaper::new(policy);
-    opts.configure(reaper.scanner());
     let mut roots = Vec::new();
     if root.user_dirs {
         roots = opened.user_dirs(UserDirs::All);
     }
     roots.insert(0, opened);
-    for r in &roots {
+    // Under pressure, sandboxes kept on purpose go after every other
+    // candidate: of one root, the reap's order sees to it; over a root and
+    // its per-user directories (reaped one after another), a first pass
+    // keeps them all, and a second takes them only when the first left the
+    // target unmet and kept some.
+    let two_passes = pressure.is_some() && roots.len() > 1;
+    reap_each(
+        root,
+        &roots,
+        pressure,
+        opts,
+        !two_passes,
+        &mut out,
+        on_event,
+    );
+    let kept_some = || {
+        out.reports
+            .iter()
+            .flat_map(|r| &r.roots)
+            .any(|r| r.counts.skipped_by_reason.contains_key("kept"))
+    };
+    let unmet = || pressure.is_some_and(|p| measure(&roots[0]).is_ok_and(|level| !p.met(&level)));
+    let stopped = opts
+        .stop
+        .as_ref()
+        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    if two_passes && !stopped && out.failures.is_empty() && kept_some() && unmet() {
+        // What the first pass kept is decided again: its reasons are the
+        // second pass's to tell (told once, not twice).
+        for r in out.reports.iter_mut().flat_map(|r| &mut r.roots) {
+            r.skipped.clear();
+            r.counts.skipped = 0;
+            r.counts.skipped_by_reason.clear();
+        }
+        reap_each(root, &roots, pressure, opts, true, &mut out, on_event);
+    }
+    out
+}
+
+/// Reaps each of `roots` (a configured root, then its per-user
+/// directories) under one policy, into `out`.
+fn reap_each(
+    root: &RootConfig,
+    roots: &[Root],
+    pressure: Option<Pressure>,
+    opts: &ReapOptions,
+    take_kept: bool,
+    out: &mut Outcome,
+    on_event: &mut dyn FnMut(WatchEvent<'_>),
+) {
+    let policy = match policy_taking_kept(root, pressure, opts, take_kept) {
+        Ok(p) => p,
+        Err(e) => {
+            out.failures.push((root.path.clone(), e));
+            return;
+        }
+    };
+    let mut reaper = Reaper::new(policy);
+    opts.configure(reaper.scanner());
+    for r in roots {
         if reaper.policy().stop_requested() {
             break;
         }
@@ -257,5 +320,4 @@ pub fn reap_root(
             Err(e) => out.failures.push((r.path().to_owned(), e)),
         }
     }
-    out
 }
