@@ -304,7 +304,7 @@ fn a_put_back_whose_exchange_fails_stays_pending_and_says_why() {
         "the victim's"
     );
     drop(mount);
-    fs::remove_dir(&entry).unwrap();
+    rustix::fs::unlinkat(rustix::fs::CWD, &entry, rustix::fs::AtFlags::REMOVEDIR).unwrap();
 
     let mut pending = pending_leftovers(dir.as_fd(), &opts).unwrap();
     assert_eq!(pending.len(), 1);
