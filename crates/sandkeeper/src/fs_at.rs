@@ -553,6 +553,28 @@ pub(crate) fn rename_noreplace(
     rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE)
 }
 
+/// `renameat2(a_dir, a, b_dir, b, RENAME_EXCHANGE)`—swaps two names
+/// atomically: each then names what the other did. Neither is followed
+/// (a symlink is swapped as a link), and neither can be missing in
+/// between.
+///
+/// Fails with `EINVAL` on a filesystem without it (overlayfs before Linux
+/// 4.9 on some layers, some FUSE and network filesystems) and on kernels
+/// before 3.15, `ENOENT` when either name is gone, `EXDEV` across
+/// filesystems, `EBUSY` on a mount point.
+///
+/// # References
+///
+/// - [renameat2(2)](https://man7.org/linux/man-pages/man2/rename.2.html)
+pub(crate) fn rename_exchange(
+    a_dir: BorrowedFd<'_>,
+    a: &CStr,
+    b_dir: BorrowedFd<'_>,
+    b: &CStr,
+) -> Result<(), Errno> {
+    rustix::fs::renameat_with(a_dir, a, b_dir, b, RenameFlags::EXCHANGE)
+}
+
 /// `lseek(fd, 0, SEEK_SET)`—rewinds a directory to list it again.
 pub(crate) fn rewind(fd: BorrowedFd<'_>) -> Result<(), Errno> {
     rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(0)).map(drop)

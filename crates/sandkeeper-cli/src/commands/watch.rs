@@ -118,6 +118,11 @@ impl LogDriver {
                 sanitize(root.as_os_str().as_bytes()),
                 crate::humanize::plural(items, "item", "items")
             )),
+            ReapEvent::QuarantineRechecked { root, items } => self.log.info(&format!(
+                "{}: removed {} an earlier reap had kept in quarantine (in use then, its name taken), now unused",
+                sanitize(root.as_os_str().as_bytes()),
+                crate::humanize::plural(items, "item", "items")
+            )),
             ReapEvent::Removed(r) => {
                 let verb = if self.dry_run {
                     "would remove"

@@ -76,6 +76,13 @@ pub fn summary(report: &ReapReport, verbose: bool) -> String {
                 plural(root.quarantine_finished, "item", "items")
             );
         }
+        if root.quarantine_rechecked > 0 {
+            let _ = writeln!(
+                out,
+                "  removed {} an earlier reap had kept in quarantine (in use then, its name taken), now unused",
+                plural(root.quarantine_rechecked, "item", "items")
+            );
+        }
         for e in &root.errors {
             let _ = writeln!(
                 out,

@@ -561,11 +561,13 @@ class ReapFailure:
 
 @dataclass(frozen=True)
 class ReapRoot:
-    """Per root: bytes freed, quarantine items a killed reaper had left."""
+    """Per root: bytes freed, quarantine items a killed reaper had left, and
+    items of entries an earlier reap kept there on purpose, now removed."""
 
     path: pathlib.Path
     freed_bytes: int = 0
     quarantine_finished: int = 0
+    quarantine_rechecked: int = 0
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

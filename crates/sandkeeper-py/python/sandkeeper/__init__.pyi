@@ -153,6 +153,7 @@ class ReapRoot:
     path: pathlib.Path
     freed_bytes: int
     quarantine_finished: int
+    quarantine_rechecked: int
     extra: Dict[str, Any]
 
 class ReapReport:

@@ -60,6 +60,10 @@ pub fn reap(report: &ReapReport) -> String {
             root.quarantine_finished.into(),
         );
         o.insert(
+            "quarantine_rechecked".into(),
+            root.quarantine_rechecked.into(),
+        );
+        o.insert(
             "target".into(),
             root.target.map_or(Value::Null, |t| {
                 json!({

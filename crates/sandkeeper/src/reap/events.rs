@@ -52,6 +52,16 @@ pub enum ReapEvent<'a> {
         /// Files and directories removed.
         items: u64,
     },
+    /// An entry an earlier reap kept pending in a root's quarantine (in
+    /// use then, and its name taken) was checked again, found unused and
+    /// removed: this many files and directories
+    /// ([`RootReap::quarantine_rechecked`](super::RootReap::quarantine_rechecked)).
+    QuarantineRechecked {
+        /// The root.
+        root: &'a Path,
+        /// Files and directories removed.
+        items: u64,
+    },
     /// An entry is left in place, with the reason.
     Kept(&'a Skipped),
     /// An entry was removed (in a dry run: would be).
@@ -113,5 +123,17 @@ impl<'s> Recorder<'s> {
             });
         }
         self.reap.quarantine_finished += items;
+    }
+
+    /// Counts what was removed of an entry an earlier reap had kept
+    /// pending on purpose (see [`RootReap::quarantine_rechecked`](super::RootReap::quarantine_rechecked)).
+    pub(super) fn rechecked_leftovers(&mut self, items: u64) {
+        if items > 0 {
+            (self.sink)(ReapEvent::QuarantineRechecked {
+                root: &self.reap.path,
+                items,
+            });
+        }
+        self.reap.quarantine_rechecked += items;
     }
 }

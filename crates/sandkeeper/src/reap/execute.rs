@@ -120,7 +120,7 @@ use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped
 use crate::error::{Error, Result};
 use crate::inuse::{cwds, InUse};
 use crate::lease::{self, Claim, Locks, Probe};
-use crate::remove::{self, Quarantined, RemovalReport, RemoveOptions, Restore};
+use crate::remove::{self, LeftBy, Quarantined, RemovalReport, RemoveOptions, Restore};
 use crate::scan::{self, Entry, EntryState};
 use crate::walk::{self, FileKind, WalkState};
 use rustix::fs::FileType;
@@ -1002,11 +1002,23 @@ impl Reaper {
         out: &mut Recorder<'_>,
     ) {
         let opts = RemoveOptions::new();
-        out.finished_leftovers(
-            remove::finish_quarantine(dir, &opts)
-                .map(|r| r.leftovers_removed().entries())
-                .unwrap_or(0),
-        );
+        if let Ok(r) = remove::finish_quarantine(dir, &opts) {
+            out.finished_leftovers(r.leftovers_removed().entries());
+            for at in r.leftovers_returned() {
+                out.kept(Skipped {
+                    path: root.join(at),
+                    pattern: std::sync::Arc::from(""),
+                    state: EntryState::Unknown,
+                    reason: KeepReason::Changed(
+                        "moved back out of the quarantine, where an interrupted put-back \
+                         left it on its way back to its name (never checked nor deleted: \
+                         found in use, or the newcomer that had taken its name)"
+                            .to_owned(),
+                    ),
+                    disk_bytes: 0,
+                });
+            }
+        }
         let pending = match remove::pending_leftovers(dir, &opts) {
             Ok(pending) => pending,
             Err(e) => {
@@ -1055,7 +1067,11 @@ impl Reaper {
                 drop(claim);
                 continue;
             }
+            let left_by = q.left_by();
             match q.remove() {
+                Ok(r) if left_by == LeftBy::NotPutBack => {
+                    out.rechecked_leftovers(r.removed().entries())
+                }
                 Ok(r) => out.finished_leftovers(r.removed().entries()),
                 Err(e) => out.failed(ReapError {
                     path: here,
@@ -1130,16 +1146,13 @@ fn record_outcome(
 /// Keeps a pending leftover of an interrupted reap: put back, or left in
 /// the quarantine when its name is taken or unknown.
 fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
-    let note = match q.restore() {
-        Restore::Restored => {
-            format!("left in the quarantine by an interrupted reap; {why}: put back")
+    let left = match q.left_by() {
+        LeftBy::NotPutBack => {
+            "kept in the quarantine by an earlier reap (in use then, its name could not be given back)"
         }
-        Restore::KeptInQuarantine(at) => format!(
-            "left in the quarantine by an interrupted reap; {why}: stays there, at {} \
-             (its name is taken or unknown), checked again by every reap",
-            root.join(at).display()
-        ),
+        _ => "left in the quarantine by an interrupted reap",
     };
+    let note = format!("{left}; {why}: {}", q.restore().describe(root));
     out.kept(Skipped {
         path: shown.to_owned(),
         pattern: std::sync::Arc::from(""),
@@ -1155,12 +1168,7 @@ fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantin
 fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason) -> Skipped {
     let why = match q.restore() {
         Restore::Restored => why,
-        Restore::KeptInQuarantine(at) => KeepReason::Changed(format!(
-            "{}; its name was taken meanwhile, so it stays in the quarantine at {}, \
-             checked again by every reap and removed only once nothing uses it",
-            why_text(&why),
-            root.join(at).display()
-        )),
+        other => KeepReason::Changed(format!("{}; {}", why_text(&why), other.describe(root))),
     };
     skipped(root, entry, why)
 }

@@ -303,11 +303,18 @@ pub struct RootReap {
     pub errors: Vec<ReapError>,
     /// Disk bytes freed (in a dry run: the scanned sizes of `removed`).
     pub freed_bytes: u64,
-    /// Files and directories removed, first, of what killed reapers left
-    /// in the root's quarantine: entries that had passed their check, and
-    /// pending ones that a fresh check cleared (pending ones still in use
-    /// are put back, or kept there, and listed in `skipped`).
+    /// Files and directories removed, first, of what interrupted (killed)
+    /// reapers left in the root's quarantine: entries that had passed their
+    /// check, and pending ones that a fresh check cleared (pending ones
+    /// still in use are put back, or kept there, and listed in `skipped`).
     pub quarantine_finished: u64,
+    /// Files and directories removed, first, of entries an earlier reap
+    /// kept pending in the quarantine on purpose (found in use, and their
+    /// name could not be given back: [`Restore::KeptInQuarantine`](crate::remove::Restore::KeptInQuarantine)),
+    /// which a fresh check now found unused. No reaper was killed for
+    /// these. (Entries such a put-back left on their way back to their
+    /// name are moved back out, never removed, and listed in `skipped`.)
+    pub quarantine_rechecked: u64,
     /// With a free-space target (`--target-free`, `--target-free-inodes`,
     /// a watermark under pressure): what it asked for and whether it was
     /// reached when the reap ended; `None` without one.
@@ -591,6 +598,7 @@ impl Reaper {
                 errors: Vec::new(),
                 freed_bytes: 0,
                 quarantine_finished: 0,
+                quarantine_rechecked: 0,
                 target: None,
                 counts: ReapCounts::default(),
             },

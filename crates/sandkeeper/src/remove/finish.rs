@@ -71,6 +71,7 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
     Ok(RemovalReport {
         leftovers: leftovers.counts,
         leftovers_left: leftovers.left,
+        leftovers_returned: leftovers.returned,
         ..RemovalReport::default()
     })
 }

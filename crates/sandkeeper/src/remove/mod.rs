@@ -97,8 +97,8 @@ const NO_STATX: NoStatx = NoStatx::Fail;
 /// their access time does not matter (and no `EPERM` retry is needed).
 const ATIME: Atime = Atime::Update;
 
+pub use entry::{LeftBy, NotRestored, QuarantineBatch, Quarantined, Restore};
 pub(crate) use entry::{Limits, Listed, Listing, Seen};
-pub use entry::{QuarantineBatch, Quarantined, Restore};
 pub use finish::finish_quarantine;
 pub(crate) use finish::may_hold_leftovers;
 pub(crate) use quarantine::{is_own_quarantine_at, tidy as tidy_quarantine};

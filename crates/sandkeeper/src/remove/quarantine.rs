@@ -40,7 +40,8 @@
 //!
 //! # Names inside
 //!
-//! Every entry in the quarantine is in one of two states, told by its name:
+//! Every entry in the quarantine is in one of three states, told by its
+//! name:
 //!
 //! - `condemned-<unique>`: its remover decided to delete it ([`remove_entry`]
 //!   moves entries straight in under such a name; a reaper renames a
@@ -55,12 +56,37 @@
 //!   leaves it, and lists it (`Quarantine::pending`) for the reaper, which
 //!   checks it again ([`pending_leftovers`](super::pending_leftovers)). The
 //!   original name is kept in hex when it fits, so an entry found in use can
-//!   be put back.
+//!   be put back. One whose check found it in use but whose name could not
+//!   be given back (the exchange below failed) is renamed to
+//!   `pending-kept-<unique>[.<hex>]`: the same state (older versions read it
+//!   as pending too), told apart only so that the next reap can say why it
+//!   was there.
+//! - `returning-<16 random hex>.<hex of the original name>`: found in use,
+//!   and going back to its name, which someone else took meanwhile. The
+//!   put-back renames the entry from pending to returning (atomically),
+//!   swaps it with the newcomer that has its name (`RENAME_EXCHANGE`: the
+//!   entry has its name again, the newcomer is under the returning name),
+//!   then moves the newcomer out beside it as
+//!   `<name>.taken-during-reap-<8 hex>` ([`taken_name`]). So what is under a
+//!   returning name is either the entry (before the exchange) or the
+//!   newcomer (after it), and in both cases it is something **no rule
+//!   selected or no check cleared**: a returning leftover is never deleted
+//!   and never checked; the next remover alone in the quarantine moves it
+//!   back out into the parent, under its original name if that is free,
+//!   else beside it under the taken form (`Tally::returned`, reported by
+//!   [`RemovalReport::leftovers_returned`](super::RemovalReport::leftovers_returned)).
+//!
+//! Versions before the returning state count every name that is not
+//! pending as condemned: one of them finishing a quarantine that holds a
+//! returning leftover (a reaper of this version killed within the
+//! microseconds between its exchange and its move-out) would delete it.
 //!
 //! [`remove_entry`]: super::remove_entry
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -126,6 +152,16 @@ fn pid() -> u32 {
 pub(crate) const PENDING: &[u8] = b"pending-";
 /// The prefix of an entry that is to be deleted.
 pub(crate) const CONDEMNED: &[u8] = b"condemned-";
+/// The prefix of a pending entry a check found in use and whose name could
+/// not be given back (still pending: see the module docs).
+pub(crate) const KEPT: &[u8] = b"pending-kept-";
+/// The prefix of an entry (or of the newcomer it was swapped with) on its
+/// way back to the parent: never deleted, never checked (see the module
+/// docs).
+pub(crate) const RETURNING: &[u8] = b"returning-";
+/// What follows the original part of the name a newcomer is moved to when
+/// an entry got its name back from it ([`taken_name`]).
+pub(crate) const TAKEN: &[u8] = b".taken-during-reap-";
 /// The longest name a directory entry may have.
 const NAME_MAX: usize = 255;
 
@@ -363,7 +399,7 @@ impl Quarantine {
         if !alone {
             return Ok(Some(quarantine));
         }
-        quarantine.pending = quarantine.finish_leftovers(fence, plan, leftovers);
+        quarantine.pending = quarantine.finish_leftovers(parent, fence, plan, leftovers);
         // From LOCK_EX to LOCK_SH is not atomic: in between, the last
         // remover out of another removal may have removed it.
         rustix::fs::flock(&quarantine.fd, FlockOperation::LockShared).map_err(Unusable::Errno)?;
@@ -428,13 +464,33 @@ impl Quarantine {
     pub(crate) fn pending_name(original: &[u8]) -> CString {
         let mut name = PENDING.to_vec();
         name.extend_from_slice(Self::unique_name().as_bytes());
-        if name.len() + 1 + 2 * original.len() <= NAME_MAX {
-            name.push(b'.');
-            for b in original {
-                name.extend_from_slice(format!("{b:02x}").as_bytes());
-            }
-        }
+        push_hex_if_it_fits(&mut name, original);
         // Hex digits, dashes, a dot: no NUL.
+        CString::new(name).unwrap_or_default()
+    }
+
+    /// A fresh name for a pending entry whose name could not be given back
+    /// (`pending-kept-…`, still pending), carrying its `original` name
+    /// (hex) when it fits.
+    pub(crate) fn kept_name(original: Option<&[u8]>) -> CString {
+        let mut name = KEPT.to_vec();
+        name.extend_from_slice(Self::unique_name().as_bytes());
+        if let Some(original) = original {
+            push_hex_if_it_fits(&mut name, original);
+        }
+        CString::new(name).unwrap_or_default()
+    }
+
+    /// A fresh name for an entry on its way back to `original`:
+    /// `returning-<16 random hex>.<hex of original>` (the random part is
+    /// short, so that every name a pending name carries fits here too),
+    /// without the original when it is longer than 114 bytes (then a
+    /// returning leftover goes back out as `.sandkeeper-restored-…`).
+    pub(crate) fn returning_name(original: &[u8]) -> CString {
+        let mut name = RETURNING.to_vec();
+        name.extend_from_slice(format!("{:016x}", fastrand::u64(..)).as_bytes());
+        push_hex_if_it_fits(&mut name, original);
+        // Hex digits, a dash, a dot: no NUL.
         CString::new(name).unwrap_or_default()
     }
 
@@ -453,14 +509,33 @@ impl Quarantine {
     /// returns the names of their pending ones, which are left alone (they
     /// are removed only after a fresh check). Only called while holding
     /// `LOCK_EX`, so no removal is in progress.
-    fn finish_leftovers(&self, fence: &Fence, plan: &Plan, leftovers: &mut Tally) -> Vec<CString> {
+    ///
+    /// Returning entries (see the module docs) are moved back out into
+    /// `parent` first, never deleted: under their original name if it is
+    /// free, else beside it ([`taken_name`]); what cannot be moved stays
+    /// for the next one.
+    fn finish_leftovers(
+        &self,
+        parent: BorrowedFd<'_>,
+        fence: &Fence,
+        plan: &Plan,
+        leftovers: &mut Tally,
+    ) -> Vec<CString> {
         let names = match list(self.fd.as_fd()) {
             Ok(names) => names,
             Err(_) => return Vec::new(),
         };
-        let (pending, condemned): (Vec<CString>, Vec<CString>) = names
+        let (pending, others): (Vec<CString>, Vec<CString>) = names
             .into_iter()
             .partition(|n| n.as_bytes().starts_with(PENDING));
+        let (returning, condemned): (Vec<CString>, Vec<CString>) = others
+            .into_iter()
+            .partition(|n| n.as_bytes().starts_with(RETURNING));
+        for name in &returning {
+            if let Some(now) = return_leftover(self.fd.as_fd(), name, parent) {
+                leftovers.returned.push(now);
+            }
+        }
         if condemned.is_empty() {
             return pending;
         }
@@ -527,6 +602,89 @@ pub(crate) fn tidy(parent: BorrowedFd<'_>) {
     .close(parent);
 }
 
+/// Appends `.<hex of original>` to `name` if the result fits in a name
+/// (`NAME_MAX`); says whether it did.
+fn push_hex_if_it_fits(name: &mut Vec<u8>, original: &[u8]) -> bool {
+    if name.len() + 1 + 2 * original.len() > NAME_MAX {
+        return false;
+    }
+    name.push(b'.');
+    for b in original {
+        name.extend_from_slice(format!("{b:02x}").as_bytes());
+    }
+    true
+}
+
+/// The name a newcomer that had taken the name `original` is moved to
+/// when the entry gets its name back: `<original>.taken-during-reap-<8
+/// random hex>`, its original part cut short (at a UTF-8 character
+/// boundary when it is UTF-8) so that the whole fits in `NAME_MAX` (255)
+/// bytes. Never a quarantine's name, nor a name of the tool's own.
+pub(crate) fn taken_name(original: &[u8]) -> CString {
+    let suffix = format!("{:08x}", fastrand::u32(..));
+    let room = NAME_MAX - TAKEN.len() - suffix.len();
+    let mut cut = original.len().min(room);
+    if cut < original.len() && std::str::from_utf8(original).is_ok() {
+        // Not inside a character: back to the start of the one cut.
+        while cut > 0 && original[cut] & 0b1100_0000 == 0b1000_0000 {
+            cut -= 1;
+        }
+    }
+    let mut name = original[..cut].to_vec();
+    name.extend_from_slice(TAKEN);
+    name.extend_from_slice(suffix.as_bytes());
+    // `original` is a name (no NUL), the rest is ours.
+    CString::new(name).unwrap_or_default()
+}
+
+/// Moves `name` of `dir` into `parent` beside the name `original`, under a
+/// fresh [`taken_name`] (`RENAME_NOREPLACE`; another random suffix when one
+/// is taken). Returns the name it now has.
+pub(crate) fn move_beside(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    parent: BorrowedFd<'_>,
+    original: &[u8],
+) -> Result<CString, Errno> {
+    let mut last = Errno::EXIST;
+    for _ in 0..MAX_ATTEMPTS {
+        let taken = taken_name(original);
+        match fs_at::rename_noreplace(dir, name, parent, &taken) {
+            Ok(()) => return Ok(taken),
+            Err(Errno::EXIST) => last = Errno::EXIST,
+            Err(errno) => return Err(errno),
+        }
+    }
+    Err(last)
+}
+
+/// Moves the returning leftover `name` of the quarantine `q` back out into
+/// `parent`: under its original name if that is free, else beside it
+/// ([`move_beside`]); one whose name carries no valid original (not made
+/// by this version) as `.sandkeeper-restored-<name>`. Never deletes,
+/// never follows a symlink (a rename moves the link). Returns where it is
+/// now, relative to `parent`, or `None` when it could not be moved (it
+/// stays for the next remover).
+fn return_leftover(q: BorrowedFd<'_>, name: &CStr, parent: BorrowedFd<'_>) -> Option<PathBuf> {
+    let as_path = |n: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(n));
+    let Some(original) = original_of(name.to_bytes()) else {
+        let mut restored = b".sandkeeper-restored-".to_vec();
+        restored.extend_from_slice(name.to_bytes());
+        let restored = CString::new(restored).ok()?;
+        return fs_at::rename_noreplace(q, name, parent, &restored)
+            .ok()
+            .map(|()| as_path(restored.as_bytes()));
+    };
+    let back = CString::new(original.clone()).ok()?;
+    match fs_at::rename_noreplace(q, name, parent, &back) {
+        Ok(()) => Some(as_path(&original)),
+        Err(Errno::EXIST) => move_beside(q, name, parent, &original)
+            .ok()
+            .map(|taken| as_path(taken.as_bytes())),
+        Err(_) => None,
+    }
+}
+
 /// The names in the directory `dir`, without `.` and `..`.
 pub(crate) fn list(dir: BorrowedFd<'_>) -> Result<Vec<CString>, Errno> {
     list_where(dir, |_| true)
@@ -556,10 +714,13 @@ pub(crate) fn list_where(
     Ok(names)
 }
 
-/// The original name carried by a pending name, if any (and if it is a
-/// valid name: the quarantine is ours, but a name is checked all the same).
+/// The original name carried by a pending (or returning) name, if any
+/// (and if it is a valid name: the quarantine is ours, but a name is
+/// checked all the same).
 pub(crate) fn original_of(pending: &[u8]) -> Option<Vec<u8>> {
-    let rest = pending.strip_prefix(PENDING)?;
+    let rest = pending
+        .strip_prefix(PENDING)
+        .or_else(|| pending.strip_prefix(RETURNING))?;
     decode_name(&rest[rest.iter().position(|&b| b == b'.')? + 1..])
 }
 
@@ -670,7 +831,6 @@ pub(crate) fn is_own_pending(name: &[u8]) -> bool {
 /// by `lstat` relative to `dir`, a directory owned by the effective uid
 /// with mode 0700. A look-alike anyone else made is an ordinary entry.
 pub(crate) fn is_own_quarantine_at(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> bool {
-    use std::os::unix::ffi::OsStrExt;
     let bytes = name.as_bytes();
     // A look for the scan's filter, not a removal: without `statx` it goes
     // on with `fstatat`, as the scan's other looks do.
@@ -737,6 +897,63 @@ mod tests {
         assert!(Quarantine::condemned_name()
             .as_bytes()
             .starts_with(CONDEMNED));
+    }
+
+    #[test]
+    fn taken_names_fit_in_name_max() {
+        let long_utf8 = "é".repeat(127); // 254 bytes, two per character
+        let cases: [(&str, Vec<u8>, usize); 5] = [
+            ("short", b"app-1".to_vec(), 5),
+            ("exactly the room", vec![b'x'; 228], 228),
+            ("one byte over", vec![b'x'; 229], 228),
+            ("NAME_MAX", vec![b'x'; NAME_MAX], 228),
+            // 228 would cut the 115th character in two: 114 kept.
+            ("UTF-8 at a boundary", long_utf8.clone().into_bytes(), 228),
+        ];
+        for (case, original, kept) in cases {
+            let name = taken_name(&original);
+            let bytes = name.as_bytes();
+            assert!(bytes.len() <= NAME_MAX, "{case}: {}", bytes.len());
+            assert_eq!(&bytes[..kept], &original[..kept], "{case}");
+            let rest = &bytes[kept..];
+            let hex = rest
+                .strip_prefix(TAKEN)
+                .unwrap_or_else(|| panic!("{case}: {name:?}"));
+            assert!(
+                hex.len() == 8 && hex.iter().all(u8::is_ascii_hexdigit),
+                "{case}"
+            );
+            assert!(!is_quarantine(bytes) && !is_own_pending(bytes), "{case}");
+        }
+        let cut = taken_name("é".repeat(127).as_bytes());
+        assert!(
+            std::str::from_utf8(cut.as_bytes()).is_ok(),
+            "no character cut in two"
+        );
+        // A name just short enough keeps all of it, one over is cut by one.
+        assert_eq!(taken_name(&[b'y'; 228]).as_bytes().len(), NAME_MAX);
+        assert_ne!(taken_name(b"a"), taken_name(b"a"), "random suffixes");
+    }
+
+    #[test]
+    fn returning_and_kept_names_carry_the_original() {
+        let r = Quarantine::returning_name(b"app-1");
+        assert!(r.as_bytes().starts_with(RETURNING));
+        assert_eq!(original_of(r.as_bytes()).as_deref(), Some(&b"app-1"[..]));
+        // Every original a pending name carries fits in a returning name.
+        let longest = vec![b'z'; (NAME_MAX - PENDING.len() - 1 - 40) / 2];
+        let p = Quarantine::pending_name(&longest);
+        if original_of(p.as_bytes()).is_some() {
+            let r = Quarantine::returning_name(&longest);
+            assert_eq!(original_of(r.as_bytes()), Some(longest.clone()));
+        }
+        let too_long = Quarantine::returning_name(&[b'z'; 115]);
+        assert!(too_long.as_bytes().len() <= NAME_MAX);
+        assert_eq!(original_of(too_long.as_bytes()), None);
+        let k = Quarantine::kept_name(Some(b"app-1"));
+        assert!(k.as_bytes().starts_with(KEPT) && k.as_bytes().starts_with(PENDING));
+        assert_eq!(original_of(k.as_bytes()).as_deref(), Some(&b"app-1"[..]));
+        assert_eq!(original_of(Quarantine::kept_name(None).as_bytes()), None);
     }
 
     #[test]

@@ -162,6 +162,7 @@ pub struct RemovalReport {
     pub(crate) remnant: Option<PathBuf>,
     pub(crate) leftovers: Counts,
     pub(crate) leftovers_left: Vec<Left>,
+    pub(crate) leftovers_returned: Vec<PathBuf>,
 }
 
 impl RemovalReport {
@@ -201,6 +202,16 @@ impl RemovalReport {
     pub fn leftovers_left(&self) -> &[Left] {
         &self.leftovers_left
     }
+
+    /// Entries that an interrupted put-back left in the quarantine under a
+    /// *returning* name (an entry found in use on its way back to its name,
+    /// or the newcomer that had taken that name and was swapped out), moved
+    /// back out into the parent by this call, never deleted: where each is
+    /// now, relative to the parent (its own name, or
+    /// `<name>.taken-during-reap-<8 hex>` beside it when that was taken).
+    pub fn leftovers_returned(&self) -> &[PathBuf] {
+        &self.leftovers_returned
+    }
 }
 
 /// A worker's private tally, merged into the report at the end.
@@ -208,12 +219,16 @@ impl RemovalReport {
 pub(crate) struct Tally {
     pub(crate) counts: Counts,
     pub(crate) left: Vec<Left>,
+    /// Returning leftovers moved back out of a quarantine, where they are
+    /// now (see [`RemovalReport::leftovers_returned`]).
+    pub(crate) returned: Vec<PathBuf>,
 }
 
 impl Tally {
     pub(crate) fn merge(&mut self, other: Tally) {
         self.counts.add(&other.counts);
         self.left.extend(other.left);
+        self.returned.extend(other.returned);
     }
 
     pub(crate) fn leave(&mut self, path: PathBuf, reason: LeftReason) {

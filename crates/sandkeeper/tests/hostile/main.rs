@@ -18,6 +18,7 @@ mod nonroot;
 mod output;
 mod reap_race;
 mod records;
+mod restore;
 mod sockets;
 mod squat;
 mod visibility;

@@ -25,8 +25,8 @@ mod quarantined;
 
 pub use quarantined::QuarantineBatch;
 pub(crate) use quarantined::{pending_leftovers, quarantine};
+pub use quarantined::{LeftBy, NotRestored, Quarantined, Restore};
 pub(crate) use quarantined::{Limits, Listed, Listing, Seen};
-pub use quarantined::{Quarantined, Restore};
 
 /// How often the entry may flip between directory and non-directory while
 /// it is being looked at before the removal gives up.
@@ -565,6 +565,7 @@ impl<'a> Job<'a> {
             remnant,
             leftovers: leftovers.counts,
             leftovers_left: leftovers.left,
+            leftovers_returned: leftovers.returned,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! [`pending_leftovers`] hands out what earlier, interrupted reaps left
 //! pending, the same way.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CStr, CString, OsStr};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -207,6 +207,7 @@ fn quarantine_job(
                 own,
                 unique,
                 condemned: false,
+                left_by: LeftBy::ThisCaller,
             });
         }
         // Not a directory: identity, then the move.
@@ -231,9 +232,69 @@ fn quarantine_job(
             own: None,
             unique,
             condemned: false,
+            left_by: LeftBy::ThisCaller,
         });
     }
     Err(job.flapping())
+}
+
+/// Renames `at` in the quarantine `q` to a fresh returning name for
+/// `original` (`RENAME_NOREPLACE`, another random part on `EEXIST`), and
+/// returns it.
+fn returning(
+    q: BorrowedFd<'_>,
+    at: &CStr,
+    original: &[u8],
+) -> std::result::Result<CString, NotRestored> {
+    let mut last = Errno::EXIST;
+    for _ in 0..MAX_TRIES {
+        let returning = Quarantine::returning_name(original);
+        match fs_at::rename_noreplace(q, at, q, &returning) {
+            Ok(()) => return Ok(returning),
+            Err(Errno::EXIST) => last = Errno::EXIST,
+            Err(errno) => {
+                last = errno;
+                break;
+            }
+        }
+    }
+    Err(NotRestored::Failed {
+        step: "mark as returning",
+        errno: last,
+    })
+}
+
+/// After the exchange: the newcomer is `at` in the quarantine `q`. Moves
+/// it out into `parent` beside the entry, under a taken name
+/// ([`quarantine::move_beside`]), and says where it is; if that fails it
+/// stays under its returning name, which the next removal alone in the
+/// quarantine moves out.
+fn move_newcomer_out(q: &Quarantine, at: &CStr, parent: BorrowedFd<'_>, name: &CStr) -> Restore {
+    let st = fs_at::stat(q.fd(), at, NO_STATX).ok();
+    let newcomer = match quarantine::move_beside(q.fd(), at, parent, name.to_bytes()) {
+        Ok(taken) => PathBuf::from(OsStr::from_bytes(taken.as_bytes())),
+        Err(_) => PathBuf::from(OsStr::from_bytes(q.name().to_bytes()))
+            .join(OsStr::from_bytes(at.to_bytes())),
+    };
+    Restore::Exchanged {
+        newcomer,
+        kind: st.as_ref().map(kind_of),
+        uid: st.map(|st| st.uid),
+    }
+}
+
+/// What an inode is, in words.
+fn kind_of(st: &Meta) -> &'static str {
+    use rustix::fs::FileType;
+    match st.kind {
+        FileType::Directory => "directory",
+        FileType::RegularFile => "file",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "device",
+        FileType::Unknown => "entry",
+    }
 }
 
 /// See [`crate::remove::pending_leftovers`].
@@ -296,6 +357,10 @@ pub(crate) fn pending_leftovers<'a>(
             if let Some(name) = &original {
                 entry_job.name = name.clone();
             }
+            let left_by = match unique.as_bytes().starts_with(quarantine::KEPT) {
+                true => LeftBy::NotPutBack,
+                false => LeftBy::InterruptedReap,
+            };
             out.push(Quarantined {
                 id,
                 dir,
@@ -305,6 +370,7 @@ pub(crate) fn pending_leftovers<'a>(
                 own: None,
                 unique,
                 condemned: false,
+                left_by,
             });
         }
         if let Some(q) = q {
@@ -356,6 +422,10 @@ fn own_pending_leftovers<'a>(
             own: Some(owner),
             unique,
             condemned: false,
+            // Not told apart: a directory left as its own quarantine keeps
+            // its one name whether a reaper was killed or could not give
+            // its name back.
+            left_by: LeftBy::InterruptedReap,
         });
     }
     Ok(out)
@@ -385,19 +455,143 @@ pub struct Quarantined<'a> {
     original: Option<CString>,
     id: FileId,
     dir: Option<(OwnedFd, Meta)>,
+    left_by: LeftBy,
 }
 
-/// What [`Quarantined::restore`] did.
+/// Who left a [`Quarantined`] entry pending, and why it is there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeftBy {
+    /// Moved in by this caller ([`quarantine_entry`](crate::remove::quarantine_entry),
+    /// [`QuarantineBatch`]).
+    ThisCaller,
+    /// A leftover of a remover that stopped (was killed) between moving it
+    /// in and checking it ([`pending_leftovers`](crate::remove::pending_leftovers)).
+    InterruptedReap,
+    /// A leftover that an earlier check found in use and whose name could
+    /// not be given back ([`Restore::KeptInQuarantine`]): kept pending
+    /// since, on purpose, until a check clears it or its name is free.
+    NotPutBack,
+}
+
+/// What [`Quarantined::restore`] did. [`describe`](Restore::describe)
+/// says it in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Restore {
     /// Back under its own name.
     Restored,
-    /// Its name was taken meanwhile (or is not known: a leftover whose
-    /// name was too long to carry): it stays pending in the quarantine, at
-    /// this path relative to the parent, and is never deleted without a
-    /// fresh check.
-    KeptInQuarantine(PathBuf),
+    /// Its name had been taken meanwhile (another user's directory, file or
+    /// symlink, or a job's `mkdir -p` re-creating it): the entry got its
+    /// name back all the same, atomically (`renameat2(RENAME_EXCHANGE)`
+    /// with the newcomer, which is never followed, opened or deleted), and
+    /// the newcomer was moved out beside it, unchanged.
+    #[non_exhaustive]
+    Exchanged {
+        /// Where the newcomer is now, relative to the parent:
+        /// `<name>.taken-during-reap-<8 hex>` (the name cut short to fit),
+        /// or, when that move failed, still in the quarantine under a
+        /// `returning-` name, from where the next removal alone in the
+        /// quarantine moves it out so
+        /// ([`RemovalReport::leftovers_returned`](crate::remove::RemovalReport::leftovers_returned)).
+        newcomer: PathBuf,
+        /// What the newcomer is, in words (`directory`, `file`, `symlink`,
+        /// `FIFO`, `socket`, `device`), as `lstat` saw it after the
+        /// exchange; `None` when it could not be inspected.
+        kind: Option<&'static str>,
+        /// Who owns the newcomer (`None` when it could not be inspected).
+        uid: Option<u32>,
+    },
+    /// Its name could not be given back: it stays pending in the
+    /// quarantine, is never deleted without a fresh check (every reap
+    /// checks it again, [`LeftBy::NotPutBack`]), and goes home when its
+    /// name is free again.
+    #[non_exhaustive]
+    KeptInQuarantine {
+        /// Where it is, relative to the parent
+        /// (`.sandkeeper-trash-<euid>-<random>/pending-kept-…`, or, for a
+        /// directory that is its own quarantine, its
+        /// `.sandkeeper-pending-…` name in the parent).
+        at: PathBuf,
+        /// Why it could not be given its name back.
+        why: NotRestored,
+    },
+}
+
+/// Why a [`Quarantined`] entry could not be given its name back
+/// ([`Restore::KeptInQuarantine`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotRestored {
+    /// Its original name is not known: a leftover whose name was too long
+    /// to be carried in its pending name.
+    NameUnknown,
+    /// A step failed (`renameat2`): which, and the error. An exchange fails
+    /// with `EINVAL` on a filesystem without `RENAME_EXCHANGE`, `EBUSY`
+    /// when the newcomer is a mount point, `EPERM`/`EACCES` when the caller
+    /// may not move the newcomer (a reaper that is not root, in a sticky
+    /// directory).
+    Failed {
+        /// What was being done: `rename back`, `mark as returning`,
+        /// `exchange with the newcomer`.
+        step: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+    /// Its name kept being freed and taken again while it was being put
+    /// back.
+    KeptChanging,
+}
+
+impl std::fmt::Display for NotRestored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRestored::NameUnknown => f.write_str(
+                "its name is not known (too long to be carried by an interrupted reap's pending name)",
+            ),
+            NotRestored::Failed { step, errno } => write!(
+                f,
+                "its name was taken meanwhile, and it could not be given back ({step}: {})",
+                std::io::Error::from(*errno)
+            ),
+            NotRestored::KeptChanging => f.write_str(
+                "its name kept being freed and taken again while it was being put back",
+            ),
+        }
+    }
+}
+
+impl Restore {
+    /// What happened, in words, for a report about the entry (`parent`:
+    /// the parent's path, which the paths are joined to). For example,
+    /// for [`Exchanged`](Restore::Exchanged): `its name was taken meanwhile
+    /// by a directory of uid 65534; it got its name back, and the
+    /// newcomer is now at /tmp/app-1.taken-during-reap-0a1b2c3d`.
+    pub fn describe(&self, parent: &Path) -> String {
+        match self {
+            Restore::Restored => "put back under its name".to_owned(),
+            Restore::Exchanged {
+                newcomer,
+                kind,
+                uid,
+            } => {
+                let by = match (kind, uid) {
+                    (Some(kind), Some(uid)) => format!(" by a {kind} of uid {uid}"),
+                    _ => String::new(),
+                };
+                format!(
+                    "its name was taken meanwhile{by}; it got its name back, and the newcomer \
+                     is now at {}",
+                    parent.join(newcomer).display()
+                )
+            }
+            Restore::KeptInQuarantine { at, why } => format!(
+                "{why}: it stays in the quarantine at {}, checked again by every reap and \
+                 removed only once nothing uses it",
+                parent.join(at).display()
+            ),
+        }
+    }
 }
 
 impl std::fmt::Debug for Quarantined<'_> {
@@ -451,38 +645,208 @@ impl Quarantined<'_> {
         self.dir.is_some()
     }
 
-    /// Puts it back under its own name (`renameat2(RENAME_NOREPLACE)`).
-    /// If that name was taken meanwhile, it is **not** deleted: it stays
-    /// pending in the quarantine ([`Restore::KeptInQuarantine`]).
+    /// Who left it pending, and why: a fresh move, an interrupted reap's
+    /// leftover, or one an earlier check kept because its name could not be
+    /// given back.
+    pub fn left_by(&self) -> LeftBy {
+        self.left_by
+    }
+
+    /// Puts it back under its own name (`renameat2(RENAME_NOREPLACE)`):
+    /// for an entry found in use, which must never be lost.
+    ///
+    /// If that name was taken meanwhile, the entry gets it back all the
+    /// same ([`Restore::Exchanged`]): first renamed inside the quarantine
+    /// from pending to *returning* (so that, should the caller be killed
+    /// from here on, whatever is under that name is only ever moved back
+    /// out, never checked nor deleted: see the quarantine's names in
+    /// `docs/remove.md`), then swapped with the newcomer
+    /// (`renameat2(RENAME_EXCHANGE)`: atomic, follows no symlink), and the
+    /// newcomer, which no rule selected, moved out beside it as
+    /// `<name>.taken-during-reap-<8 hex>`, as it was (owner, mode,
+    /// content). When its name is not known or the exchange fails, it is
+    /// **not** deleted: it stays pending in the quarantine
+    /// ([`Restore::KeptInQuarantine`], saying why).
     pub fn restore(mut self) -> Restore {
+        let Some(name) = self.original.clone() else {
+            let at = self.path_in_parent();
+            let kept = NotRestored::NameUnknown;
+            if let Some(q) = self.q.take() {
+                // Marked, so that the next reap says why it is there.
+                let (at, _) = self.keep_pending(&q, self.unique.clone(), None);
+                drop(q);
+                return Restore::KeptInQuarantine { at, why: kept };
+            }
+            return Restore::KeptInQuarantine { at, why: kept };
+        };
         if let Some(owner) = self.own {
-            let back = self.original.as_ref().is_some_and(|name| {
-                fs_at::rename_noreplace(self.job.parent, &self.unique, self.job.parent, name)
-                    .is_ok()
-            });
-            if !back {
-                return Restore::KeptInQuarantine(self.path_in_parent());
+            return self.restore_own(&name, owner);
+        }
+        let Some(q) = self.q.take() else {
+            return Restore::KeptInQuarantine {
+                at: self.path_in_parent(),
+                why: NotRestored::KeptChanging,
+            };
+        };
+        let mut at = self.unique.clone();
+        let mut why = NotRestored::KeptChanging;
+        for _ in 0..MAX_TRIES {
+            match fs_at::rename_noreplace(q.fd(), &at, self.job.parent, &name) {
+                Ok(()) => {
+                    q.close(self.job.parent);
+                    return Restore::Restored;
+                }
+                Err(Errno::EXIST) => {}
+                Err(errno) => {
+                    why = NotRestored::Failed {
+                        step: "rename back",
+                        errno,
+                    };
+                    break;
+                }
+            }
+            // Taken: first the returning state, then the exchange.
+            if !at.as_bytes().starts_with(quarantine::RETURNING) {
+                match returning(q.fd(), &at, name.as_bytes()) {
+                    Ok(returning) => at = returning,
+                    Err(not) => {
+                        why = not;
+                        break;
+                    }
+                }
+            }
+            match fs_at::rename_exchange(q.fd(), &at, self.job.parent, &name) {
+                Ok(()) => {
+                    let newcomer = move_newcomer_out(&q, &at, self.job.parent, &name);
+                    // The quarantine may be empty now: the last one out
+                    // removes it.
+                    q.close(self.job.parent);
+                    return newcomer;
+                }
+                // The name was freed again meanwhile: the plain rename.
+                Err(Errno::NOENT) => continue,
+                Err(errno) => {
+                    why = NotRestored::Failed {
+                        step: "exchange with the newcomer",
+                        errno,
+                    };
+                    break;
+                }
+            }
+        }
+        let (at, _) = self.keep_pending(&q, at, Some(&name));
+        // Still pending: the quarantine is not empty, so it stays.
+        drop(q);
+        Restore::KeptInQuarantine { at, why }
+    }
+
+    /// Leaves the entry (`at` in the quarantine `q`) pending, renamed to a
+    /// `pending-kept-…` name that says why (best effort: it stays as it is
+    /// when that fails). Returns where it is, relative to the parent, and
+    /// its name in the quarantine.
+    fn keep_pending(
+        &self,
+        q: &Quarantine,
+        at: CString,
+        original: Option<&CStr>,
+    ) -> (PathBuf, CString) {
+        let mut now = at;
+        if !now.as_bytes().starts_with(quarantine::KEPT) {
+            let kept = Quarantine::kept_name(original.map(CStr::to_bytes));
+            if fs_at::rename_noreplace(q.fd(), &now, q.fd(), &kept).is_ok() {
+                now = kept;
+            }
+        }
+        let path = PathBuf::from(OsStr::from_bytes(q.name().to_bytes()))
+            .join(OsStr::from_bytes(now.as_bytes()));
+        (path, now)
+    }
+
+    /// [`restore`](Self::restore) for a directory that is its own
+    /// quarantine (renamed to `self.unique` in the parent, made ours, mode
+    /// 0700): renamed back, then its owner and mode given back.
+    ///
+    /// When its name was taken meanwhile, it gets it back by an exchange
+    /// within the parent, as in the quarantine, with its owner and mode
+    /// given back first (so that a caller killed half-way leaves no entry
+    /// the remover owns under the job's name). There is no returning state
+    /// here: the name the newcomer lands on is the entry's
+    /// `.sandkeeper-pending-…` name in the parent, which is trusted as a
+    /// pending leftover only when it is a directory of the remover's with
+    /// mode 0700 whose lock is free ([`own_pending_leftovers`]); a
+    /// newcomer of another user's (the attack) is never that, so a reaper
+    /// killed between the exchange and the move-out leaves it there under
+    /// that name, as an ordinary entry of the parent, never checked nor
+    /// deleted as a leftover. (Only a 0700 directory the remover's own uid
+    /// made under the job's name within that window would be taken for
+    /// one, and checked like any leftover before removal.) Failing the
+    /// exchange, it is made the remover's again and stays pending.
+    fn restore_own(self, name: &CStr, owner: Owner) -> Restore {
+        let parent = self.job.parent;
+        let mut why = NotRestored::KeptChanging;
+        for _ in 0..MAX_TRIES {
+            match fs_at::rename_noreplace(parent, &self.unique, parent, name) {
+                Ok(()) => {
+                    if let Some((fd, _)) = &self.dir {
+                        give_back(fd.as_fd(), owner);
+                    }
+                    return Restore::Restored;
+                }
+                Err(Errno::EXIST) => {}
+                Err(errno) => {
+                    why = NotRestored::Failed {
+                        step: "rename back",
+                        errno,
+                    };
+                    break;
+                }
             }
             if let Some((fd, _)) = &self.dir {
                 give_back(fd.as_fd(), owner);
             }
-            return Restore::Restored;
+            match fs_at::rename_exchange(parent, &self.unique, parent, name) {
+                Ok(()) => {
+                    let st = fs_at::stat(parent, &self.unique, NO_STATX).ok();
+                    let newcomer = match quarantine::move_beside(
+                        parent,
+                        &self.unique,
+                        parent,
+                        name.to_bytes(),
+                    ) {
+                        Ok(taken) => taken,
+                        Err(_) => self.unique.clone(),
+                    };
+                    return Restore::Exchanged {
+                        newcomer: PathBuf::from(OsStr::from_bytes(newcomer.as_bytes())),
+                        kind: st.as_ref().map(kind_of),
+                        uid: st.map(|st| st.uid),
+                    };
+                }
+                Err(errno) => {
+                    if let Some((fd, _)) = &self.dir {
+                        // Private again until a check clears it.
+                        let _ = rustix::fs::fchown(
+                            fd,
+                            Some(rustix::process::geteuid()),
+                            Some(rustix::process::getegid()),
+                        )
+                        .and_then(|()| rustix::fs::fchmod(fd, rustix::fs::Mode::RWXU));
+                    }
+                    if errno == Errno::NOENT {
+                        continue;
+                    }
+                    why = NotRestored::Failed {
+                        step: "exchange with the newcomer",
+                        errno,
+                    };
+                    break;
+                }
+            }
         }
-        let Some(q) = self.q.take() else {
-            return Restore::KeptInQuarantine(self.path_in_parent());
-        };
-        let back = self.original.as_ref().is_some_and(|name| {
-            fs_at::rename_noreplace(q.fd(), &self.unique, self.job.parent, name).is_ok()
-        });
-        if back {
-            q.close(self.job.parent);
-            return Restore::Restored;
+        Restore::KeptInQuarantine {
+            at: self.path_in_parent(),
+            why,
         }
-        let at =
-            PathBuf::from(OsStr::from_bytes(q.name().to_bytes())).join(self.name_in_quarantine());
-        // Still pending: the quarantine is not empty, so it stays.
-        drop(q);
-        Restore::KeptInQuarantine(at)
     }
 
     /// Renames it from its pending name to a condemned one inside the
