@@ -75,10 +75,12 @@ fn child_main() {
 }
 
 /// A creator process makes a directory, a file and a FIFO in a watched
-/// root: each is recorded with its argv, cgroup, uid, cwd and parent.
+/// root: each is recorded with its name, executable, cgroup, uid, cwd and
+/// parent's name — never its arguments (issue 25: they are the user's, and
+/// reading them could block on the creator's memory map).
 #[test]
-fn creator_argv_and_cgroup_are_recorded() {
-    if !require_root("creator_argv_and_cgroup_are_recorded") {
+fn creator_name_and_cgroup_are_recorded() {
+    if !require_root("creator_name_and_cgroup_are_recorded") {
         return;
     }
     let (dir, root, tracker) = tracked("origin-argv");
@@ -99,11 +101,10 @@ fn creator_argv_and_cgroup_are_recorded() {
             panic!("{entry}: {:?}", got.creator)
         };
         assert_eq!(p.pid, child.pid(), "{entry}");
-        assert!(
-            p.argv.iter().any(|a| a == "child_main"),
-            "{entry}: {:?}",
-            p.argv
-        );
+        assert_eq!(p.argv, Vec::<String>::new(), "{entry}: no arguments");
+        let exe = std::env::current_exe().unwrap();
+        let file = exe.file_name().unwrap().to_str().unwrap();
+        assert_eq!(p.comm.as_deref(), file.get(..15).or(Some(file)), "{entry}");
         assert_eq!(
             p.exe.as_deref(),
             std::env::current_exe()
@@ -115,8 +116,9 @@ fn creator_argv_and_cgroup_are_recorded() {
         assert_eq!(p.cgroup, ours, "{entry}");
         assert_eq!(p.uid, Some(0), "{entry}");
         assert!(p.cwd.is_some(), "{entry}");
-        assert!(
-            !p.parent_argv.is_empty(),
+        assert_eq!(
+            p.parent_comm.as_deref(),
+            file.get(..15).or(Some(file)),
             "{entry}: the test binary is the parent"
         );
     }
@@ -260,7 +262,7 @@ fn a_hard_link_into_the_root_gets_no_record() {
         "nothing written on the other file"
     );
     assert_eq!(origin::read(root.fd(), name("linked")), None);
-    assert!(tracker.stats().failed >= 1);
+    assert!(tracker.stats().not_made >= 1, "{:?}", tracker.stats());
     maker.kill();
 }
 
@@ -290,7 +292,7 @@ fn restart_keeps_origins() {
     tracker.drain();
     let after = origin::read(root.fd(), name("app-2")).expect("still recorded");
     assert_eq!(before, after);
-    assert_eq!(tracker.stats().already, 1);
+    assert_eq!(tracker.stats().events, 0, "a move is not a creation");
     second.kill();
 }
 
@@ -748,7 +750,10 @@ fn an_inode_its_creator_did_not_make_gets_no_record() {
             let tracker = Tracker::start_with_store(&root, &store).unwrap();
             tracker.set_paused(true);
             let mut cmd = sandkeeper_testkit::privilege::setpriv_nobody();
-            cmd.args(["python3", "-c"])
+            // (Not a `python3` first in root's PATH: it may be one others
+            // cannot run.)
+            cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .args(["python3", "-c"])
                 .arg(format!(
                     "import os, sys, time\n\
                      h, r = sys.argv[1], sys.argv[2]\n\
