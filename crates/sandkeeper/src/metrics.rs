@@ -627,16 +627,8 @@ mod tests {
                 process("cargo", Some("ci.service")),
                 "cargo (unit ci.service)".into(),
             ),
-            (
-                "tool's own",
-                process("(other)", None),
-                r"\(other)".into(),
-            ),
-            (
-                "backslash",
-                process(r"\(other)", None),
-                r"\\(other)".into(),
-            ),
+            ("tool's own", process("(other)", None), r"\(other)".into()),
+            ("backslash", process(r"\(other)", None), r"\\(other)".into()),
             (
                 "controls",
                 process("a\x1b[2J\u{202e}b", None),

@@ -278,7 +278,10 @@ fn a_creators_arguments_reach_nothing_others_can_read() {
     });
     let record = sandkeeper::origin::read(root.fd(), "app-victim".as_ref()).unwrap();
     let record = serde_json::to_string(&record).unwrap();
-    assert!(!record.contains(TOKEN), "the record keeps no argument: {record}");
+    assert!(
+        !record.contains(TOKEN),
+        "the record keeps no argument: {record}"
+    );
     assert!(record.contains("\"uid\":65533"), "{record}");
     rustix::process::kill_process(
         rustix::process::Pid::from_child(&watch.0),
@@ -316,7 +319,12 @@ fn a_creators_arguments_reach_nothing_others_can_read() {
     for args in [
         vec!["ls", fx.root.path().to_str().unwrap()],
         vec!["explain", entry.to_str().unwrap()],
-        vec!["scan", "--json", "--entries", fx.root.path().to_str().unwrap()],
+        vec![
+            "scan",
+            "--json",
+            "--entries",
+            fx.root.path().to_str().unwrap(),
+        ],
     ] {
         let out = Command::new("setpriv")
             .args(sandkeeper_testkit::privilege::SETPRIV_NOBODY[1..].iter())

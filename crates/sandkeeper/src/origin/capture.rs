@@ -210,7 +210,11 @@ pub(crate) fn this_process(argv: Vec<String>) -> Process {
     let dir = dir.as_fd();
     let mut p = read_process(pid, dir, comm, argv);
     p.uid = uids_of(dir).map(|u| u.real());
-    p.parent_comm = p.ppid.filter(|p| *p > 0).and_then(proc_dir).and_then(|d| comm_of(d.as_fd()));
+    p.parent_comm = p
+        .ppid
+        .filter(|p| *p > 0)
+        .and_then(proc_dir)
+        .and_then(|d| comm_of(d.as_fd()));
     p
 }
 
