@@ -117,9 +117,13 @@ struct Family {
     states: [(u64, u64); 5],
 }
 
-/// The creator label of `key` (never its cwd: another user cannot read a
-/// process's working directory, and the file is world-readable): its
-/// command, then its unit or cgroup — `cargo test (unit ci.service)`.
+/// The creator label of `key`: its executable's name (`comm`, else the
+/// file name of its executable), then its unit or cgroup — `cargo (unit
+/// ci.service)`. Never its arguments, cwd or environment: the file is
+/// world-readable and served over the network, and a command line may
+/// carry a secret that `/proc` (with `hidepid`) would show nobody else,
+/// and that would stay after the process exits (issue 25). A record's
+/// command (`sandkeeper run`'s, or one recorded before) is not used.
 /// Text the creator chose: control, bidi and format characters are written
 /// `\u{…}`, a label that would start with `(` or `\` gets a leading `\`
 /// (no process can name itself like the tool's own `(other)`), and it is
@@ -127,16 +131,12 @@ struct Family {
 fn creator_label(key: &CreatorKey) -> String {
     let text = match key {
         CreatorKey::Process {
-            command,
-            more_args,
-            unit,
-            cgroup,
-            ..
+            name, unit, cgroup, ..
         } => {
-            let mut s = command.join(" ");
-            if *more_args {
-                s.push_str(" …");
+            if name.is_empty() {
+                return "(no name)".into();
             }
+            let mut s = name.clone();
             match (unit, cgroup) {
                 (Some(u), _) => s += &format!(" (unit {u})"),
                 (None, Some(c)) => s += &format!(" (cgroup {c})"),
@@ -148,9 +148,6 @@ fn creator_label(key: &CreatorKey) -> String {
         _ => return "(unknown)".into(),
     };
     let mut out = String::new();
-    if text.is_empty() {
-        return "(no command)".into();
-    }
     if text.starts_with('(') || text.starts_with('\\') {
         out.push('\\');
     }
@@ -170,7 +167,7 @@ fn creator_label(key: &CreatorKey) -> String {
 }
 
 /// A root's creators for the metrics: the families' tallies summed per
-/// creator label (without cwd), the biggest [`MAX_CREATORS`] by disk usage
+/// creator label (name and unit), the biggest [`MAX_CREATORS`] by disk usage
 /// on their own, the rest as [`OTHER_CREATOR`]; with
 /// [`FamilyLabels::TotalsOnly`] only [`ALL_FAMILY`]. Empty when no entry
 /// has a recorded origin.
@@ -452,7 +449,7 @@ impl Metrics {
         family(
             "sandkeeper_creator_entries",
             MetricKind::Gauge,
-            "Top-level entries of a root with a recorded origin, by creator (command and unit, never the cwd), at the last scan; at most 20 creators per root, the rest creator=\"(other)\"; a per-user root has only creator=\"(all)\" unless its config sets user_dir_families.",
+            "Top-level entries of a root with a recorded origin, by creator (executable name and unit; never arguments or cwd), at the last scan; at most 20 creators per root, the rest creator=\"(other)\"; a per-user root has only creator=\"(all)\" unless its config sets user_dir_families.",
             creator_entries,
         );
         family(
@@ -613,9 +610,12 @@ mod tests {
 
     #[test]
     fn creator_labels_are_bounded_escaped_and_never_the_tools() {
-        let process = |argv: &[&str], unit: Option<&str>| CreatorKey::Process {
-            command: argv.iter().map(|a| (*a).to_owned()).collect(),
-            more_args: false,
+        // A command (a `run` record's, or one recorded before issue 25)
+        // is never part of the label: it may carry a secret.
+        let process = |name: &str, unit: Option<&str>| CreatorKey::Process {
+            name: name.to_owned(),
+            command: vec![name.to_owned(), "--token=secret".into()],
+            more_args: true,
             unit: unit.map(str::to_owned),
             cgroup: None,
             cwd: Some("/home/secret".into()),
@@ -624,25 +624,17 @@ mod tests {
         let cases: &[(&str, CreatorKey, String)] = &[
             (
                 "plain",
-                process(&["cargo", "test"], Some("ci.service")),
-                "cargo test (unit ci.service)".into(),
+                process("cargo", Some("ci.service")),
+                "cargo (unit ci.service)".into(),
             ),
-            (
-                "tool's own",
-                process(&["(other)"], None),
-                r"\(other)".into(),
-            ),
-            (
-                "backslash",
-                process(&[r"\(other)"], None),
-                r"\\(other)".into(),
-            ),
+            ("tool's own", process("(other)", None), r"\(other)".into()),
+            ("backslash", process(r"\(other)", None), r"\\(other)".into()),
             (
                 "controls",
-                process(&["a\x1b[2J\u{202e}b"], None),
+                process("a\x1b[2J\u{202e}b", None),
                 r"a\u{1b}[2J\u{202e}b".into(),
             ),
-            ("empty", process(&[], None), "(no command)".into()),
+            ("no name", process("", None), "(no name)".into()),
             (
                 "exited",
                 CreatorKey::Exited,
@@ -650,14 +642,14 @@ mod tests {
             ),
             (
                 "long",
-                process(&[&long], None),
+                process(&long, None),
                 format!("{}…", "x".repeat(CREATOR_LABEL_CHARS)),
             ),
         ];
         for (name, key, want) in cases {
             let got = creator_label(key);
             assert_eq!(&got, want, "{name}");
-            assert!(!got.contains("secret"), "{name}: never the cwd");
+            assert!(!got.contains("secret"), "{name}: never the cwd or args");
         }
     }
 

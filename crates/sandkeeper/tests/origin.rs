@@ -75,10 +75,12 @@ fn child_main() {
 }
 
 /// A creator process makes a directory, a file and a FIFO in a watched
-/// root: each is recorded with its argv, cgroup, uid, cwd and parent.
+/// root: each is recorded with its name, executable, cgroup, uid, cwd and
+/// parent's name — never its arguments (issue 25: they are the user's, and
+/// reading them could block on the creator's memory map).
 #[test]
-fn creator_argv_and_cgroup_are_recorded() {
-    if !require_root("creator_argv_and_cgroup_are_recorded") {
+fn creator_name_and_cgroup_are_recorded() {
+    if !require_root("creator_name_and_cgroup_are_recorded") {
         return;
     }
     let (dir, root, tracker) = tracked("origin-argv");
@@ -99,11 +101,10 @@ fn creator_argv_and_cgroup_are_recorded() {
             panic!("{entry}: {:?}", got.creator)
         };
         assert_eq!(p.pid, child.pid(), "{entry}");
-        assert!(
-            p.argv.iter().any(|a| a == "child_main"),
-            "{entry}: {:?}",
-            p.argv
-        );
+        assert_eq!(p.argv, Vec::<String>::new(), "{entry}: no arguments");
+        let exe = std::env::current_exe().unwrap();
+        let file = exe.file_name().unwrap().to_str().unwrap();
+        assert_eq!(p.comm.as_deref(), file.get(..15).or(Some(file)), "{entry}");
         assert_eq!(
             p.exe.as_deref(),
             std::env::current_exe()
@@ -115,8 +116,9 @@ fn creator_argv_and_cgroup_are_recorded() {
         assert_eq!(p.cgroup, ours, "{entry}");
         assert_eq!(p.uid, Some(0), "{entry}");
         assert!(p.cwd.is_some(), "{entry}");
-        assert!(
-            !p.parent_argv.is_empty(),
+        assert_eq!(
+            p.parent_comm.as_deref(),
+            file.get(..15).or(Some(file)),
             "{entry}: the test binary is the parent"
         );
     }
@@ -260,7 +262,7 @@ fn a_hard_link_into_the_root_gets_no_record() {
         "nothing written on the other file"
     );
     assert_eq!(origin::read(root.fd(), name("linked")), None);
-    assert!(tracker.stats().failed >= 1);
+    assert!(tracker.stats().not_made >= 1, "{:?}", tracker.stats());
     maker.kill();
 }
 
@@ -290,7 +292,7 @@ fn restart_keeps_origins() {
     tracker.drain();
     let after = origin::read(root.fd(), name("app-2")).expect("still recorded");
     assert_eq!(before, after);
-    assert_eq!(tracker.stats().already, 1);
+    assert_eq!(tracker.stats().events, 0, "a move is not a creation");
     second.kill();
 }
 
@@ -669,4 +671,131 @@ fn the_store_is_root_only_and_unsafe_ones_are_refused() {
     )
     .is_err());
     assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+}
+
+/// What a user does with an inode root made in the user's own directory
+/// `home`, to bring it into the watched root as `name`: (what, whether it
+/// is a directory, the script, run by `python3 -c SCRIPT HOME ROOT`).
+const NOT_MADE_BY_THEM: [(&str, bool, &str); 4] = [
+    (
+        "a file renamed in by a process that lives on",
+        false,
+        "os.rename(f'{h}/precious', f'{r}/precious'); live()",
+    ),
+    (
+        "a directory renamed in by a process that lives on",
+        true,
+        "os.rename(f'{h}/precious', f'{r}/precious'); live()",
+    ),
+    (
+        "a file renamed in by a process gone before it could be read",
+        false,
+        "os.rename(f'{h}/precious', f'{r}/precious')",
+    ),
+    (
+        "a file linked in, its first name removed",
+        false,
+        "os.link(f'{h}/precious', f'{r}/precious'); os.unlink(f'{h}/precious'); live()",
+    ),
+];
+
+/// Issue 25, item 2: a user brings into a watched root an inode root made
+/// (in a directory the user owns, so the user may move it or, with write
+/// access, link it): the tracker wrote `trusted.sandkeeper.origin` on
+/// root's inode (its ctime changed) and named the user as its creator. It
+/// now records only on an inode its creator owns: nothing is written (the
+/// ctime stays), no origin is given — with attributes and in the store.
+#[test]
+fn an_inode_its_creator_did_not_make_gets_no_record() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !require_root("an_inode_its_creator_did_not_make_gets_no_record") {
+        return;
+    }
+    let base = scratch::Scratch::reachable_by_others("origin-not-theirs");
+    let ramfs = base.join("ramfs");
+    std::fs::create_dir(&ramfs).unwrap();
+    rustix::mount::mount(
+        "sandkeeper-test",
+        &ramfs,
+        "ramfs",
+        rustix::mount::MountFlags::empty(),
+        Some(c"mode=0755"),
+    )
+    .unwrap();
+    let unmount = scopeguard(|| {
+        let _ = rustix::mount::unmount(&ramfs, rustix::mount::UnmountFlags::DETACH);
+    });
+    let store_dir = scratch!("origin-not-theirs-store");
+    let store = store_dir.join("store");
+    for (fs_name, fs_dir) in [("attributes", base.path()), ("store", ramfs.as_path())] {
+        for (n, (what, dir, script)) in NOT_MADE_BY_THEM.iter().enumerate() {
+            let case = format!("{what}, {fs_name}");
+            let top = fs_dir.join(format!("case-{n}"));
+            let (home, watched) = (top.join("home"), top.join("root"));
+            for d in [&top, &home, &watched] {
+                std::fs::create_dir(d).unwrap();
+            }
+            std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::set_permissions(&watched, std::fs::Permissions::from_mode(0o1777)).unwrap();
+            std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+            let precious = home.join("precious");
+            match dir {
+                true => std::fs::create_dir(&precious).unwrap(),
+                false => std::fs::write(&precious, "root's").unwrap(),
+            }
+            // Open to the user: a directory moved needs its `..` written,
+            // a file linked without owning it needs read and write access.
+            std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o777)).unwrap();
+            let root = Root::open_exact(&watched).unwrap();
+            let tracker = Tracker::start_with_store(&root, &store).unwrap();
+            tracker.set_paused(true);
+            let mut cmd = sandkeeper_testkit::privilege::setpriv_nobody();
+            // (Not a `python3` first in root's PATH: it may be one others
+            // cannot run.)
+            cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .args(["python3", "-c"])
+                .arg(format!(
+                    "import os, sys, time\n\
+                     h, r = sys.argv[1], sys.argv[2]\n\
+                     def live():\n    print('READY moved', flush=True); time.sleep(600)\n\
+                     {script}\nprint('READY moved', flush=True)"
+                ))
+                .arg(&home)
+                .arg(&watched);
+            let mut mover = Helper::spawn(cmd);
+            mover.expect("READY");
+            let moved = watched.join("precious");
+            let ctime = |p: &Path| {
+                let m = std::fs::symlink_metadata(p).unwrap();
+                (m.ctime(), m.ctime_nsec())
+            };
+            let before = ctime(&moved);
+            if !script.contains("live()") {
+                mover.kill(); // gone (and reaped) before its event is read
+            }
+            tracker.set_paused(false);
+            tracker.drain();
+            assert_eq!(ctime(&moved), before, "{case}: written on");
+            assert_eq!(xattr_get(&moved, origin::XATTR), None, "{case}");
+            let reader = origin::Reader::with_store(root.fd(), &store).unwrap();
+            assert_eq!(reader.read(name("precious")), None, "{case}");
+            assert_eq!(tracker.stats().recorded, 0, "{case}: {:?}", tracker.stats());
+            mover.kill();
+            tracker.stop();
+        }
+    }
+    drop(unmount);
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }

@@ -55,8 +55,19 @@ fn key(o: &Origin) -> String {
     }
 }
 
-/// One line for `explain` and `ls`: "`cargo test` (pid 42, uid 1000,
-/// unit ci.service, cwd /src; parent `bash ci.sh`), recorded by watch".
+/// What a process is called in a line: its command when the record has
+/// one (`sandkeeper run`'s), else its name.
+fn called(p: &origin::Process) -> String {
+    match (p.argv.is_empty(), p.name()) {
+        (false, _) => argv(&p.argv),
+        (true, Some(name)) => text(name),
+        (true, None) => "?".into(),
+    }
+}
+
+/// One line for `explain` and `ls` (run as root: nobody else can read a
+/// record): "`cargo` (pid 42, uid 1000, cgroup /ci.service, cwd /src;
+/// parent `bash`), recorded by watch".
 pub fn line(o: &Origin) -> String {
     let by = match o.by {
         origin::Recorder::Run => "sandkeeper run",
@@ -77,13 +88,14 @@ pub fn line(o: &Origin) -> String {
             if let Some(exe) = &p.exe {
                 facts.push(format!("exe {}", text(exe)));
             }
-            let parent = match p.parent_argv.is_empty() {
-                true => String::new(),
-                false => format!("; parent `{}`", argv(&p.parent_argv)),
+            let parent = match (&p.parent_comm, p.parent_argv.is_empty()) {
+                (Some(name), _) => format!("; parent `{}`", text(name)),
+                (None, false) => format!("; parent `{}`", argv(&p.parent_argv)),
+                (None, true) => String::new(),
             };
             format!(
                 "`{}` ({}{parent}), recorded by {by}",
-                argv(&p.argv),
+                called(p),
                 facts.join(", ")
             )
         }
@@ -95,10 +107,13 @@ pub fn line(o: &Origin) -> String {
     }
 }
 
-/// A tallied creator, escaped: "`cargo test` (unit ci.service, cwd /src)".
+/// A tallied creator, escaped: "`cargo` (unit ci.service, cwd /src)"; a
+/// `sandkeeper run`'s by its command, "`cargo test` (…)" (root's output:
+/// nobody else can read a record).
 pub fn creator(k: &CreatorKey) -> String {
     match k {
         CreatorKey::Process {
+            name,
             command,
             more_args,
             unit,
@@ -108,6 +123,12 @@ pub fn creator(k: &CreatorKey) -> String {
             let mut shown: Vec<String> = command.iter().map(|a| text(a)).collect();
             if *more_args {
                 shown.push("…".into());
+            }
+            if shown.is_empty() {
+                shown.push(match name.is_empty() {
+                    true => "?".into(),
+                    false => text(name),
+                });
             }
             let mut s = format!("`{}`", shown.join(" "));
             let mut paren = Vec::new();
@@ -184,17 +205,20 @@ pub fn detail(out: &mut String, o: &Origin) {
     };
     match &o.creator {
         Creator::Process(p) => {
-            let _ = writeln!(out, "    pid: {}", p.pid);
-            let _ = writeln!(
-                out,
-                "    command: {}{}",
-                full(&p.argv),
-                if p.argv_truncated { " …" } else { "" }
-            );
             let field = |v: &Option<String>| {
                 v.as_deref()
                     .map_or("-".into(), |s| Untrusted::text(s).to_string())
             };
+            let _ = writeln!(out, "    pid: {}", p.pid);
+            let _ = writeln!(out, "    name: {}", field(&p.comm));
+            if !p.argv.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    command: {}{}",
+                    full(&p.argv),
+                    if p.argv_truncated { " …" } else { "" }
+                );
+            }
             let _ = writeln!(out, "    executable: {}", field(&p.exe));
             let _ = writeln!(out, "    cwd: {}", field(&p.cwd));
             let _ = writeln!(
@@ -203,11 +227,14 @@ pub fn detail(out: &mut String, o: &Origin) {
                 p.uid.map_or("-".into(), |u| u.to_string())
             );
             let _ = writeln!(out, "    cgroup: {}", field(&p.cgroup));
+            let parent = match &p.parent_comm {
+                Some(name) => Untrusted::text(name).to_string(),
+                None => full(&p.parent_argv),
+            };
             let _ = writeln!(
                 out,
-                "    parent: {} {}",
+                "    parent: {} {parent}",
                 p.ppid.map_or("-".into(), |u| format!("pid {u}")),
-                full(&p.parent_argv)
             );
         }
         _ => {

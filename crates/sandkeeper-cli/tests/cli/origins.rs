@@ -15,6 +15,7 @@ use crate::{sandkeeper, stdout};
 fn made_by(argv: &[&str], cgroup: &str) -> Creator {
     Creator::Process(Process {
         pid: 4242,
+        comm: argv.first().map(|a| (*a).to_owned()),
         argv: argv.iter().map(|a| (*a).to_owned()).collect(),
         cwd: Some("/home/ci/aura".into()),
         uid: Some(1000),
@@ -261,7 +262,7 @@ fn creators<'a>(text: &'a str, name: &str, root: &str) -> Vec<(&'a str, u64)> {
 }
 
 /// Issue 17: `watch`'s metrics carry a creator label: each creator's
-/// entries and bytes (its command and unit, never its cwd), at most 20 per
+/// entries and bytes (its name and unit, never its arguments or cwd), at most 20 per
 /// root and the rest `(other)`; a creator's text is escaped and cannot
 /// take the tool's own `(other)`. A per-user root (0700) shows only
 /// `creator="(all)"`, as its families, unless `user_dir_families = true`.
@@ -323,15 +324,16 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
     assert_eq!(entries.len(), 21, "20 creators and (other):\n{text}");
     assert!(entries.contains(&("(other)", 5)), "{text}");
     assert!(
-        entries.contains(&(r"\\(other) all (unit ci.service)", 1)),
+        entries.contains(&(r"\\(other) (unit ci.service)", 1)),
         "a creator cannot be the tool's (other):\n{text}"
     );
     assert!(
-        entries.contains(&(r"evil\\u{1b}[2J all (unit ci.service)", 1)),
+        entries.contains(&(r"evil\\u{1b}[2J (unit ci.service)", 1)),
         "{text}"
     );
     assert!(!text.contains('\x1b'), "{text}");
     assert!(!text.contains("/home/ci/aura"), "never the cwd:\n{text}");
+    assert!(!text.contains("all (unit"), "never an argument:\n{text}");
     let bytes = creators(&text, "sandkeeper_creator_disk_usage_bytes", &shared);
     assert_eq!(bytes.len(), 21, "{text}");
 
@@ -345,7 +347,7 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
     let text = metrics_of(base.path(), out.path(), "user_dir_families = true\n");
     assert_eq!(
         creators(&text, "sandkeeper_creator_entries", &private),
-        [("secret-tool --project alpha-7 (unit u.slice)", 1)],
+        [("secret-tool (unit u.slice)", 1)],
         "asked for: {text}"
     );
 }

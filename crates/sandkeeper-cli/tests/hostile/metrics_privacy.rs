@@ -197,3 +197,147 @@ fn a_family_cannot_collide_with_the_tools_own_labels() {
     assert!(text.contains(r#"family="\\(other)""#), "{text}");
     assert!(text.contains(r#"family="\\(all)""#), "{text}");
 }
+
+/// The `--token=…` argument the victim's command carries.
+const TOKEN: &str = "--token=s3cr3t-0f-65533";
+
+/// Every regular file under `dir` that others may read (mode `o+r`),
+/// with its text.
+fn readable_by_others(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        let meta = fs::symlink_metadata(e.path()).unwrap();
+        if meta.is_dir() {
+            out.extend(readable_by_others(&e.path()));
+        } else if meta.is_file() && meta.mode() & 0o004 != 0 {
+            let text = String::from_utf8_lossy(&fs::read(e.path()).unwrap()).into_owned();
+            out.push((e.path(), text));
+        }
+    }
+    out
+}
+
+/// Issue 25, item 1: with `track_origins`, the metrics file (0644, served
+/// over the network) labelled each creator with its first arguments: a
+/// victim (uid 65533) whose command carries `--token=SECRET` and who makes
+/// an entry in a tracked root had the secret published, still there after
+/// it exited, `hidepid` or not. Now a creator is its executable name and
+/// unit only, and the tracker keeps no arguments at all: the token is in no
+/// file others can read, in no output another user gets, in no log line,
+/// and not even in the root-only record.
+#[test]
+fn a_creators_arguments_reach_nothing_others_can_read() {
+    use sandkeeper_testkit::process::Spawned;
+    use std::io::BufRead as _;
+    use std::os::unix::fs::MetadataExt;
+    if !require_root("a_creators_arguments_reach_nothing_others_can_read") {
+        return;
+    }
+    let fx = Fixture::new("hostile-metrics-argv");
+    let config = fx.out.path().join("track.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[root]]\npath = \"{}\"\ngrace = \"1h\"\ntrack_origins = true\n",
+            fx.root.path().display()
+        ),
+    )
+    .unwrap();
+    let log = fx.out.path().join("watch.log");
+    let mut watch = Spawned(
+        bin()
+            .args(["watch", "--config"])
+            .arg(&config)
+            .arg("--metrics-file")
+            .arg(fx.out.path().join("tracking.prom"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = std::io::BufReader::new(watch.0.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("origins: recording the creators") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "watch: {said}");
+        said += &line;
+    }
+    // The victim's own shell makes the entry (a redirection) and lives on.
+    let mut victim = Spawned(
+        Command::new("setpriv")
+            .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
+            .args(["sh", "-c", ": > \"$1/app-victim\"; read x", TOKEN])
+            .arg(fx.root.path())
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let root = sandkeeper::root::Root::open_exact(fx.root.path()).unwrap();
+    sandkeeper_testkit::process::wait_until("the victim's origin", || {
+        sandkeeper::origin::read(root.fd(), "app-victim".as_ref()).is_some()
+    });
+    let record = sandkeeper::origin::read(root.fd(), "app-victim".as_ref()).unwrap();
+    let record = serde_json::to_string(&record).unwrap();
+    assert!(
+        !record.contains(TOKEN),
+        "the record keeps no argument: {record}"
+    );
+    assert!(record.contains("\"uid\":65533"), "{record}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&watch.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    said += &rest;
+    let _ = watch.0.wait();
+    fs::write(&log, &said).unwrap();
+
+    // The metrics (the victim's process still running, then gone).
+    let text = fx.metrics("");
+    assert!(
+        text.contains("creator=\"sh"),
+        "the executable's name:\n{text}"
+    );
+    drop(victim.0.stdin.take());
+    let _ = victim.0.wait();
+    let gone = fx.metrics("");
+    for (path, text) in readable_by_others(fx.out.path())
+        .into_iter()
+        .chain(readable_by_others(fx.root.path()))
+    {
+        assert!(!text.contains(TOKEN), "{}:\n{text}", path.display());
+    }
+    assert!(!gone.contains(TOKEN), "{gone}");
+    assert!(!said.contains(TOKEN), "watch's log:\n{said}");
+    let meta = fs::metadata(fx.out.path().join("sandkeeper.prom")).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o644, "the metrics are world-readable");
+
+    // Another user asking: no origin at all (no `trusted.*` for them).
+    let entry = fx.root.path().join("app-victim");
+    for args in [
+        vec!["ls", fx.root.path().to_str().unwrap()],
+        vec!["explain", entry.to_str().unwrap()],
+        vec![
+            "scan",
+            "--json",
+            "--entries",
+            fx.root.path().to_str().unwrap(),
+        ],
+    ] {
+        let out = Command::new("setpriv")
+            .args(sandkeeper_testkit::privilege::SETPRIV_NOBODY[1..].iter())
+            .arg(env!("CARGO_BIN_EXE_sandkeeper"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!text.contains(TOKEN), "{args:?}: {text}");
+    }
+}

@@ -213,6 +213,7 @@ fn creators_json(c: &Creators) -> Value {
         let mut m = Map::new();
         match &*t.creator {
             CreatorKey::Process {
+                name,
                 command,
                 more_args,
                 unit,
@@ -220,6 +221,7 @@ fn creators_json(c: &Creators) -> Value {
                 cwd,
             } => {
                 m.insert("kind".into(), "process".into());
+                m.insert("name".into(), json!(name));
                 m.insert("command".into(), json!(command));
                 m.insert("more_args".into(), (*more_args).into());
                 m.insert("unit".into(), json!(unit));

@@ -1,4 +1,15 @@
-//! Reading a creator from `/proc`, safe against pid reuse.
+//! Reading a creator from `/proc`, safe against pid reuse, without
+//! touching its memory.
+//!
+//! Only files whose kernel side takes no lock of the process's memory map
+//! are read: `comm`, `stat`, `status`, `cgroup`, and the links `exe` and
+//! `cwd` (their target is the file the kernel holds, printed with
+//! `d_path`: no filesystem is asked). `cmdline`, `environ`, `maps` and
+//! `mem` are never read: the kernel reads them out of the process's
+//! memory under its `mmap` lock, which the process itself can keep taken
+//! (a page of a FUSE file that never answers, a queued `mmap`): one read
+//! would wait forever (issue 25). Arguments are not kept anyway: they are
+//! the user's, and may be secrets.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -59,14 +70,11 @@ fn link(dir: BorrowedFd<'_>, name: &str) -> Option<String> {
     ))
 }
 
-fn argv_of(dir: BorrowedFd<'_>) -> (Vec<String>, bool) {
-    let raw = read_small(dir, "cmdline", 64 * 1024).unwrap_or_default();
-    let args = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    bound_argv(args)
+/// The name of the process (`comm`, its trailing newline dropped).
+fn comm_of(dir: BorrowedFd<'_>) -> Option<String> {
+    let raw = read_small(dir, "comm", 64)?;
+    let text = String::from_utf8_lossy(raw.strip_suffix(b"\n").unwrap_or(&raw));
+    (!text.is_empty()).then(|| bound(text.into_owned()))
 }
 
 /// The parent's pid: field 4 of `/proc/PID/stat`, after the command in
@@ -78,11 +86,37 @@ fn ppid_of(dir: BorrowedFd<'_>) -> Option<u32> {
     rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-fn uid_of(dir: BorrowedFd<'_>) -> Option<u32> {
+/// The uids of a process, as `/proc/PID/status` gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Uids {
+    /// Real, effective, saved set, filesystem.
+    ids: [u32; 4],
+}
+
+impl Uids {
+    /// The real uid.
+    pub(crate) fn real(&self) -> u32 {
+        self.ids[0]
+    }
+
+    /// Whether `owner` is the real, effective or filesystem uid: a file
+    /// the process made is owned by its filesystem uid (the effective one
+    /// unless changed), so an inode owned by anyone else is not its making.
+    pub(crate) fn own(&self, owner: u32) -> bool {
+        [self.ids[0], self.ids[1], self.ids[3]].contains(&owner)
+    }
+}
+
+fn uids_of(dir: BorrowedFd<'_>) -> Option<Uids> {
     let status = read_small(dir, "status", 16 * 1024)?;
     let text = String::from_utf8_lossy(&status);
     let line = text.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_ascii_whitespace().nth(1)?.parse().ok()
+    let mut ids = [0u32; 4];
+    let mut fields = line.split_ascii_whitespace().skip(1);
+    for id in &mut ids {
+        *id = fields.next()?.parse().ok()?;
+    }
+    Some(Uids { ids })
 }
 
 /// The cgroup v2 path (`0::/path`), or the first line's path on v1.
@@ -97,19 +131,19 @@ fn cgroup_of(dir: BorrowedFd<'_>) -> Option<String> {
     Some(bound(path.to_owned()))
 }
 
-/// The creator `pid` of an event, read now. `pidfd` is the event's (or
-/// one opened now, on a kernel that gives none: before Linux 5.15 a pid
-/// recycled between the event and this call could be misread, see
-/// `docs/origins.md`): every field is read first,
-/// then the pidfd is checked, and a process that is gone by then —
-/// whose pid may already be someone else's — is [`Creator::Exited`].
-pub(crate) fn capture(pid: u32, pidfd: Option<OwnedFd>) -> Creator {
+/// The creator `pid` of an event, read now, and its uids (`None` for a
+/// creator that could not be read). `pidfd` is the event's (or one opened
+/// now, on a kernel that gives none: before Linux 5.15 a pid recycled
+/// between the event and this call could be misread, see
+/// `docs/origins.md`): every field is read first, then the pidfd is
+/// checked, and a process that is gone by then — whose pid may already
+/// be someone else's — is [`Creator::Exited`].
+pub(crate) fn capture(pid: u32, pidfd: Option<OwnedFd>) -> (Creator, Option<Uids>) {
     if pid == 0 {
-        return Creator::Unknown {
-            reason: "the creator is in a PID namespace this watcher cannot see".into(),
-        };
+        let why = "the creator is in a PID namespace this watcher cannot see";
+        return (Creator::Unknown { reason: why.into() }, None);
     }
-    let gone = Creator::Exited { pid: Some(pid) };
+    let gone = (Creator::Exited { pid: Some(pid) }, None);
     let pidfd = match pidfd {
         Some(fd) => fd,
         None => match Pid::from_raw(pid as i32).map(|p| pidfd_open(p, PidfdFlags::empty())) {
@@ -124,73 +158,86 @@ pub(crate) fn capture(pid: u32, pidfd: Option<OwnedFd>) -> Creator {
         return gone;
     };
     let dir = dir.as_fd();
-    let mut p = read_process(pid, dir, argv_of(dir));
+    let uids = uids_of(dir);
+    let mut p = read_process(pid, dir, comm_of(dir), (Vec::new(), false));
+    p.uid = uids.map(|u| u.real());
     if let Some(ppid) = p.ppid.filter(|p| *p > 0) {
-        p.parent_argv = parent_argv(pid, dir, ppid);
+        p.parent_comm = parent_comm(dir, ppid);
     }
-    if exited(pidfd.as_fd()) || p.argv.is_empty() && p.exe.is_none() {
+    if exited(pidfd.as_fd()) || p.comm.is_none() && p.exe.is_none() {
         return gone;
     }
-    Creator::Process(p)
+    if uids.is_none() {
+        let why = "its uids could not be read from /proc";
+        return (Creator::Unknown { reason: why.into() }, None);
+    }
+    (Creator::Process(p), uids)
 }
 
-/// The parent's argv, if `ppid` is still the parent of the (live) child
+/// The parent's name, if `ppid` is still the parent of the (live) child
 /// after it was read: a parent that exited has passed its child on, so a
 /// recycled `ppid` is never read as the parent.
-fn parent_argv(pid: u32, child: BorrowedFd<'_>, ppid: u32) -> Vec<String> {
-    let _ = pid;
-    let Some(Ok(pfd)) = Pid::from_raw(ppid as i32).map(|p| pidfd_open(p, PidfdFlags::empty()))
-    else {
-        return Vec::new();
-    };
-    let Some(pdir) = proc_dir(ppid) else {
-        return Vec::new();
-    };
-    let argv = argv_of(pdir.as_fd()).0;
+fn parent_comm(child: BorrowedFd<'_>, ppid: u32) -> Option<String> {
+    let pfd = Pid::from_raw(ppid as i32).map(|p| pidfd_open(p, PidfdFlags::empty()))?;
+    let pfd = pfd.ok()?;
+    let name = comm_of(proc_dir(ppid)?.as_fd());
     if exited(pfd.as_fd()) || ppid_of(child) != Some(ppid) {
-        return Vec::new();
+        return None;
     }
-    argv
+    name
 }
 
 /// This process, as the creator of something it makes for `argv` (for
-/// `sandkeeper run`: the command it runs).
+/// `sandkeeper run`: the command it runs, whose program name is its
+/// name). Its own arguments are given, not read.
 pub(crate) fn this_process(argv: Vec<String>) -> Process {
     let pid = std::process::id();
+    let comm = argv
+        .first()
+        .and_then(|a| a.rsplit('/').next())
+        .filter(|n| !n.is_empty())
+        .map(|n| bound(n.to_owned()));
+    let argv = bound_argv(argv);
     let Some(dir) = proc_dir(pid) else {
         return Process {
             pid,
-            argv: bound_argv(argv).0,
+            comm,
+            argv: argv.0,
+            argv_truncated: argv.1,
             ..Process::default()
         };
     };
     let dir = dir.as_fd();
-    let mut p = read_process(pid, dir, bound_argv(argv));
-    p.parent_argv = p
+    let mut p = read_process(pid, dir, comm, argv);
+    p.uid = uids_of(dir).map(|u| u.real());
+    p.parent_comm = p
         .ppid
         .filter(|p| *p > 0)
         .and_then(proc_dir)
-        .map(|d| argv_of(d.as_fd()).0)
-        .unwrap_or_default();
+        .and_then(|d| comm_of(d.as_fd()));
     p
 }
 
-/// The process `pid` as its `/proc` directory `dir` shows it, with `argv`
-/// (and whether it was cut) as given; no parent argv yet.
+/// The process `pid` as its `/proc` directory `dir` shows it, with the
+/// name `comm` and `argv` (and whether it was cut) as given; no uid or
+/// parent name yet.
 fn read_process(
     pid: u32,
     dir: BorrowedFd<'_>,
+    comm: Option<String>,
     (argv, argv_truncated): (Vec<String>, bool),
 ) -> Process {
     Process {
         pid,
+        comm,
         exe: link(dir, "exe"),
         argv,
         argv_truncated,
         cwd: link(dir, "cwd"),
-        uid: uid_of(dir),
+        uid: None,
         cgroup: cgroup_of(dir),
         ppid: ppid_of(dir),
+        parent_comm: None,
         parent_argv: Vec::new(),
     }
 }

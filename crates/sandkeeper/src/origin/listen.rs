@@ -36,6 +36,12 @@ pub struct TrackerStats {
     /// Entries that could not take a record (a symlink, a hard link to a
     /// file elsewhere, no `trusted.*` attributes, another error).
     pub failed: u64,
+    /// Entries their creator did not make, as far as the tracker can tell:
+    /// an inode owned by someone else than the creator's real, effective
+    /// or filesystem uid (moved or linked in), or, from a creator that
+    /// could not be read, anything but a new directory. Nothing is written
+    /// on them.
+    pub not_made: u64,
     /// Queue overflows: the kernel dropped events (its queue holds 16384),
     /// so some entries of that moment have no origin.
     pub overflows: u64,
@@ -49,6 +55,7 @@ struct Counters {
     already: AtomicU64,
     vanished: AtomicU64,
     failed: AtomicU64,
+    not_made: AtomicU64,
     overflows: AtomicU64,
 }
 
@@ -198,6 +205,7 @@ impl Tracker {
             already: get(&c.already),
             vanished: get(&c.vanished),
             failed: get(&c.failed),
+            not_made: get(&c.not_made),
             overflows: get(&c.overflows),
         }
     }
@@ -324,12 +332,15 @@ fn listen(
     }
 }
 
+/// A creator as read, and its uids when it could be read.
+type Read = (super::Creator, Option<capture::Uids>);
+
 /// The creators read for one buffer of events: (pid, its pidfd, what was
 /// read). Reused only while that pidfd shows the process alive, so a pid
 /// is never matched to a later process; at most a few.
 #[derive(Default)]
 struct Batch {
-    seen: Vec<(u32, OwnedFd, super::Creator)>,
+    seen: Vec<(u32, OwnedFd, Read)>,
     /// Whether records go to the store (no `trusted.*` attributes).
     to_store: bool,
     /// The records for the store, written together after the buffer.
@@ -372,7 +383,7 @@ fn flush(store: &Store, root: BorrowedFd<'_>, batch: &mut Batch, c: &Counters) {
 impl Batch {
     const MAX: usize = 8;
 
-    fn creator(&mut self, pid: u32, pidfd: Option<OwnedFd>) -> super::Creator {
+    fn creator(&mut self, pid: u32, pidfd: Option<OwnedFd>) -> Read {
         if let Some((_, fd, c)) = self.seen.iter().find(|(p, _, _)| *p == pid) {
             if !capture::exited(fd.as_fd()) {
                 return c.clone();
@@ -383,7 +394,7 @@ impl Batch {
         };
         let keep = fd.try_clone().ok();
         let creator = capture::capture(pid, Some(fd));
-        if let (Some(fd), super::Creator::Process(_)) = (keep, &creator) {
+        if let (Some(fd), (super::Creator::Process(_), _)) = (keep, &creator) {
             self.seen.retain(|(p, _, _)| *p != pid);
             if self.seen.len() >= Self::MAX {
                 self.seen.remove(0);
@@ -520,10 +531,10 @@ fn handle_event(
         return; // this process's own quarantine and moves
     }
     c.events.fetch_add(1, Ordering::Relaxed);
-    let creator = match (ev.pidfd, ev.pidfd_reported) {
+    let (creator, uids) = match (ev.pidfd, ev.pidfd_reported) {
         // FAN_NOPIDFD / FAN_EPIDFD: exited (and reaped) before the event
         // was read.
-        (None, true) if pid != 0 => super::Creator::Exited { pid: Some(pid) },
+        (None, true) if pid != 0 => (super::Creator::Exited { pid: Some(pid) }, None),
         (pidfd, _) => batch.creator(pid, pidfd),
     };
     let Ok((fd, ino)) = entry(root, name) else {
@@ -541,17 +552,13 @@ fn handle_event(
             }
         }
     }
-    // A file with another name elsewhere (a hard link made into the
-    // root) is not the creator's to record on: the record would be
-    // written on an inode someone else made (root's, with
-    // `fs.protected_hardlinks = 0`). Directories cannot be hard-linked.
-    match rustix::fs::fstat(&fd) {
-        Ok(st)
-            if FileType::from_raw_mode(st.st_mode) == FileType::Directory || st.st_nlink <= 1 => {}
-        _ => {
-            c.failed.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
+    let Ok(st) = rustix::fs::fstat(&fd) else {
+        c.vanished.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if !made_by(&st, uids, ev.mask, ev.target.is_some()) {
+        c.not_made.fetch_add(1, Ordering::Relaxed);
+        return;
     }
     if batch.to_store {
         // The entry's birth now (no descriptor is held until the flush).
@@ -580,6 +587,29 @@ fn handle_event(
         Err(_) => {
             c.failed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Whether the entry (as `st`, through the very descriptor a record is
+/// written through) is what the event's process made, so that a record
+/// may be written on it: the tracker never writes on an inode someone
+/// else made (issue 25).
+///
+/// - A creator that was read (`uids`): the inode is owned by its real,
+///   effective or filesystem uid (a new inode is owned by the maker's
+///   filesystem uid; a user's process moving or linking in an inode of
+///   root's is not root), and a file has no other name (a hard link made
+///   into the root names an inode made elsewhere).
+/// - A creator that could not be read (exited first, or in a PID namespace
+///   this watcher cannot see): only a directory from `FAN_CREATE` whose
+///   own handle the event carried (`checked`, Linux 5.17) — `mkdir` always
+///   makes a new inode, its maker's; a file's `FAN_CREATE` may be a
+///   `link(2)` of someone else's inode, whose first name is gone since.
+fn made_by(st: &rustix::fs::Stat, uids: Option<capture::Uids>, mask: u64, checked: bool) -> bool {
+    let dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+    match uids {
+        Some(uids) => uids.own(st.st_uid) && (dir || st.st_nlink <= 1),
+        None => dir && mask & libc::FAN_CREATE != 0 && checked,
     }
 }
 

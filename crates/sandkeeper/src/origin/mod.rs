@@ -1,11 +1,14 @@
-//! Who made each top-level entry of a root: the creator's pid, executable,
-//! argv, cwd, uid, cgroup and parent, recorded when the entry appeared.
+//! Who made each top-level entry of a root: the creator's pid, name,
+//! executable, cwd, uid, cgroup and parent, recorded when the entry
+//! appeared — never its arguments (only `sandkeeper run` records its own
+//! command).
 //!
 //! - [`Tracker`] watches one root directory with fanotify (`FAN_CREATE |
-//!   FAN_MOVED_TO | FAN_ONDIR`, reported with the directory's file handle
-//!   and the name): for each new direct child it reads the creating
-//!   process from `/proc` and records it on the entry ([`write()`]). `watch`
-//!   runs one per root whose config sets `track_origins = true`.
+//!   FAN_ONDIR`, reported with the directory's file handle and the name):
+//!   for each new direct child it reads the creating process from `/proc`
+//!   (never its memory: no `cmdline`) and records it on the entry
+//!   ([`write()`]). `watch` runs one per root whose config sets
+//!   `track_origins = true`.
 //! - The record is the extended attribute [`XATTR`] (`trusted.*`: only a
 //!   process with `CAP_SYS_ADMIN` can write it, so users cannot forge one;
 //!   it goes with the entry). It is written once (`XATTR_CREATE`): a
@@ -41,9 +44,15 @@
 //!   reading, so a FIFO or device is not opened; a symlink is not followed
 //!   and gets no record; a mount point, possibly a dead FUSE mount, is not
 //!   entered and gets none either).
-//! - The tracker writes only on what the creator made: a file with more
-//!   than one link (a hard link made into the root) gets no record, so
-//!   root never writes on an inode someone else made elsewhere.
+//! - The tracker writes only on what the creator made: an inode owned by
+//!   the creator's real, effective or filesystem uid, and for a file with
+//!   no other link; for a creator that could not be read, only a new
+//!   directory (`FAN_CREATE`, its own handle checked). An entry moved in
+//!   is not reported at all. So root never writes on an inode someone
+//!   else made (issue 25), in the attribute or in the [`Store`].
+//! - Reading a creator touches none of its memory (`comm`, `stat`,
+//!   `status`, `cgroup`, the `exe` and `cwd` links: no `mmap` lock, no
+//!   filesystem asked), so a creator cannot stall the tracker.
 //! - The creator is read after the event and then checked alive through
 //!   its pidfd: a process that exited before it could be read — whose pid
 //!   may already be another's — is [`Creator::Exited`], never a guess.
@@ -273,8 +282,9 @@ impl<'a> Reader<'a> {
 }
 
 impl crate::scan::CreatorKey {
-    /// The key of `origin`'s creator: its first argv elements, its unit
-    /// (or cgroup) and cwd, each bounded.
+    /// The key of `origin`'s creator: its name, its first argv elements
+    /// (a `sandkeeper run`'s command), its unit (or cgroup) and cwd, each
+    /// bounded.
     pub fn of(origin: &Origin) -> crate::scan::CreatorKey {
         use crate::scan::creators::cut;
         use crate::scan::{CreatorKey, KEY_ARGS};
@@ -282,6 +292,7 @@ impl crate::scan::CreatorKey {
             Creator::Process(p) => {
                 let unit = p.unit().map(cut);
                 CreatorKey::Process {
+                    name: p.name().map(cut).unwrap_or_default(),
                     command: p.argv.iter().take(KEY_ARGS).map(|a| cut(a)).collect(),
                     more_args: p.argv.len() > KEY_ARGS || p.argv_truncated,
                     cgroup: match unit {

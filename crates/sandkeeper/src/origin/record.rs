@@ -65,13 +65,26 @@ pub enum Creator {
 }
 
 /// A creator read from `/proc`.
+///
+/// Never its arguments, environment or memory: `watch` reads only what
+/// `/proc` gives without touching the creator's memory (see
+/// `docs/origins.md`); `argv` is the command `sandkeeper run` was given
+/// (empty in `watch`'s records; records made before issue 25 may hold one).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Process {
     /// Its pid, in the watcher's PID namespace.
     pub pid: u32,
+    /// Its name: `/proc/PID/comm` (at most 15 bytes, what `ps -o comm`
+    /// shows: the executable's or script's file name unless the process
+    /// renamed itself); for `sandkeeper run`, its command's program name.
+    /// `None` in records made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
     /// `/proc/PID/exe`.
     pub exe: Option<String>,
-    /// `/proc/PID/cmdline`, at most [`MAX_ARGS`] elements.
+    /// The command `sandkeeper run` ran, at most [`MAX_ARGS`] elements;
+    /// empty in `watch`'s records (it never reads another process's
+    /// arguments).
     pub argv: Vec<String>,
     /// Whether argv had more elements than were kept.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -84,12 +97,28 @@ pub struct Process {
     pub cgroup: Option<String>,
     /// Its parent's pid.
     pub ppid: Option<u32>,
-    /// Its parent's argv (empty when the parent could not be read).
+    /// Its parent's name (`/proc/PPID/comm`), when the parent could be
+    /// read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_comm: Option<String>,
+    /// Its parent's argv: only in records made before issue 25 (none is
+    /// read any more).
     #[serde(default)]
     pub parent_argv: Vec<String>,
 }
 
 impl Process {
+    /// The name to show for it where others may read it (the metrics): its
+    /// [`comm`](Self::comm), else the file name of its executable; never
+    /// an argument.
+    pub fn name(&self) -> Option<&str> {
+        self.comm
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .or_else(|| self.exe.as_deref()?.rsplit('/').next())
+            .filter(|n| !n.is_empty())
+    }
+
     /// The systemd unit or scope its cgroup names, if any: the last
     /// component ending in `.service` or `.scope`.
     pub fn unit(&self) -> Option<&str> {
@@ -143,7 +172,13 @@ impl Origin {
                 p.argv = argv;
                 p.argv_truncated |= cut;
                 p.parent_argv = bound_argv(std::mem::take(&mut p.parent_argv)).0;
-                for f in [&mut p.exe, &mut p.cwd, &mut p.cgroup] {
+                for f in [
+                    &mut p.comm,
+                    &mut p.exe,
+                    &mut p.cwd,
+                    &mut p.cgroup,
+                    &mut p.parent_comm,
+                ] {
                     *f = f.take().map(bound);
                 }
             }

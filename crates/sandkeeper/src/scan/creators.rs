@@ -26,16 +26,22 @@ pub const KEY_ARGS: usize = 4;
 /// character boundary, ending in `…`).
 pub const KEY_FIELD: usize = 128;
 
-/// What groups entries under one creator: its command, unit (or cgroup)
-/// and working directory — not its pid, which differs per run. Every text
-/// field is what the creator's process showed, bounded ([`KEY_ARGS`],
-/// [`KEY_FIELD`]), not escaped: escape it to show it.
+/// What groups entries under one creator: its name, command (only
+/// `sandkeeper run` records one), unit (or cgroup) and working directory —
+/// not its pid, which differs per run. Every text field is what the
+/// creator's process showed, bounded ([`KEY_ARGS`], [`KEY_FIELD`]), not
+/// escaped: escape it to show it. Where others may read it (the metrics),
+/// only the name and the unit (or cgroup) are shown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum CreatorKey {
     /// A process that was read while it ran.
     Process {
-        /// Its first [`KEY_ARGS`] argv elements.
+        /// Its name: `comm`, else its executable's file name
+        /// (`origin::Process::name`); empty when neither was recorded.
+        name: String,
+        /// Its first [`KEY_ARGS`] argv elements: the command of a
+        /// `sandkeeper run` (`watch` records none).
         command: Vec<String>,
         /// Whether it had more.
         more_args: bool,
@@ -71,12 +77,14 @@ impl CreatorKey {
     pub fn without_cwd(&self) -> CreatorKey {
         match self {
             CreatorKey::Process {
+                name,
                 command,
                 more_args,
                 unit,
                 cgroup,
                 ..
             } => CreatorKey::Process {
+                name: name.clone(),
                 command: command.clone(),
                 more_args: *more_args,
                 unit: unit.clone(),
@@ -243,7 +251,8 @@ mod tests {
 
     fn key(n: usize) -> CreatorKey {
         CreatorKey::Process {
-            command: vec![format!("cmd-{n}")],
+            name: format!("cmd-{n}"),
+            command: Vec::new(),
             more_args: false,
             unit: None,
             cgroup: None,
@@ -335,12 +344,14 @@ mod tests {
             by: crate::origin::Recorder::Watch,
             creator: crate::origin::Creator::Process(crate::origin::Process {
                 argv: (0..10).map(|_| "é".repeat(500)).collect(),
+                comm: Some("é".repeat(500)),
                 cwd: Some("/".repeat(1000)),
                 cgroup: Some("/x.slice/y.service".into()),
                 ..Default::default()
             }),
         };
         let CreatorKey::Process {
+            name,
             command,
             more_args,
             unit,
@@ -350,6 +361,7 @@ mod tests {
         else {
             panic!()
         };
+        assert!(name.len() <= KEY_FIELD);
         assert_eq!(command.len(), KEY_ARGS);
         assert!(more_args);
         assert!(command.iter().all(|a| a.len() <= KEY_FIELD));

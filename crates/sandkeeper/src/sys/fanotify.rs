@@ -41,10 +41,10 @@ pub(crate) fn fanotify_init(target: bool, pidfd: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `fanotify_mark(group, FAN_MARK_ADD, FAN_CREATE | FAN_MOVED_TO |
-/// FAN_ONDIR, dir, NULL)`—events for every name created in, or moved
-/// into, the directory `dir` itself (its direct children, directories
-/// included; not deeper).
+/// `fanotify_mark(group, FAN_MARK_ADD, FAN_CREATE | FAN_ONDIR, dir,
+/// NULL)`—events for every name created in the directory `dir` itself
+/// (its direct children, directories included; not deeper). Not
+/// `FAN_MOVED_TO`: what is moved in was made by someone, somewhere else.
 ///
 /// # References
 ///
@@ -56,7 +56,7 @@ pub(crate) fn mark_creates(group: BorrowedFd<'_>, dir: BorrowedFd<'_>) -> io::Re
         libc::fanotify_mark(
             group.as_raw_fd(),
             libc::FAN_MARK_ADD,
-            libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_ONDIR,
+            libc::FAN_CREATE | libc::FAN_ONDIR,
             dir.as_raw_fd(),
             std::ptr::null(),
         )
