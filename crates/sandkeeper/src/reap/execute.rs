@@ -580,6 +580,10 @@ struct Guard<'d> {
     dev: u64,
 }
 
+/// The least time between a group's moves and the last reading of the
+/// events its verdicts stand on (see [`Reaper::give_verdicts`]).
+const SETTLE: Duration = Duration::from_millis(2);
+
 /// A pass before the moves serves groups until it is this old, or four
 /// times as old as it took to take, whichever is later: the events since
 /// it began are what the checks stand on, and fewer passes are what
@@ -798,7 +802,8 @@ impl Reaper {
                         let fixed = asked.elapsed();
                         let processes = check.inuse.process_count();
                         let count = moved.len();
-                        let verdicts = self.give_verdicts(work, check, batch, moved, &mut walker);
+                        let verdicts =
+                            self.give_verdicts(work, check, batch, moved, away, &mut walker);
                         Ok((verdicts, processes, fixed, count))
                     }
                     Err(e) => Err((e, moved)),
@@ -870,6 +875,7 @@ impl Reaper {
         check: Check<'_>,
         batch: usize,
         moved: Vec<Moved<'d>>,
+        moved_at: Instant,
         walker: &mut walk::Walker,
     ) -> (Vec<Option<Done>>, Vec<Task<'d>>) {
         let path = work.path;
@@ -884,6 +890,14 @@ impl Reaper {
                     slots[at] = Some(kept_done(batch, at, entry, reason, kept));
                 }
                 Checked::Clear(doomed) => clear.push((at, entry, reason, doomed)),
+            }
+        }
+        // A system call that looked the entry up before its move may still
+        // be opening it: its event comes when the open is done. The last
+        // look at the events is at least this long after the moves.
+        if check.ahead.is_some() {
+            if let Some(rest) = SETTLE.checked_sub(moved_at.elapsed()) {
+                std::thread::sleep(rest);
             }
         }
         let late = check.late_touches(&mut inodes);
