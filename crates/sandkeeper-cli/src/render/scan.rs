@@ -240,7 +240,14 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         return Vec::new();
     }
     let first = &unseen[0];
-    let why = if euid == 0 {
+    let why = if euid == 0 && first.refused_by_filesystem() {
+        // /proc let root follow the link; the file's filesystem (or a
+        // security module's rule on it) refused to stat what it leads to.
+        format!(
+            "{} hold a file on a filesystem that refuses even root ({first})",
+            plural(n as u64, "process", "processes"),
+        )
+    } else if euid == 0 {
         // Root may read every process's /proc entries unless something
         // above root forbids it.
         format!(

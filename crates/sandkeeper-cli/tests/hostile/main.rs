@@ -20,6 +20,7 @@ mod records;
 mod roots;
 mod run_tmpdir;
 mod scan_locks;
+mod userns_fuse;
 mod visibility;
 
 use std::process::{Command, Stdio};
