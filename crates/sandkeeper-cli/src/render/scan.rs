@@ -218,7 +218,7 @@ pub fn warnings(report: &Report) -> Vec<String> {
 /// holds nothing, and what it still checks; `count`: how many were assumed.
 pub fn assumed_unseen(count: usize) -> String {
     format!(
-        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), so only their working directories, roots and open directories were assumed: entries they use that way may be removed",
+        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), which sees every open for reading or writing but not one with access mode 3 (ioctl only) nor an O_PATH descriptor: those, and their working directories, roots and open directories, were assumed: entries they use that way may be removed",
         sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
         sandkeeper::human::plural(
             count as u64,
@@ -272,7 +272,7 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         )
     } else {
         format!(
-            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked",
+            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked for opens for reading or writing",
             sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
         )
     };
