@@ -153,9 +153,11 @@ pub struct RuleArgs {
 
     /// Assume that every process this user cannot inspect (root's, other
     /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open in such a process keeps its
-    /// entry. What it assumes is their working directories, roots and open
-    /// directories, which no user can check. Reported as an assumption.
+    /// still asked (a write lease): one open for reading or writing in such
+    /// a process keeps its entry. What it assumes is their working
+    /// directories, roots and open directories, and files they opened with
+    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
+    /// Reported as an assumption.
     /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
     #[arg(long)]
     pub assume_unseen_free: bool,
@@ -213,9 +215,11 @@ pub struct LsArgs {
 
     /// Assume that every process this user cannot inspect (root's, other
     /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open in such a process keeps its
-    /// entry. What it assumes is their working directories, roots and open
-    /// directories, which no user can check. Reported as an assumption.
+    /// still asked (a write lease): one open for reading or writing in such
+    /// a process keeps its entry. What it assumes is their working
+    /// directories, roots and open directories, and files they opened with
+    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
+    /// Reported as an assumption.
     /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
     #[arg(long)]
     pub assume_unseen_free: bool,
@@ -270,9 +274,11 @@ pub struct ScanArgs {
 
     /// Assume that every process this user cannot inspect (root's, other
     /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open in such a process keeps its
-    /// entry. What it assumes is their working directories, roots and open
-    /// directories, which no user can check. Reported as an assumption.
+    /// still asked (a write lease): one open for reading or writing in such
+    /// a process keeps its entry. What it assumes is their working
+    /// directories, roots and open directories, and files they opened with
+    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
+    /// Reported as an assumption.
     /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
     #[arg(long)]
     pub assume_unseen_free: bool,
@@ -407,9 +413,11 @@ pub struct WatchArgs {
 
     /// Assume that every process this user cannot inspect (root's, other
     /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open in such a process keeps its
-    /// entry. What it assumes is their working directories, roots and open
-    /// directories, which no user can check. Reported as an assumption.
+    /// still asked (a write lease): one open for reading or writing in such
+    /// a process keeps its entry. What it assumes is their working
+    /// directories, roots and open directories, and files they opened with
+    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
+    /// Reported as an assumption.
     /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
     #[arg(long)]
     pub assume_unseen_free: bool,

@@ -218,7 +218,7 @@ pub fn warnings(report: &Report) -> Vec<String> {
 /// holds nothing, and what it still checks; `count`: how many were assumed.
 pub fn assumed_unseen(count: usize) -> String {
     format!(
-        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), so only their working directories, roots and open directories were assumed: entries they use that way may be removed",
+        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), which sees every open for reading or writing but not one with access mode 3 (ioctl only) nor an O_PATH descriptor: those, and their working directories, roots and open directories, were assumed: entries they use that way may be removed",
         sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
         sandkeeper::human::plural(
             count as u64,
@@ -240,7 +240,14 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         return Vec::new();
     }
     let first = &unseen[0];
-    let why = if euid == 0 {
+    let why = if euid == 0 && first.refused_by_filesystem() {
+        // /proc let root follow the link; the file's filesystem (or a
+        // security module's rule on it) refused to stat what it leads to.
+        format!(
+            "{} hold a file on a filesystem that refuses even root ({first})",
+            plural(n as u64, "process", "processes"),
+        )
+    } else if euid == 0 {
         // Root may read every process's /proc entries unless something
         // above root forbids it.
         format!(
@@ -265,7 +272,7 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
         )
     } else {
         format!(
-            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked",
+            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked for opens for reading or writing",
             sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
         )
     };

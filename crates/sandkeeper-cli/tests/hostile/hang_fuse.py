@@ -6,11 +6,14 @@ Usage: hang_fuse.py MOUNTPOINT
 Opens /dev/fuse, mounts it at MOUNTPOINT (`mount -t fuse -o fd=N,...`; run
 it in a private mount namespace), prints `ready <minor>` (the connection's
 number under /sys/fs/fuse/connections) and answers INIT and a few requests
-for an empty root directory holding one directory `sub`. A line `hang` on
-standard input makes it stop reading requests (it keeps /dev/fuse open, so
-every request waits; the connection's `waiting` file counts them) and print
-`hung`; end of input, or SIGTERM, aborts the connection and exits.
-Only the standard library.
+for a root directory holding one directory `sub` and one file `img` (1 MiB
+of zeros, for a loop device). A line `hang` on standard input makes it stop
+reading requests (it keeps /dev/fuse open, so every request waits, and a
+fatal signal still interrupts it; the connection's `waiting` file counts
+them) and print `hung`; a line `hold` makes it read every request and
+answer none (the caller then waits uninterruptibly, until the connection is
+aborted) and print `holding`; end of input, or SIGTERM, aborts the
+connection and exits. Only the standard library.
 """
 import os
 import select
@@ -19,20 +22,22 @@ import subprocess
 import sys
 
 FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR = 1, 2, 3
+FUSE_OPEN, FUSE_READ, FUSE_FLUSH = 14, 15, 25
 FUSE_STATFS, FUSE_RELEASE, FUSE_INIT = 17, 18, 26
 FUSE_OPENDIR, FUSE_READDIR, FUSE_RELEASEDIR = 27, 28, 29
 FUSE_ACCESS, FUSE_DESTROY, FUSE_BATCH_FORGET = 34, 38, 42
 FUSE_INTERRUPT, FUSE_GETXATTR = 36, 22
 ENOENT, ENOSYS, ENODATA = 2, 38, 61
 
-ROOT, SUB = 1, 2
+ROOT, SUB, IMG = 1, 2, 3
+IMG_SIZE = 1 << 20
 
 
 def attr(node):
     # struct fuse_attr: ino size blocks atime mtime ctime (u64), atimensec
     # mtimensec ctimensec mode nlink uid gid rdev blksize flags (u32)
-    mode = 0o40755
-    return struct.pack("<6Q10I", node, 0, 0, 0, 0, 0, 0, 0, 0, mode, 2, 0, 0, 0, 4096, 0)
+    mode, size, nlink = (0o100644, IMG_SIZE, 1) if node == IMG else (0o40755, 0, 2)
+    return struct.pack("<6Q10I", node, size, size // 512, 0, 0, 0, 0, 0, 0, mode, nlink, 0, 0, 0, 4096, 0)
 
 
 def reply(fd, unique, error=0, body=b""):
@@ -52,12 +57,22 @@ def answer(fd, opcode, unique, node, data):
         reply(fd, unique, body=struct.pack("<QII", 0, 0, 0) + attr(node))
     elif opcode == FUSE_LOOKUP:
         name = data.split(b"\0", 1)[0]
-        if node == ROOT and name == b"sub":
+        child = {b"sub": SUB, b"img": IMG}.get(name) if node == ROOT else None
+        if child is not None:
             # fuse_entry_out: nodeid generation entry_valid attr_valid (u64),
             # entry_valid_nsec attr_valid_nsec (u32): never cached
-            reply(fd, unique, body=struct.pack("<4Q2I", SUB, 1, 0, 0, 0, 0) + attr(SUB))
+            reply(fd, unique, body=struct.pack("<4Q2I", child, 1, 0, 0, 0, 0) + attr(child))
         else:
             reply(fd, unique, ENOENT)
+    elif opcode == FUSE_OPEN:
+        # fuse_open_out: fh (u64), open_flags, backing_id (u32)
+        reply(fd, unique, body=struct.pack("<QII", 1, 0, 0))
+    elif opcode == FUSE_READ:
+        # fuse_read_in: fh offset (u64), size (u32), ...
+        _, offset, size = struct.unpack_from("<QQI", data)
+        reply(fd, unique, body=bytes(max(0, min(size, IMG_SIZE - offset))))
+    elif opcode == FUSE_FLUSH:
+        reply(fd, unique)
     elif opcode == FUSE_OPENDIR:
         reply(fd, unique, body=struct.pack("<QII", 1, 0, 0))
     elif opcode in (FUSE_READDIR,):
@@ -94,6 +109,7 @@ def main():
         pass_fds=[fd],
     )
     hung = False
+    holding = False
     ready = False
     stdin = sys.stdin.fileno()
     while True:
@@ -119,6 +135,9 @@ def main():
             if line.strip() == "hang":
                 hung = True
                 print("hung", flush=True)
+            elif line.strip() == "hold":
+                holding = True
+                print("holding", flush=True)
             continue
         if fd in readable:
             try:
@@ -128,7 +147,8 @@ def main():
                     continue
                 return 0  # unmounted (ENODEV)
             length, opcode, unique, node = struct.unpack_from("<IIQQ", data)
-            answer(fd, opcode, unique, node, data[40:length])
+            if not holding:
+                answer(fd, opcode, unique, node, data[40:length])
 
 
 if __name__ == "__main__":

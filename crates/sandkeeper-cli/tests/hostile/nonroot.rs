@@ -187,3 +187,74 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
     assert!(json.contains("\"assumes_unseen_free\": true"), "{json}");
     assert!(json.contains("\"in_use\": 1"), "{json}");
 }
+
+/// Issue 25, item 4: the write lease a normal user's reaper asks does not
+/// see a file another user opened with access mode 3 (`O_RDONLY |
+/// O_WRONLY`, for ioctls): such an open counts neither as a reader nor as a
+/// writer, so the lease is granted and, with `--assume-unseen-free`, the
+/// entry is reaped. No check open to a normal user sees it; the warning
+/// says exactly that the switch vouches for such opens.
+#[test]
+fn the_assume_switch_names_the_opens_the_lease_cannot_see() {
+    if !require_root("the_assume_switch_names_the_opens_the_lease_cannot_see") {
+        return;
+    }
+    let sb = Sandbox::builder()
+        .tag("cli-nonroot")
+        .root(reachable_by_others())
+        .create()
+        .unwrap();
+    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let mine = sb.path().join("mine");
+    let held = mine.join("held-1");
+    for dir in [&mine, &held] {
+        fs::create_dir(dir).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+        chown(dir, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let data = held.join("data");
+    fs::write(&data, b"x").unwrap();
+    fs::set_permissions(&data, fs::Permissions::from_mode(0o666)).unwrap();
+    chown(&data, Some(NOBODY), Some(NOBODY)).unwrap();
+    age_tree(&held, std::time::Duration::from_secs(3 * 86400));
+    // Uid 65533 holds the file with access mode 3; the reaper, uid 65534,
+    // cannot inspect it (nor root's processes).
+    let script = r#"
+        bin=$0; data=$1; root=$2
+        setpriv --reuid=65533 --regid=65533 --clear-groups -- env python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], 3)
+print("ready", flush=True)
+time.sleep(600)' "$data" > "$root/../ready" &
+        i=0
+        while ! grep -q ready "$root/../ready" 2>/dev/null; do
+            i=$((i + 1)); [ $i -lt 600 ] || { echo "the holder never got ready"; exit 1; }
+            sleep 0.05
+        done
+        setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+            "$bin" scan --assume-unseen-free --entries "$root" 2>&1
+        echo "EXIT $?"
+    "#;
+    let out = sh(
+        &format!(
+            "exec unshare --pid --fork --mount-proc --kill-child sh -c '{}' \"$0\" \"$1\" \"$2\"",
+            script.replace('\'', r"'\''")
+        ),
+        &[&data, &mine],
+        &[(TRUST_PID_NAMESPACE_ENV, "1")],
+    );
+    let all = text(&out);
+    assert!(all.ends_with("EXIT 0\n"), "{all}");
+    assert!(
+        all.contains("not one with access mode 3 (ioctl only) nor an O_PATH descriptor"),
+        "the warning does not say what the lease cannot see:\n{all}"
+    );
+    // The documented limit: the lease does not see it, so the entry is
+    // reclaimable (fails the day a check that sees it is found).
+    assert!(
+        all.lines()
+            .any(|l| l.starts_with("idle") && l.ends_with("held-1")),
+        "{all}"
+    );
+    let _ = fs::remove_file(sb.path().join("ready"));
+}

@@ -74,12 +74,24 @@ pub struct Uninspectable {
     /// The first thing that could not be read.
     pub step: InspectStep,
     pub(super) errno: i32,
+    /// The error came from the filesystem of a file it holds, not from
+    /// `/proc`.
+    pub(super) filesystem: bool,
 }
 
 impl Uninspectable {
     /// Why it could not be read (usually `PermissionDenied`).
     pub fn error(&self) -> io::Error {
         io::Error::from_raw_os_error(self.errno)
+    }
+
+    /// Whether the process's `/proc` entries could be read, but a file it
+    /// holds is on a filesystem that refuses the caller's `statx` (and is
+    /// not FUSE, whose inode is found without asking it): the refusal is
+    /// that filesystem's (or a security module's rule on that file), not
+    /// `/proc`'s.
+    pub fn refused_by_filesystem(&self) -> bool {
+        self.filesystem
     }
 }
 
@@ -89,7 +101,11 @@ impl fmt::Display for Uninspectable {
         if let Some(comm) = &self.comm {
             write!(f, " ({})", Escaped(comm.as_bytes()))?;
         }
-        write!(f, ": cannot inspect {}: {}", self.step, self.error())
+        write!(f, ": cannot inspect {}", self.step)?;
+        if self.filesystem {
+            f.write_str(": the filesystem it is on refuses to stat it")?;
+        }
+        write!(f, ": {}", self.error())
     }
 }
 

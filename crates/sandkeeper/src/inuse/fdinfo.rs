@@ -57,6 +57,20 @@ pub(super) fn parse_watches(text: &[u8], out: &mut Vec<(u64, u64)>) -> Result<()
     Ok(())
 }
 
+/// The `mnt_id:` and `ino:` lines of a descriptor's fdinfo (both
+/// decimal): the mount it was opened through and its inode's number, as
+/// the kernel keeps them, without asking the filesystem. `None` when
+/// either is missing (`ino:` is printed since Linux 5.14).
+pub(super) fn parse_mount_and_inode(text: &[u8]) -> Option<(u64, u64)> {
+    let field = |name: &[u8]| {
+        text.split(|&b| b == b'\n').find_map(|line| {
+            let v = line.strip_prefix(name)?;
+            std::str::from_utf8(v).ok()?.trim().parse().ok()
+        })
+    };
+    Some((field(b"mnt_id:")?, field(b"ino:")?))
+}
+
 /// The registered files of an io_uring fdinfo: the `UserFiles:` count and
 /// the listed paths, unescaped (`\040` for a space, as `seq_file_path`
 /// writes them), in slot order. Empty slots are not listed; when the kernel
@@ -146,6 +160,37 @@ mod tests {
             let mut got = Vec::new();
             let result = parse_watches(text, &mut got).map(|()| got);
             assert_eq!(result, *want, "{name}");
+        }
+    }
+
+    #[test]
+    fn mount_and_inode_cases() {
+        let cases: &[(&str, &[u8], Option<(u64, u64)>)] = &[
+            (
+                "a directory on FUSE",
+                b"pos:\t0\nflags:\t012000000\nmnt_id:\t114\nino:\t2\n",
+                Some((114, 2)),
+            ),
+            (
+                "large inode",
+                b"pos:\t0\nflags:\t02\nmnt_id:\t1\nino:\t18446744073709551615\n",
+                Some((1, u64::MAX)),
+            ),
+            (
+                "no ino line (before 5.14)",
+                b"pos:\t0\nflags:\t02\nmnt_id:\t9\n",
+                None,
+            ),
+            ("no mnt_id line", b"pos:\t0\nino:\t9\n", None),
+            ("not a number", b"mnt_id:\tx\nino:\t9\n", None),
+            (
+                "inotify ino: is hex, not the line",
+                b"mnt_id:\t3\ninotify wd:1 ino:3c sdev:1\n",
+                None,
+            ),
+        ];
+        for (name, text, want) in cases {
+            assert_eq!(parse_mount_and_inode(text), *want, "{name}");
         }
     }
 

@@ -31,6 +31,7 @@ impl Found {
             comm: comm.map(str::to_owned),
             step,
             errno,
+            filesystem: false,
         });
     }
 

@@ -164,8 +164,14 @@
 //! `statx` is called with `AT_STATX_DONT_SYNC`, so network and FUSE
 //! filesystems answer from their caches instead of asking a server that
 //! may hang, and with `AT_NO_AUTOMOUNT`, so automount points are not
-//! triggered. A path lookup *through* a hung network or FUSE mount (a mount
-//! point below one) can still block, as it would for `lsof`.
+//! triggered. A link to a file on a FUSE mount that refuses the caller
+//! (one of another user namespace refuses even root) is read without
+//! asking it: opened `O_PATH`, its device from an empty `statx`, its inode
+//! from the caller's own `fdinfo`. A loop device whose backing path lies on
+//! a mount that may not answer is never asked `LOOP_GET_STATUS64` (which
+//! stats the backing file): it is matched by path. A path lookup *through*
+//! a hung network or FUSE mount (a mount point below one) can still block,
+//! as it would for `lsof`.
 //!
 //! # Platform behavior
 //!

@@ -145,6 +145,16 @@ pub(super) fn kernel_uses(
 /// (`/sys/block/loopN`) to `out`, each with the `(device, inode)` that the
 /// kernel holds: `LOOP_GET_STATUS64` on `dev_dir/loopN`.
 ///
+/// That request makes the kernel `stat` the backing file, asking its
+/// filesystem, inline: a FUSE server that read the request and never
+/// answers keeps the caller waiting uninterruptibly, and a process with
+/// such a thread cannot exit, even on `SIGKILL`. So it is made only where
+/// the backing path (`loop/backing_file`, which sysfs gives without asking
+/// any filesystem) lies on no mount that [may not answer](may_not_answer)
+/// in any known mount table: `silent(path)` tells. Elsewhere the loop
+/// device is kept by its path alone (no inode, no blind spot): the walker
+/// never enters such a filesystem, and `/dev/loopN` is not even opened.
+///
 /// The path in `loop/backing_file` is only text: the file may have been
 /// attached through a mount of another (even a since-gone) namespace, or
 /// its name replaced since, so it is kept for display and for a match by
@@ -161,6 +171,7 @@ pub(super) fn kernel_uses(
 pub(super) fn loop_devices(
     sys_block: &Path,
     dev_dir: &Path,
+    silent: &dyn Fn(&[u8]) -> bool,
     out: &mut Vec<KernelUse>,
     unknown: &mut Vec<(u32, i32)>,
 ) -> io::Result<()> {
@@ -188,6 +199,22 @@ pub(super) fn loop_devices(
         let Some((path, deleted)) = parse_backing_file(&text) else {
             continue;
         };
+        let use_ = |inode| KernelUse {
+            kind: KernelUseKind::LoopBackingFile {
+                device: name.to_string_lossy().into_owned(),
+            },
+            path: path_buf(path),
+            inode,
+            deleted,
+            mount_point: None,
+            fstype: None,
+            namespace: MountNamespace::Own,
+            device: None,
+        };
+        if silent(path) {
+            out.push(use_(None));
+            continue;
+        }
         let queried = (|| -> Result<Option<(u64, u64)>, rustix::io::Errno> {
             let rdev = std::fs::read(dir.join("dev"))
                 .ok()
@@ -244,18 +271,7 @@ pub(super) fn loop_devices(
                 continue;
             }
         };
-        out.push(KernelUse {
-            kind: KernelUseKind::LoopBackingFile {
-                device: name.to_string_lossy().into_owned(),
-            },
-            path: path_buf(path),
-            inode: Some(inode),
-            deleted,
-            mount_point: None,
-            fstype: None,
-            namespace: MountNamespace::Own,
-            device: None,
-        });
+        out.push(use_(Some(inode)));
     }
     Ok(())
 }

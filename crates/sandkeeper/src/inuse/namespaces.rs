@@ -70,16 +70,19 @@ impl Source {
 
 /// Adds loop devices, sockets and process-less mount namespaces to `found`.
 pub(super) fn collect(proc_root: &Path, found: &mut Found) {
-    loop_devices(found);
     let Ok(proc) = rustix::fs::open(proc_root, DIR_FLAGS, Mode::empty()) else {
         // The process pass opened it a moment ago; without it nothing can
         // be told about other namespaces.
+        loop_devices(found);
         found.blind_spot(BlindSpotKind::Sockets, Some(libc::EIO));
         return;
     };
     let survey = Survey::take(proc.as_fd(), found);
     survey.sockets(proc.as_fd(), found);
     survey.mounts(proc.as_fd(), found);
+    // After every mount table is read: which backing paths lie on a mount
+    // that may not answer is decided from all of them.
+    loop_devices(found);
     resolve_layers(proc.as_fd(), found);
     unresolved_layers(found);
     unlisted_filesystems(proc.as_fd(), found);
@@ -257,11 +260,33 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     }
 }
 
+/// The loop devices, asked about their backing inode only where the
+/// backing path lies on no mount that may not answer, in any mount table
+/// read (ours, every process's namespace's, those no process lives in):
+/// the text `sysfs` gives is a path of whichever namespace the file was
+/// reached in.
 fn loop_devices(found: &mut Found) {
+    let silent_mounts: Vec<Vec<u8>> = found
+        .kernel
+        .iter()
+        .filter(|k| k.kind == KernelUseKind::MountPoint)
+        .filter(|k| {
+            k.fstype
+                .as_deref()
+                .is_some_and(|t| mounts::may_not_answer(t.as_bytes()))
+        })
+        .map(|k| k.path.as_os_str().as_bytes().to_vec())
+        .collect();
+    let silent = |path: &[u8]| {
+        silent_mounts
+            .iter()
+            .any(|m| mountinfo::strip_dir_prefix(path, m).is_some())
+    };
     let mut unknown = Vec::new();
     if let Err(e) = mounts::loop_devices(
         Path::new(SYS_BLOCK),
         Path::new(DEV),
+        &silent,
         &mut found.kernel,
         &mut unknown,
     ) {

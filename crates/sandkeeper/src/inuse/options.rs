@@ -139,7 +139,10 @@ impl InUseOptions {
     /// access to the path. Kernel threads are never uninspectable, and
     /// blind spots (`hidepid`, a child pid namespace) are not affected.
     /// What is seen is still reported, and a regular file the caller owns
-    /// can be asked directly ([`open_elsewhere`](super::open_elsewhere)).
+    /// can be asked directly ([`open_elsewhere`](super::open_elsewhere)),
+    /// which sees every open for reading or writing but not one with
+    /// access mode 3 (ioctl only) nor an `O_PATH` descriptor: those, like
+    /// working, root and open directories, are what this assumes.
     pub fn assume_unseen_free(&mut self, yes: bool) -> &mut Self {
         self.assume_unseen_free = Some(yes);
         self

@@ -8,14 +8,18 @@
 //! before a `chmod`, inherited, or passed over a unix socket needs no path
 //! access. But for a regular file the caller owns, the kernel answers
 //! directly: `fcntl(F_SETLEASE, F_WRLCK)` is granted only when no other
-//! open file description of the file exists — whoever holds it, however
+//! open file description of the file for reading or writing exists (the
+//! kernel compares the inode's reader and writer counts) — whoever holds it, however
 //! they got it: a descriptor (of any process, opened before a `chmod` or
 //! received over `SCM_RIGHTS`), one still in flight in a socket queue, a
 //! memory mapping whose descriptor was closed, an executable being run.
 //! The lease is released at once.
 //!
-//! What it does not see: `O_PATH` descriptors (they open nothing), and
-//! anything about directories, which cannot be leased — a working
+//! What it does not see: `O_PATH` descriptors (they open nothing),
+//! descriptors opened with access mode 3 (`O_RDONLY | O_WRONLY`, for
+//! ioctls: they count neither as a reader nor as a writer, and a holder
+//! can reopen the file through `/proc/self/fd`), and anything about
+//! directories, which cannot be leased — a working
 //! directory, root or open directory of a process the caller cannot
 //! inspect stays unknown.
 
@@ -96,7 +100,10 @@ impl fmt::Display for CannotTell {
 /// other users'), however they got them (before a `chmod`, over
 /// `SCM_RIGHTS`, inherited), descriptors in flight in a socket queue,
 /// mappings whose descriptor was closed, and running executables. It does
-/// not count `O_PATH` descriptors, and says nothing about directories.
+/// not count `O_PATH` descriptors nor those opened with access mode 3
+/// (`O_RDONLY | O_WRONLY`, for ioctls), which touch neither the reader nor
+/// the writer count the kernel compares, and says nothing about
+/// directories.
 ///
 /// How it looks, so that it never blocks or disturbs a holder:
 ///

@@ -13,12 +13,14 @@ use rustix::io::Errno;
 
 use super::read::{
     decimal, dents_buffer, gone, list_numeric_into, parse_comm, parse_maps_line, parse_stat,
-    read_at, read_record_at, resolve_no_links_timed, stat_at, stat_typed, thread_link, timed_stat,
+    read_at, read_record_at, resolve_no_links_timed, stat_at, stat_refused, stat_typed,
+    thread_link, timed_stat, Refusal,
 };
 use super::{own_pid, Key, Suspect, DENTS_BUFFER, DIR_FLAGS, PF_KTHREAD, RECHECK_PAUSES};
 use crate::inuse::fdinfo::{self, Anon};
 use crate::inuse::mountinfo::{self, parse_dec};
 use crate::inuse::mounts;
+use crate::inuse::visibility;
 use crate::inuse::{BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
 
 /// What an inotify, fanotify or io_uring descriptor `fd` of the process
@@ -128,6 +130,51 @@ fn anon_holds(
 /// a listing that keeps changing (or is never given) counts as a failure.
 const RING_TRIES: usize = 4;
 
+/// The mount tables [`stat_refused`] looks a mount id up in, each read
+/// once: the inspected process's namespace's (read again for each
+/// process), and ours.
+#[derive(Debug, Default)]
+struct MountTables {
+    holder: Option<Vec<u8>>,
+    own: Option<Vec<u8>>,
+}
+
+/// The `(device, inode)` of what the magic link `name` under `dir`
+/// leads to (a descriptor, working or root directory, executable of the
+/// process at `base`), and whether it is an anonymous inode: `statx`
+/// through the link, and where the file's filesystem refuses that
+/// (`EACCES`: a FUSE mount of another user namespace), the inode
+/// that [`stat_refused`] finds without asking it.
+fn stat_held(
+    mounts: &mut MountTables,
+    base: BorrowedFd<'_>,
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+) -> Result<(Key, bool), Refusal> {
+    match stat_typed(dir, name) {
+        Err(Errno::ACCESS) => {}
+        other => return other.map_err(Refusal::Link),
+    }
+    let (holder, own) = (&mut mounts.holder, &mut mounts.own);
+    let mut fstype_of = |id: u64| {
+        let holder = holder.get_or_insert_with(|| {
+            let mut text = Vec::new();
+            read_at(base, c"mountinfo", &mut text).map_or(Vec::new(), |()| text)
+        });
+        if let Some((fstype, _)) = visibility::mount_by_id(holder, id) {
+            return Some(fstype);
+        }
+        // A descriptor of a mount of another namespace (received, or
+        // opened before a `setns`): ours is the other table at hand.
+        let own = own.get_or_insert_with(|| {
+            let mut text = Vec::new();
+            read_at(CWD, c"/proc/thread-self/mountinfo", &mut text).map_or(Vec::new(), |()| text)
+        });
+        visibility::mount_by_id(own, id).map(|(fstype, _)| fstype)
+    };
+    stat_refused(dir, name, &mut fstype_of).map(|key| (key, false))
+}
+
 /// What [`Scanner::open`] read from a process's `stat`.
 struct Stat {
     comm: Arc<str>,
@@ -142,12 +189,38 @@ struct Proc {
     pid: u32,
     comm: Arc<str>,
     /// The first thing that could not be read, with why.
-    failure: Option<(InspectStep, Errno)>,
+    failure: Option<Failure>,
     /// The process went away during the inspection.
     gone: bool,
 }
 
+/// What could not be read of a process, and why: the error, and whether
+/// a filesystem refused a file it holds (rather than `/proc` refusing the
+/// process).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Failure {
+    pub(super) step: InspectStep,
+    pub(super) errno: Errno,
+    pub(super) filesystem: bool,
+}
+
 impl Proc {
+    /// Records a failure to stat a held file through its magic link.
+    fn fail_held(&mut self, step: InspectStep, e: Refusal) {
+        match e {
+            Refusal::Link(e) => self.fail(step, e),
+            Refusal::Filesystem(e) => {
+                if self.failure.is_none() {
+                    self.failure = Some(Failure {
+                        step,
+                        errno: e,
+                        filesystem: true,
+                    });
+                }
+            }
+        }
+    }
+
     fn fail(&mut self, step: InspectStep, e: Errno) {
         if gone(e) {
             self.gone = true;
@@ -160,7 +233,11 @@ impl Proc {
     /// not mean that the process went away (a path it names is not found).
     fn failed(&mut self, step: InspectStep, e: Errno) {
         if self.failure.is_none() {
-            self.failure = Some((step, e));
+            self.failure = Some(Failure {
+                step,
+                errno: e,
+                filesystem: false,
+            });
         }
     }
 
@@ -192,6 +269,8 @@ pub(super) struct Scanner<'p> {
     fd_keys: Vec<(u32, Key)>,
     /// `fdinfo` contents.
     info: Vec<u8>,
+    /// Mount tables for [`stat_refused`].
+    mounts: MountTables,
     /// Pids in the procfs read are pids of our pid namespace, so `kcmp`
     /// may be asked about them.
     pids_are_ours: bool,
@@ -213,6 +292,7 @@ impl<'p> Scanner<'p> {
             tids: Vec::new(),
             fd_keys: Vec::new(),
             info: Vec::new(),
+            mounts: MountTables::default(),
             pids_are_ours: own_pid(proc) == Some(std::process::id()),
             own_ns: stat_at(proc, c"self/ns/mnt", true)
                 .or_else(|_| stat_at(CWD, c"/proc/self/ns/mnt", true))
@@ -239,13 +319,12 @@ impl<'p> Scanner<'p> {
         };
         found.processes += 1;
         let (comm, start) = (Arc::clone(&stat.comm), stat.start);
-        if let Some((step, errno)) = self.attempt(pid, dir.as_fd(), &stat, found) {
+        if let Some(failure) = self.attempt(pid, dir.as_fd(), &stat, found) {
             self.suspects.push(Suspect {
                 pid,
                 start,
                 comm,
-                step,
-                errno,
+                failure,
             });
         }
     }
@@ -301,7 +380,8 @@ impl<'p> Scanner<'p> {
         dir: BorrowedFd<'_>,
         stat: &Stat,
         found: &mut Found,
-    ) -> Option<(InspectStep, Errno)> {
+    ) -> Option<Failure> {
+        self.mounts.holder = None;
         let mut p = Proc {
             pid,
             comm: Arc::clone(&stat.comm),
@@ -343,17 +423,26 @@ impl<'p> Scanner<'p> {
                 }
                 match self.attempt(suspect.pid, dir.as_fd(), &stat, found) {
                     None => {}
-                    Some((step, errno)) => {
+                    Some(failure) => {
                         suspect.comm = stat.comm;
-                        suspect.step = step;
-                        suspect.errno = errno;
+                        suspect.failure = failure;
                         self.suspects.push(suspect);
                     }
                 }
             }
         }
         for s in std::mem::take(&mut self.suspects) {
-            found.uninspectable(s.pid, Some(&s.comm), s.step, s.errno.raw_os_error());
+            let Failure {
+                step,
+                errno,
+                filesystem,
+            } = s.failure;
+            found.uninspectable(s.pid, Some(&s.comm), step, errno.raw_os_error());
+            if filesystem {
+                if let Some(u) = found.uninspectable.last_mut() {
+                    u.filesystem = true;
+                }
+            }
         }
     }
 
@@ -443,15 +532,15 @@ impl<'p> Scanner<'p> {
         step: InspectStep,
         found: &mut Found,
     ) -> Option<(u64, u64)> {
-        match stat_at(dir, name, true) {
-            Ok(key) => {
+        match stat_held(&mut self.mounts, dir, dir, name) {
+            Ok((key, _)) => {
                 p.hold(found, key, how);
                 Some(key)
             }
             // No such link right now (a zombie, an exiting process).
-            Err(e) if gone(e) => None,
+            Err(Refusal::Link(e)) if gone(e) => None,
             Err(e) => {
-                p.fail(step, e);
+                p.fail_held(step, e);
                 None
             }
         }
@@ -479,13 +568,13 @@ impl<'p> Scanner<'p> {
             let Some(fd) = parse_dec::<u32>(name.to_bytes()) else {
                 continue; // "." and ".."
             };
-            let (key, anon) = match stat_typed(fd_dir.as_fd(), name) {
+            let (key, anon) = match stat_held(&mut self.mounts, base, fd_dir.as_fd(), name) {
                 Ok(st) => st,
-                Err(e) if gone(e) => continue, // closed meanwhile
+                Err(Refusal::Link(e)) if gone(e) => continue, // closed meanwhile
                 Err(e) => {
-                    // Access is decided per process: the other links would
-                    // fail alike.
-                    p.fail(
+                    // Access is decided per process (or per filesystem,
+                    // which one descriptor is enough to show).
+                    p.fail_held(
                         thread.map_or(InspectStep::Fd(fd), InspectStep::ThreadFdTable),
                         e,
                     );
@@ -560,11 +649,11 @@ impl<'p> Scanner<'p> {
             for (suffix, process_key, how) in links {
                 let mut buf = [0u8; 24];
                 let name = thread_link(tid, suffix, &mut buf);
-                match stat_at(task.as_fd(), name, true) {
-                    Ok(key) if Some(key) != process_key => p.hold(found, key, how),
+                match stat_held(&mut self.mounts, dir, task.as_fd(), name) {
+                    Ok((key, _)) if Some(key) != process_key => p.hold(found, key, how),
                     Ok(_) => {}
-                    Err(e) if gone(e) => {} // the thread exited
-                    Err(e) => p.fail(InspectStep::Threads, e),
+                    Err(Refusal::Link(e)) if gone(e) => {} // the thread exited
+                    Err(e) => p.fail_held(InspectStep::Threads, e),
                 }
             }
         }

@@ -31,7 +31,7 @@ use self::read::{read_at, stat_at, timed_stat};
 use super::mountinfo::{self, parse_dec};
 use super::mounts;
 use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
-use super::{Found, InspectStep, MountNamespace};
+use super::{Found, MountNamespace};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 mod inspect;
@@ -170,8 +170,7 @@ struct Suspect {
     /// start time is another process.
     start: u64,
     comm: Arc<str>,
-    step: InspectStep,
-    errno: Errno,
+    failure: inspect::Failure,
 }
 
 /// Below this many processes per worker, another thread costs more than

@@ -11,6 +11,7 @@ use rustix::io::Errno;
 
 use super::Key;
 use crate::inuse::deadline;
+use crate::inuse::fdinfo;
 use crate::inuse::mountinfo::{makedev, parse_dec, parse_dev};
 
 /// Whether an error means the process (or descriptor) went away.
@@ -91,6 +92,80 @@ pub(super) fn stat_typed(dir: BorrowedFd<'_>, name: &CStr) -> Result<(Key, bool)
         }
         Err(e) => Err(e),
     }
+}
+
+/// Why [`stat_refused`] found no inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// The magic link itself could not be followed (`/proc` refused, or
+    /// the process or descriptor went away): the first error stands.
+    Link(Errno),
+    /// The link could be followed, but the file is on a filesystem that
+    /// refuses the caller and is not FUSE (or its mount is not listed where
+    /// it could be told): what it holds cannot be known.
+    Filesystem(Errno),
+}
+
+/// The `(device, inode)` that the magic link `name` under `dir` (a
+/// `/proc/PID/fd/N`, `cwd`, `root` or `exe`) leads to, where `statx`
+/// through it failed with `EACCES`: FUSE refuses every caller outside the
+/// user namespace that mounted it (any user can mount one in a namespace
+/// of their own), root included, without asking its server.
+///
+/// Nothing here asks the file's filesystem: the link is opened `O_PATH`
+/// (which opens nothing and checks no permission of the file); on that
+/// descriptor of our own, `statx` with an empty mask gives the device and
+/// mount id (FUSE answers a caller it refuses with the device alone), and
+/// our own `/proc/thread-self/fdinfo/N` the inode number and mount id.
+/// The mount must be FUSE (`fuse`, `fuse.*`, `fuseblk`) by its
+/// `mountinfo` line, found by mount id in `mount_tables` (the holder's
+/// namespace's, then ours): there `statx` reports the superblock's device
+/// and the inode's own number, so the pair is the one the walker would
+/// see. Any other refusal stays a failure, named as the filesystem's.
+///
+/// # References
+///
+/// - [statx(2)](https://man7.org/linux/man-pages/man2/statx.2.html),
+///   [proc_pid_fdinfo(5)](https://man7.org/linux/man-pages/man5/proc_pid_fdinfo.5.html)
+pub(super) fn stat_refused(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    mount_tables: &mut dyn FnMut(u64) -> Option<Vec<u8>>,
+) -> Result<Key, Refusal> {
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::openat(dir, name, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(Refusal::Link)?;
+    let refused = Refusal::Filesystem(Errno::ACCESS);
+    let st = rustix::fs::statx(
+        &fd,
+        c"",
+        AtFlags::EMPTY_PATH | AtFlags::STATX_DONT_SYNC | AtFlags::NO_AUTOMOUNT,
+        StatxFlags::empty(),
+    )
+    .map_err(Refusal::Filesystem)?;
+    if st.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
+        return Err(refused); // a kernel before 5.8: the mount cannot be told
+    }
+    let fstype = mount_tables(st.stx_mnt_id).ok_or(refused)?;
+    if !is_fuse(&fstype) {
+        return Err(refused);
+    }
+    let mut info = Vec::new();
+    let path = CString::new(format!("/proc/thread-self/fdinfo/{}", fd.as_raw_fd()))
+        .map_err(|_| refused)?;
+    read_at(CWD, &path, &mut info).map_err(Refusal::Filesystem)?;
+    let (mnt_id, ino) = fdinfo::parse_mount_and_inode(&info).ok_or(refused)?;
+    if mnt_id != st.stx_mnt_id {
+        return Err(refused);
+    }
+    Ok((makedev(st.stx_dev_major, st.stx_dev_minor), ino))
+}
+
+/// Whether a `mountinfo` filesystem type is FUSE's (`fuse`, `fuse.sshfs`,
+/// `fuseblk`).
+pub(super) fn is_fuse(fstype: &[u8]) -> bool {
+    let base = fstype.split(|&b| b == b'.').next().unwrap_or(fstype);
+    matches!(base, b"fuse" | b"fuseblk")
 }
 
 /// [`resolve_no_links`] of each path, all in one call to the
