@@ -37,6 +37,11 @@
 #          BUSY=N            N more processes in the namespace while timing
 #                            (sleeping shells and Python interpreters, as on
 #                            a CI runner), which every /proc pass inspects
+#          WINDOW=0          skip the window: how long entries are away from
+#                            their names during a reap (bench/reap/window.py:
+#                            WINDOW_ENTRIES=5000 of WINDOW_FILES=100 files
+#                            beside WINDOW_PROCESSES=1000 processes,
+#                            WINDOW_HELD=100 of them working in an entry)
 # RUNS=0 skips the timings (only the syscall counts and PERF).
 #
 # Needs root (tmpfs, PID namespace), cargo, python3, strace, lsof. rmz and
@@ -302,6 +307,20 @@ echo "floor for a scan then a deletion on $cores cores, (scan CPU + rmz CPU) / $
 
 [ "$runs" = 0 ] || profile
 }
+# How long a reap keeps entries away from their names (issue 25, item 3):
+# 5,000 old entries of 100 files beside 1,000 processes, 100 of them
+# working in an entry, 20 entries first used once the reap has begun.
+if [ "${WINDOW:-1}" = 1 ]; then
+    win=$work/window
+    mkdir -p "$win"
+    echo
+    for bin in "$sk" ${SK_BEFORE:+"$SK_BEFORE"}; do
+        [ "$bin" = "$sk" ] || echo "SK_BEFORE:"
+        python3 bench/reap/window.py "$bin" "$win" "${WINDOW_ENTRIES:-5000}" "${WINDOW_FILES:-100}" \
+            "${WINDOW_PROCESSES:-1000}" "${WINDOW_HELD:-100}" || echo "bench/reap: window: FAIL" >&2
+    done
+    rm -rf "$win"
+fi
 [ "${STRACE:-1}" = 0 ] && exit 0
 # Syscall counts: one reap (of a fresh copy) and one scan.
 top_syscalls() { # top_syscalls FILE

@@ -81,7 +81,9 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     }
     if let Some(file) = &report_file {
         // Through the directory's descriptor; never through a link.
-        if let Err(e) = file.write(report.json().as_bytes(), 0o644) {
+        // 0600: it names the command and its arguments, which under `hidepid`
+        // no other user may read in `/proc` (docs/security.md).
+        if let Err(e) = file.write(report.json().as_bytes(), 0o600) {
             let mut err = CliError::from(e);
             err.message = format!("cannot write the report: {}", err.message);
             err.status = exit_codes::PARTIAL;

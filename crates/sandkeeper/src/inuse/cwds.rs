@@ -101,8 +101,12 @@ pub(crate) fn working_dirs(
             }
             continue;
         }
-        let Ok(task) = rustix::fs::openat(proc, under(pid, c"task", &mut name), DIR_FLAGS, Mode::empty())
-        else {
+        let Ok(task) = rustix::fs::openat(
+            proc,
+            under(pid, c"task", &mut name),
+            DIR_FLAGS,
+            Mode::empty(),
+        ) else {
             continue;
         };
         tids.clear();

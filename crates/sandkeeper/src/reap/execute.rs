@@ -1,62 +1,67 @@
 //! Carrying out a reap's decisions in one root: claim, move into the
-//! quarantine, check against a `/proc` pass taken after the move, remove
-//! (or put back); and first, what killed reapers left in the quarantine.
+//! quarantine, check, and at once put back or condemn; delete on a pool of
+//! workers; and first, what killed reapers left in the quarantine.
 //!
-//! # One pool per root, pipelined
+//! # Away from their names only while they are checked
 //!
-//! A batch's entries are claimed and moved one after another (cheap: a
-//! lock, a rename, a `statx`), then one `/proc` pass serves them all. A
-//! directory is moved through its claim's own descriptor (the one that
-//! took the lock): the remover does not open its name a second time, and
-//! checks that descriptor as it checks what it opens itself (a directory
-//! on the root's mount, the scanned inode), then that what arrived in the
-//! quarantine is that inode; a name swapped since the claim is put back,
-//! never removed. The descriptor, and so the lock, stays with the moved
-//! entry until it is removed or put back.
+//! A group's entries are claimed and moved one after another (cheap: a
+//! lock, a rename, a `statx`). A directory is moved through its claim's
+//! own descriptor (the one that took the lock): the remover does not open
+//! its name a second time, and checks that descriptor as it checks what
+//! it opens itself (a directory on the root's mount, the scanned inode),
+//! then that what arrived in the quarantine is that inode; a name swapped
+//! since the claim is put back, never removed. The descriptor, and so the
+//! lock, stays with the moved entry until it is removed or put back.
 //!
-//! One pool of worker threads (one per core, at most 8) is started for
-//! the root and kept for all its batches. The workers take the moved
-//! entries of a batch, largest first: for each, the in-use check walks it
-//! in the quarantine against **its batch's** pass, and only when the walk
-//! is complete and found nothing does the same worker delete it; a held
-//! entry goes back to the calling thread, which puts it back. Meanwhile
-//! the calling thread claims and moves the **next** batch and takes its
-//! pass (after all of that batch's moves), hands it to the workers, and
-//! only then waits for the batch before and records it, in that batch's
-//! order (woken once when the workers are done with it, not per entry:
-//! each wake-up took a core from a worker), then the next batch's entries
-//! that its claims kept or could not move: the records come in the
-//! batches' order, as if the batches ran one after another (the events of
-//! a batch are told together). So at most two batches are in flight,
-//! each entry holding one descriptor (its claim's). A small entry is
-//! deleted on its worker alone (no threads of its own: thousands of small
-//! entries used to start and join a pool each); a large one may use the
-//! remover's own helper threads. When `/proc` cannot be read for a batch,
-//! that batch is put back (`unknown`), the batch before it still finishes
-//! and is recorded, and the reap of the root fails.
+//! The calling thread then checks the group ([`Guard`]): against a pass
+//! taken after the moves; or, as root, against the pass taken before them
+//! (a pass serves groups for [`PASS_FRESH`], or four times what it cost),
+//! what fanotify saw other processes open or change on the root's
+//! filesystem since that pass began (`touches`), and every thread's
+//! working and root directory re-read after the moves (`inuse::cwds`).
+//! Each entry gets its verdict as soon as the group is checked: held, it
+//! goes back to its name (by an exchange if the name was taken); free, it
+//! is renamed to its condemned name and handed to the pool. So an entry
+//! is away from its name for its group's moves and checks only, which the
+//! group's size keeps near 20 ms ([`super::Batches::after_group`]), not
+//! for a pass (200 ms beside a thousand processes) nor for the deletion of
+//! the entries before it.
+//!
+//! One pool of worker threads (one per core, at most 8, niced by
+//! [`WORKER_NICE`]) is started for the root and kept for all its groups:
+//! the workers delete the condemned entries, largest first, while the
+//! calling thread claims, moves and checks the next group, then records
+//! the group before in its order (woken once when the workers are done
+//! with it, not per entry). So at most two groups are in flight, each
+//! entry holding one descriptor (its claim's), and a listing waiting for
+//! its deletion its directories' (at most an eighth of the descriptor
+//! limit a group). A small entry is deleted on its worker alone; a large
+//! one may use the remover's own helper threads. When `/proc` cannot be
+//! read for a group, that group is put back (`unknown`), the group before
+//! it still finishes and is recorded, and the reap of the root fails.
 //!
 //! With a [stop flag](super::PolicyBuilder::stop_flag) (`watch` sets one),
-//! the reap uses the same pool. Each worker looks, before it starts on an
-//! entry, at the stop flag: after a stop **no new removal starts; the ones
-//! already under way finish** (at most one per worker), and the entries
-//! not started are put back, told as stopped (as are those of a batch
-//! moved while the stop came: they get no `/proc` pass), and no further
-//! entry is claimed. With a free-space target the pool has **one**
-//! worker and no pipeline: each batch is done before the next is claimed.
-//! The worker takes the entries in the batch's order (the policy's: the
-//! oldest first) and re-measures the free space after each removal
-//! (counting the batch's quarantine, freed right after; the entry's
-//! directory was freed with the removal, which had its claim's
-//! descriptor): once the target is met no further removal starts, so
-//! exactly as many go as needed. Its batches grow 1, 2, 4, … 64 (see the
-//! [reaper's docs](super)), so few entries are moved only to be put back.
+//! each worker looks, before it starts on an entry, at the stop flag:
+//! after a stop **no new removal starts; the ones already under way
+//! finish** (at most one per worker), the condemned entries not started go
+//! back to their names, told as stopped (as do those of a group moved
+//! while the stop came: they are not checked), and no further entry is
+//! claimed. With a free-space target the pool has **one** worker and no
+//! pipeline: each group is done before the next is claimed. The worker
+//! takes the entries in the group's order (the policy's: the oldest
+//! first) and re-measures the free space after each removal (counting the
+//! group's quarantine, freed right after; the entry's directory was freed
+//! with the removal, which had its claim's descriptor): once the target is
+//! met no further removal starts, so exactly as many go as needed, and the
+//! rest go back. Its groups grow 1, 2, 4, 8 (see the [reaper's
+//! docs](super)), so few entries are moved only to be put back.
 //!
-//! # Small entries: one walk that checks, then deletes
+//! # Small entries: one listing that checks, then deletes
 //!
 //! The check must see the whole entry before its first unlink: a held
 //! file deep inside keeps every other file of the entry too. For an entry
 //! below [`SMALL`] files and directories and [`SMALL_DIRS`] directories
-//! (as scanned), the worker lists the entry once, in the quarantine,
+//! (as scanned), the calling thread lists the entry once, in the quarantine,
 //! into memory (`remove::Quarantined::list`): every name, each
 //! directory opened as the remover opens it (`openat2` beneath its
 //! parent's descriptor, no link, no mount crossed) and held open, each
@@ -64,8 +69,8 @@
 //! as the check walk's (holders, kernel users, mount points, and the
 //! write-lease probe when some processes were not read); the listing
 //! stops at the first one held, and nothing is unlinked. Only when all of
-//! it was listed and nothing found is it deleted from the listing: renamed
-//! to its condemned name, every listed directory checked (parents first)
+//! it was listed and nothing found is it condemned, and a worker deletes
+//! it from the listing: every listed directory checked (parents first)
 //! to still be that inode under its name in its parent, then each
 //! directory's files unlinked through its own descriptor, the directories
 //! removed children first. Whatever does not go as listed — `ENOTEMPTY`
@@ -78,8 +83,9 @@
 //! twice the bound, an error, a name that changed kind, no descriptor
 //! left) goes the two-walk way below. The memory is bounded by the bound
 //! (the names and under 80 bytes per inode), the descriptors by
-//! [`SMALL_DIRS`] per worker, fewer when all the workers' would exceed a
-//! quarter of the soft `RLIMIT_NOFILE`.
+//! [`SMALL_DIRS`] per listing, fewer when the listings of the workers and
+//! the calling thread would exceed a quarter of the soft `RLIMIT_NOFILE`,
+//! and those waiting for a worker by an eighth of it a group.
 //!
 //! # Larger entries: the check and the deletion are two walks
 //!
@@ -92,23 +98,23 @@
 //! is found by listing; `rmdir` fails on it). The entries are walked in
 //! parallel.
 //!
-//! # One `/proc/locks` per batch
+//! # One `/proc/locks` per group
 //!
 //! When some processes' holdings were not read (uninspectable, or vouched
 //! for), every regular file is asked whether it is open elsewhere
 //! (`inuse::open_elsewhere`), which needs `/proc/locks` (a file with a
 //! lock or lease on it is answered "open" without being opened, so no
-//! holder's lease is broken). It is read once per batch, right after the
-//! batch's `/proc` pass, not once per entry; when it cannot be read,
-//! every entry of the batch is kept, saying why.
+//! holder's lease is broken). It is read once per group, after the
+//! group's moves, not once per entry; when it cannot be read, every entry
+//! of the group is kept, saying why.
 
 use std::cmp::Reverse;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -590,7 +596,6 @@ const SETTLE: Duration = Duration::from_millis(2);
 /// keeps a reap beside a thousand processes from being mostly passes.
 const PASS_FRESH: Duration = Duration::from_millis(250);
 
-
 impl<'d> Guard<'d> {
     fn new(dir: BorrowedFd<'d>) -> Guard<'d> {
         let dev = rustix::fs::fstat(dir).map(|st| st.st_dev).unwrap_or(0);
@@ -903,9 +908,26 @@ impl Reaper {
         let late = check.late_touches(&mut inodes);
         drop(check);
         let mut tasks = Vec::with_capacity(clear.len());
+        // The listings wait for a worker with their directories open: at
+        // most an eighth of the descriptor limit for a group (two are in
+        // flight); past that, a listing is given up and its entry deleted
+        // by the remover's own walk (it was checked whole all the same).
+        let mut held_open = 0usize;
+        let budget = usize::try_from(soft_nofile() / 8).unwrap_or(usize::MAX);
         for (at, entry, reason, mut doomed) in clear {
+            if let Doomed::Listed(listing) = &doomed {
+                held_open += listing.descriptors();
+                if held_open > budget {
+                    doomed = Doomed::Walked(doomed.into_quarantined());
+                }
+            }
             if let Some(what) = late.iter().find(|(a, _)| *a == at).map(|(_, w)| w.clone()) {
-                let kept = put_back(path, &entry, doomed.into_quarantined(), KeepReason::Changed(what));
+                let kept = put_back(
+                    path,
+                    &entry,
+                    doomed.into_quarantined(),
+                    KeepReason::Changed(what),
+                );
                 slots[at] = Some(kept_done(batch, at, entry, reason, kept));
                 continue;
             }
@@ -1471,7 +1493,13 @@ fn check_entry<'d>(
                 seen(s.id.1);
                 let name = OsStr::from_bytes(s.name.to_bytes());
                 let shown = || qname.join(s.path());
-                check.inode(s.id, s.kind == FileType::RegularFile, s.parent, name, &shown)
+                check.inode(
+                    s.id,
+                    s.kind == FileType::RegularFile,
+                    s.parent,
+                    name,
+                    &shown,
+                )
             });
             match listed {
                 // Every inode listed and checked, nothing found: it may be

@@ -21,45 +21,50 @@
 //!    is the one claimed: from now on no new path lookup reaches it (on a
 //!    filesystem without a free inode or block, a directory becomes its
 //!    own quarantine: made the reaper's, mode 0700, renamed in place);
-//! 4. checks it against a pass over `/proc` taken **after** that move:
-//!    the entry is walked in the quarantine through descriptors, every
-//!    inode matched against open files, working directories, mappings and
-//!    kernel users (loop devices, overlays), and mounts and bound unix
-//!    sockets are asked about both its old and its new path (a mount of
-//!    another mount namespace moves with the directory). Anything held, or
-//!    anything that cannot be told: it is put back under its name
-//!    (`RENAME_NOREPLACE`); if that name was taken meanwhile it stays
-//!    pending in the quarantine, is reported, and is never deleted without
-//!    a fresh check;
+//! 4. checks it: the entry is walked in the quarantine through
+//!    descriptors, every inode matched against open files, working
+//!    directories, mappings and kernel users (loop devices, overlays), and
+//!    mounts and bound unix sockets are asked about both its old and its
+//!    new path (a mount of another mount namespace moves with the
+//!    directory) — against a `/proc` pass taken **after** the move, or, as
+//!    root, against one taken just **before** it plus what fanotify saw
+//!    other processes open or change on the root's filesystem since that
+//!    pass began and every working and root directory re-read after the
+//!    move (`touches`, `inuse::cwds`): a full pass beside a thousand
+//!    processes takes 200 ms, which would be that long away from the
+//!    name. Anything held, or anything that cannot be told: it is put back
+//!    under its name at once (`RENAME_NOREPLACE`; if that name was taken
+//!    meanwhile, it gets it back by an exchange, and the newcomer is kept
+//!    beside it);
 //! 5. with a free-space target (bytes, inodes, or both: then both must be
 //!    met), starts no new removal once the target is met (re-measured
 //!    after each removal: unlinked-but-open files free nothing);
 //!    with a [stop flag](PolicyBuilder::stop_flag), starts no new removal
 //!    once it is raised; the removals under way finish, the entries
 //!    already moved but not started are put back;
-//! 6. removes it: renamed to a condemned name inside the quarantine (so a
-//!    reaper killed from here on leaves it to be finished, one killed
-//!    before leaves it pending), then deleted, never leaving its tree.
+//! 6. removes it: renamed to a condemned name inside the quarantine as
+//!    soon as its check found nothing (so a reaper killed from here on
+//!    leaves it to be finished, one killed before leaves it pending), then
+//!    deleted by a worker, never leaving its tree.
 //!
-//! Steps 1–3 run for a batch of entries, then one `/proc` pass serves
-//! step 4 for each of them (a pass costs about 25 ms on a busy host; one
-//! per entry would make a reap of thousands take minutes); each entry's
-//! check still follows its own move. A batch is 64 entries, or four per
+//! Steps 1–3 run for a group of entries, then step 4 for each of them on
+//! the calling thread, so that an entry is away from its name only while
+//! it is checked; each entry's check still follows its own move. Checked
+//! against a pass after the moves, a group is 64 entries, or four per
 //! process the last pass read when that is more (up to 512, and a quarter
-//! of the descriptor limit for two batches): on a host of hundreds of
-//! processes the passes would otherwise be most of a reap. Steps 4 and 6 run on one pool of worker threads
-//! kept for the whole root, each batch's entries largest first: each
-//! entry's check walk is complete, and found nothing, before its worker
-//! unlinks anything in it; what is held goes back to the calling thread to
-//! be put back. While the workers deal with one batch, the calling thread
-//! claims and moves the next and takes its pass (a pipeline of two
-//! batches), then records the first batch's outcomes in its order: the
-//! records come in the batches' order, as if they ran one after another.
-//! With a free-space target the batches grow 1, 2, 4, … 64, so few entries
-//! are moved only to be put back, one worker takes them in the batch's
-//! order, re-measuring the free space after each removal, and each batch
-//! is done before the next is claimed; with a stop flag every worker looks
-//! at it before it starts on an entry.
+//! of the descriptor limit for two groups): on a host of hundreds of
+//! processes the passes would otherwise be most of a reap. Checked against
+//! a pass before them (root), a group is as many entries as fit in 20 ms
+//! at the last group's cost ([`Batches::after_group`]), and a pass serves
+//! groups for 250 ms (or four times its cost). Step 6's deletions run on
+//! one pool of worker threads kept for the whole root, each group's
+//! largest first, while the calling thread claims, moves and checks the
+//! next group; the records come in the groups' order, as if they ran one
+//! after another. With a free-space target the groups grow 1, 2, 4, 8,
+//! one worker takes them in the group's order, re-measuring the free
+//! space after each removal, and each group is done before the next is
+//! claimed; with a stop flag every worker looks at it before it starts on
+//! an entry.
 //!
 //! # Memory
 //!

@@ -254,7 +254,10 @@ mod tests {
     fn listener_or_skip(dir: &std::fs::File) -> Option<Touches<'_>> {
         let dev = dir.metadata().unwrap().dev();
         if !rustix::process::geteuid().is_root() {
-            assert!(std::env::var_os("CI").is_none(), "needs root, and CI is set");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "needs root, and CI is set"
+            );
             eprintln!("skipping: fanotify filesystem marks need root");
             return None;
         }
@@ -276,7 +279,12 @@ mod tests {
         // Our own open is not another process's.
         drop(std::fs::File::open(&file).unwrap());
         t.drain();
-        let ino = |p: &std::path::Path| (std::fs::metadata(p).unwrap().dev(), std::fs::metadata(p).unwrap().ino());
+        let ino = |p: &std::path::Path| {
+            (
+                std::fs::metadata(p).unwrap().dev(),
+                std::fs::metadata(p).unwrap().ino(),
+            )
+        };
         assert!(!t.touched(ino(&file)));
         let mark = t.mark();
         let status = std::process::Command::new("sh")

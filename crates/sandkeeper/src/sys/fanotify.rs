@@ -206,7 +206,11 @@ pub(crate) fn mark_filesystem(
 /// # References
 ///
 /// - [open_by_handle_at(2)](https://man7.org/linux/man-pages/man2/open_by_handle_at.2.html)
-pub(crate) fn open_by_handle(mount: BorrowedFd<'_>, kind: i32, bytes: &[u8]) -> io::Result<OwnedFd> {
+pub(crate) fn open_by_handle(
+    mount: BorrowedFd<'_>,
+    kind: i32,
+    bytes: &[u8],
+) -> io::Result<OwnedFd> {
     /// `struct file_handle` with room for the largest handle.
     #[repr(C)]
     struct Handle {

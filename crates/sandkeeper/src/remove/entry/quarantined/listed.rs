@@ -478,6 +478,12 @@ impl<'a> Listing<'a> {
         self.q.condemn()
     }
 
+    /// How many descriptors the listing holds (its directories'), until
+    /// it is deleted or given up.
+    pub(crate) fn descriptors(&self) -> usize {
+        self.dirs.iter().filter(|d| d.fd.is_some()).count()
+    }
+
     /// The quarantined entry, for what it is asked by path.
     pub(crate) fn quarantined(&self) -> &Quarantined<'a> {
         &self.q
@@ -494,7 +500,10 @@ impl<'a> Listing<'a> {
         } = self;
         // The entry's own descriptor (and with it its claim's lock) goes
         // back to its handle.
-        q.dir = dirs.first_mut().and_then(|d| d.fd.take()).map(|fd| (fd, root));
+        q.dir = dirs
+            .first_mut()
+            .and_then(|d| d.fd.take())
+            .map(|fd| (fd, root));
         q
     }
 
