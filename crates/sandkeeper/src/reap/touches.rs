@@ -8,10 +8,9 @@
 //! the pass *before* it moves a group, and covers the time since the
 //! pass began with this listener: one fanotify group with a filesystem
 //! mark on the root's filesystem, reporting every open (`FAN_OPEN`,
-//! `FAN_OPEN_EXEC`, directories too) and every name created, removed or
-//! moved (`FAN_CREATE`, `FAN_DELETE`, `FAN_MOVED_FROM`, `FAN_MOVED_TO`:
-//! their directory), by any process but this one, through any mount of
-//! the filesystem. An entry any of whose inodes was touched is kept, as
+//! `FAN_OPEN_EXEC`, directories too) and every name made or moved into a
+//! directory (`FAN_CREATE`, `FAN_MOVED_TO`: the directory), by any process
+//! but this one, through any mount of the filesystem. An entry any of whose inodes was touched is kept, as
 //! if the pass had seen it held. A `chdir` opens nothing: the working
 //! directories are re-read after the moves (`inuse::cwds`).
 //!
@@ -31,14 +30,12 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use crate::sys::fanotify;
 
 /// The events asked for: what a process does to start using an inode, or
-/// to change a directory's names.
-const MASK: u64 = libc::FAN_OPEN
-    | libc::FAN_OPEN_EXEC
-    | libc::FAN_CREATE
-    | libc::FAN_DELETE
-    | libc::FAN_MOVED_FROM
-    | libc::FAN_MOVED_TO
-    | libc::FAN_ONDIR;
+/// to add a name to a directory (a socket bound there, a directory made).
+/// Not removals: the reaper's own workers unlink thousands of names while
+/// a group is checked, which would fill the bounded queue, and a name
+/// removed leaves its remover holding nothing there.
+const MASK: u64 =
+    libc::FAN_OPEN | libc::FAN_OPEN_EXEC | libc::FAN_CREATE | libc::FAN_MOVED_TO | libc::FAN_ONDIR;
 
 /// `struct fanotify_event_metadata`: 24 bytes.
 const META_LEN: usize = 24;

@@ -137,11 +137,14 @@ pub(crate) fn own_event_fd(raw: i32) -> Option<OwnedFd> {
 }
 
 /// `fanotify_init(FAN_CLASS_NOTIF | FAN_CLOEXEC | FAN_NONBLOCK |
-/// FAN_REPORT_FID | FAN_UNLIMITED_QUEUE, O_RDONLY | O_CLOEXEC)`—a
-/// notification group whose events carry the object's file handle (for a
-/// name created, removed or moved: its directory's), never an open
-/// descriptor of it (opening what others open could start a device's
-/// driver or wait on a FIFO), and whose queue never overflows.
+/// FAN_REPORT_FID, O_RDONLY | O_CLOEXEC)`—a notification group whose
+/// events carry the object's file handle (for a name created, removed or
+/// moved: its directory's), never an open descriptor of it (opening what
+/// others open could start a device's driver or wait on a FIFO). Its queue
+/// keeps the kernel's bound (`max_queued_events`): any user can make
+/// events faster than they are read, and an unbounded queue would be
+/// memory charged to the listener; past the bound the kernel reports an
+/// overflow instead.
 ///
 /// Needs `CAP_SYS_ADMIN` (`EPERM` without); `EINVAL` before Linux 5.1.
 ///
@@ -152,8 +155,7 @@ pub(crate) fn fanotify_init_fid() -> io::Result<OwnedFd> {
     let flags = libc::FAN_CLASS_NOTIF
         | libc::FAN_CLOEXEC
         | libc::FAN_NONBLOCK
-        | libc::FAN_REPORT_FID
-        | libc::FAN_UNLIMITED_QUEUE;
+        | libc::FAN_REPORT_FID;
     let event_flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint;
     // SAFETY: fanotify_init takes two integers and touches no memory of
     // the caller.
