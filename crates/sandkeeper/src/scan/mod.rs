@@ -49,6 +49,7 @@ mod state;
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -995,19 +996,23 @@ fn take_for<T>(list: &mut std::iter::Peekable<std::vec::IntoIter<(usize, T)>>, i
 /// not by name alone: see [`crate::root`]. And whether any name (left out
 /// or not) may hold what a killed reaper left
 /// ([`remove::may_hold_leftovers`](crate::remove::may_hold_leftovers)).
+/// Filtered as they are listed: the names are held once.
 pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<(Names, bool)> {
-    let names = read_names(dir, path)?;
     let mut leftovers = false;
-    let names = names.retain(|name| {
-        leftovers |=
-            crate::remove::may_hold_leftovers(std::os::unix::ffi::OsStrExt::as_bytes(name));
-        !crate::root::is_own_dir(dir, name)
-    });
+    let names = read_names_where(dir, path, |name| {
+        leftovers |= crate::remove::may_hold_leftovers(name);
+        !crate::root::is_own_dir(dir, OsStr::from_bytes(name))
+    })?;
     Ok((names, leftovers))
 }
 
-/// Every name in `dir` but `.` and `..`, in directory order.
-pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
+/// The names in `dir` but `.` and `..` for which `keep` is true, in
+/// directory order; the others are never stored.
+pub(crate) fn read_names_where(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    mut keep: impl FnMut(&[u8]) -> bool,
+) -> Result<Names> {
     let fd = rustix::fs::openat(
         dir,
         ".",
@@ -1021,7 +1026,7 @@ pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
     while let Some(entry) = iter.next() {
         let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
+        if name == b"." || name == b".." || !keep(name) {
             continue;
         }
         if !names.push(name) {
