@@ -300,6 +300,10 @@ pub struct ReapCounts {
     pub skipped: u64,
     /// The removed entries by family pattern.
     pub removed_by_family: BTreeMap<Arc<str>, Tally>,
+    /// The removed entries by reason ([`ReapReason::as_str`]) and rule
+    /// ([`ReapReason::rule`]: the glob of a `matched` one, else empty):
+    /// what the metrics count, without a record per entry.
+    pub removed_by_reason: BTreeMap<(&'static str, String), Tally>,
     /// The entries left by reason ([`KeepReason::as_str`]).
     pub skipped_by_reason: BTreeMap<&'static str, Tally>,
 }
@@ -330,6 +334,21 @@ impl ReapCounts {
                 let mut t = Tally::default();
                 t.add(r.disk_bytes);
                 self.removed_by_family.insert(Arc::clone(&r.pattern), t);
+            }
+        }
+        // Few rules: found by a look along them, not by a key made (and
+        // allocated) per entry.
+        let (reason, rule) = (r.reason.as_str(), r.reason.rule());
+        match self
+            .removed_by_reason
+            .iter_mut()
+            .find(|((k, g), _)| *k == reason && g == rule)
+        {
+            Some((_, t)) => t.add(r.disk_bytes),
+            None => {
+                let mut t = Tally::default();
+                t.add(r.disk_bytes);
+                self.removed_by_reason.insert((reason, rule.to_owned()), t);
             }
         }
     }
