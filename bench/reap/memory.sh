@@ -28,6 +28,9 @@
 #                             release build of this checkout, made first)
 #        ONLY="scan --json --entries"   measure only the commands whose
 #                             label contains this (default: all)
+#        NAME_LEN=250         every name this many bytes long (at most 255,
+#                             NAME_MAX): `app-235-<i>-` and a seeded random
+#                             hex tail; default: `app-235-<i>` alone (9-14)
 #
 # The cgroup: `systemd-run --scope -p MemoryMax=LIMIT` when systemd runs;
 # else a cgroup made by hand, v2 (memory.max) or v1 (memory.limit_in_bytes),
@@ -39,6 +42,14 @@ cd "$(dirname "$0")/../.."
 limit=${LIMIT:-512M}
 timeout=${TIMEOUT:-150}
 kinds=${KINDS:-files dirs}
+name_len=${NAME_LEN:-0}
+case $name_len in
+    ''|*[!0-9]*) echo "bench/reap/memory: NAME_LEN=$name_len: give a length in bytes, 16 to 255 (or 0: short names)" >&2; exit 2 ;;
+esac
+if [ "$name_len" != 0 ] && { [ "$name_len" -lt 16 ] || [ "$name_len" -gt 255 ]; }; then
+    echo "bench/reap/memory: NAME_LEN=$name_len: give a length in bytes, 16 to 255 (or 0: short names)" >&2
+    exit 2
+fi
 [ $# -eq 0 ] && set -- 1000000
 
 if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
@@ -114,17 +125,24 @@ trap 'exit 143' TERM
 build_tree() {
     umount "$work" 2>/dev/null || true
     mount -t tmpfs -o size=4g,nr_inodes=0,mode=0700 sandkeeper-bench-memory "$work"
-    python3 - "$root" "$1" "$2" <<'EOF'
-import os, sys
-root, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    python3 - "$root" "$1" "$2" "$name_len" <<'EOF'
+import os, random, sys
+root, kind, n, name_len = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 os.mkdir(root)
 os.chdir(root)
+rng = random.Random(14)
+def name(i):
+    if name_len == 0:
+        return f"app-235-{i}"
+    head = f"app-235-{i}-"
+    tail = name_len - len(head)
+    return head + rng.randbytes((tail + 1) // 2).hex()[:tail]
 if kind == "files":
     for i in range(n):
-        os.close(os.open(f"app-235-{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+        os.close(os.open(name(i), os.O_CREAT | os.O_WRONLY, 0o644))
 else:
     for i in range(n):
-        os.mkdir(f"app-235-{i}")
+        os.mkdir(name(i))
 EOF
 }
 count() { find "$root" -mindepth 1 -maxdepth 1 ! -name .sandkeeper-trash | wc -l; }
@@ -213,6 +231,8 @@ done
 umount "$work"
 
 echo
-echo "peak RSS (GNU time, Maximum resident set size); $(nproc) cores; in a private PID namespace; tmpfs"
+names="names app-235-<i> (9-14 bytes)"
+[ "$name_len" != 0 ] && names="names of $name_len bytes (app-235-<i>- and random hex)"
+echo "peak RSS (GNU time, Maximum resident set size); $names; $(nproc) cores; in a private PID namespace; tmpfs"
 printf '%-9s %-5s %-42s %9s %8s %9s  %s\n' entries kind command "RSS MiB" "B/entry" "wall" notes
 printf '%s\n' "${rows[@]}"
