@@ -14,8 +14,8 @@ use std::fs;
 use std::path::Path;
 
 use sandkeeper::reap::{Policy, Reaper};
-use sandkeeper::scan::Scanner;
 use sandkeeper::sandbox;
+use sandkeeper::scan::Scanner;
 use sandkeeper_testkit::process::test_command;
 
 /// Entries per root: enough that the names' bytes stand out of what a

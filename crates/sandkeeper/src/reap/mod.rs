@@ -70,7 +70,7 @@
 //! tag and state bits; exact values that do not fit go to a side table),
 //! not the scanned [`Entry`] (about 300 bytes and up) or a [`Verdict`] (a
 //! `Matched` one held its own string). Its name is the scan's own buffer
-//! (a name costs its bytes plus 4), handed over when the scan ends, not a
+//! (a name costs its bytes plus 8), handed over when the scan ends, not a
 //! copy; its family is told by runs over the sorted names. What needs
 //! the whole root is finished after the scan: `--keep-last N` from each
 //! family's N newest (mtime, order) pairs, a forward clock step from the
@@ -80,7 +80,8 @@
 //! report's records (`removed`, `skipped`: what `reap --json` lists) are
 //! one per entry unless the policy asks for none
 //! ([`PolicyBuilder::records`]); [`RootReap::counts`] sums them either
-//! way. [`ReapReport::scan`] has the totals and families of each root,
+//! way, by family, by reason and rule, and by keep reason: `watch` asks
+//! for none, and counts its metrics from these. [`ReapReport::scan`] has the totals and families of each root,
 //! but no entries (and so no family members).
 //!
 //! A dry run decides on the scan alone, which takes no lock (live or free

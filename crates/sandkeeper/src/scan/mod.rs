@@ -24,7 +24,9 @@
 //! # Memory
 //!
 //! A root's names are listed once into one buffer (a name costs its bytes
-//! plus 4) and sorted; the families are computed from them; then the
+//! plus 8: where it ends, and its place in the sorted order) and sorted
+//! without being copied (the tool's own directories are left out as they
+//! are listed); the families are computed from them; then the
 //! entries are walked 4,096 at a time (on all cores within a chunk), so
 //! what is held per entry while it is walked (its probe, usage and
 //! holders) is held for one chunk only. Each finished [`Entry`] is added to
@@ -35,6 +37,12 @@
 //! chunks, in the first entry by name that holds it. What stays per entry
 //! is the name and a family number, plus the transient cost of
 //! [`pattern::group`](crate::pattern::group) over all names.
+//!
+//! The names are held whole: their bytes, chosen by whoever creates
+//! entries, are the one cost that grows with something other than the
+//! number of entries (a million names of 255 bytes are 255 MB; the
+//! families need every name, several times). Held once, not twice while
+//! they were filtered and sorted (`tests/memory.rs`).
 //!
 //! # Platform behavior
 //!

@@ -130,7 +130,11 @@ mod tests {
             }
             let before = names.heap_bytes();
             let sorted = names.sorted();
-            assert_eq!(sorted.heap_bytes() - before, 4 * 1000, "names of {len} bytes");
+            assert_eq!(
+                sorted.heap_bytes(),
+                before + 4 * 1000,
+                "names of {len} bytes"
+            );
             assert!(sorted.get(0) < sorted.get(999));
         }
     }
