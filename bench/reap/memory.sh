@@ -153,7 +153,11 @@ reap_args=(--match '*' --older-than 0s --grace 0s)
 declare -a rows=()
 # selected LABEL: whether ONLY lets that command be measured.
 selected() { case $1 in *"${ONLY:-}"*) return 0 ;; esac; return 1; }
-# measure N KIND LABEL [in-box] CMD...: one row of the table.
+# measure N KIND LABEL [in-box] CMD...: one row of the table. What a
+# command writes to stderr (a watch or reap logs a line per removal) goes
+# through a pipe and only its last lines are kept: a file of every line on
+# the tmpfs would be shmem charged to the box (130 MB of lines for a
+# million short names, more than 250 MB for long ones).
 measure() {
     local n=$1 kind=$2 label=$3 inbox=0 rc=0 rss wall note=
     shift 3
@@ -164,24 +168,33 @@ measure() {
     if [ "$inbox" = 1 ] && [ "$box" != none ]; then
         case $box in
             systemd) systemd-run --quiet --scope -p MemoryMax="$limit" -p MemorySwapMax=0 \
-                /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$? ;;
+                /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$? ;;
             v1|v2)
-                [ "$box" = v1 ] && echo 0 >"$cg/memory.max_usage_in_bytes"
+                if [ "$box" = v1 ]; then
+                    echo 0 >"$cg/memory.max_usage_in_bytes"
+                    echo 0 >"$cg/memory.kmem.max_usage_in_bytes" 2>/dev/null || true
+                fi
                 sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
-                    /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$?
-                local peak events
+                    /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$?
+                local peak events kmem=
                 if [ "$box" = v1 ]; then
                     peak=$(cat "$cg/memory.max_usage_in_bytes")
                     events=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control")
+                    # Kernel memory charged to the box (dentries of the
+                    # names the quarantine gives, among others).
+                    if [ -r "$cg/memory.kmem.max_usage_in_bytes" ]; then
+                        kmem=$(cat "$cg/memory.kmem.max_usage_in_bytes")
+                        kmem=", kernel memory peak $((kmem / 1048576)) MiB"
+                    fi
                 else
                     peak=$(cat "$cg/memory.peak" 2>/dev/null || echo 0)
                     events=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events")
                 fi
-                note="cgroup $box limit $limit: peak $((peak / 1048576)) MiB (page cache included), oom_kill total ${events:-?}"
+                note="cgroup $box limit $limit: peak $((peak / 1048576)) MiB (page cache included${kmem}), oom_kill total ${events:-?}"
                 ;;
         esac
     else
-        /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$?
+        /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$?
     fi
     rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$tv")
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$tv")
