@@ -28,6 +28,9 @@
 #                             release build of this checkout, made first)
 #        ONLY="scan --json --entries"   measure only the commands whose
 #                             label contains this (default: all)
+#        NAME_LEN=250         every name this many bytes long (at most 255,
+#                             NAME_MAX): `app-235-<i>-` and a seeded random
+#                             hex tail; default: `app-235-<i>` alone (9-14)
 #
 # The cgroup: `systemd-run --scope -p MemoryMax=LIMIT` when systemd runs;
 # else a cgroup made by hand, v2 (memory.max) or v1 (memory.limit_in_bytes),
@@ -39,6 +42,14 @@ cd "$(dirname "$0")/../.."
 limit=${LIMIT:-512M}
 timeout=${TIMEOUT:-150}
 kinds=${KINDS:-files dirs}
+name_len=${NAME_LEN:-0}
+case $name_len in
+    ''|*[!0-9]*) echo "bench/reap/memory: NAME_LEN=$name_len: give a length in bytes, 16 to 255 (or 0: short names)" >&2; exit 2 ;;
+esac
+if [ "$name_len" != 0 ] && { [ "$name_len" -lt 16 ] || [ "$name_len" -gt 255 ]; }; then
+    echo "bench/reap/memory: NAME_LEN=$name_len: give a length in bytes, 16 to 255 (or 0: short names)" >&2
+    exit 2
+fi
 [ $# -eq 0 ] && set -- 1000000
 
 if [ -z "${SANDKEEPER_BENCH_INNER:-}" ]; then
@@ -114,17 +125,24 @@ trap 'exit 143' TERM
 build_tree() {
     umount "$work" 2>/dev/null || true
     mount -t tmpfs -o size=4g,nr_inodes=0,mode=0700 sandkeeper-bench-memory "$work"
-    python3 - "$root" "$1" "$2" <<'EOF'
-import os, sys
-root, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    python3 - "$root" "$1" "$2" "$name_len" <<'EOF'
+import os, random, sys
+root, kind, n, name_len = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 os.mkdir(root)
 os.chdir(root)
+rng = random.Random(14)
+def name(i):
+    if name_len == 0:
+        return f"app-235-{i}"
+    head = f"app-235-{i}-"
+    tail = name_len - len(head)
+    return head + rng.randbytes((tail + 1) // 2).hex()[:tail]
 if kind == "files":
     for i in range(n):
-        os.close(os.open(f"app-235-{i}", os.O_CREAT | os.O_WRONLY, 0o644))
+        os.close(os.open(name(i), os.O_CREAT | os.O_WRONLY, 0o644))
 else:
     for i in range(n):
-        os.mkdir(f"app-235-{i}")
+        os.mkdir(name(i))
 EOF
 }
 count() { find "$root" -mindepth 1 -maxdepth 1 ! -name .sandkeeper-trash | wc -l; }
@@ -135,7 +153,11 @@ reap_args=(--match '*' --older-than 0s --grace 0s)
 declare -a rows=()
 # selected LABEL: whether ONLY lets that command be measured.
 selected() { case $1 in *"${ONLY:-}"*) return 0 ;; esac; return 1; }
-# measure N KIND LABEL [in-box] CMD...: one row of the table.
+# measure N KIND LABEL [in-box] CMD...: one row of the table. What a
+# command writes to stderr (a watch or reap logs a line per removal) goes
+# through a pipe and only its last lines are kept: a file of every line on
+# the tmpfs would be shmem charged to the box (130 MB of lines for a
+# million short names, more than 250 MB for long ones).
 measure() {
     local n=$1 kind=$2 label=$3 inbox=0 rc=0 rss wall note=
     shift 3
@@ -146,24 +168,33 @@ measure() {
     if [ "$inbox" = 1 ] && [ "$box" != none ]; then
         case $box in
             systemd) systemd-run --quiet --scope -p MemoryMax="$limit" -p MemorySwapMax=0 \
-                /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$? ;;
+                /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$? ;;
             v1|v2)
-                [ "$box" = v1 ] && echo 0 >"$cg/memory.max_usage_in_bytes"
+                if [ "$box" = v1 ]; then
+                    echo 0 >"$cg/memory.max_usage_in_bytes"
+                    echo 0 >"$cg/memory.kmem.max_usage_in_bytes" 2>/dev/null || true
+                fi
                 sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' _ "$cg" \
-                    /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$?
-                local peak events
+                    /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$?
+                local peak events kmem=
                 if [ "$box" = v1 ]; then
                     peak=$(cat "$cg/memory.max_usage_in_bytes")
                     events=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.oom_control")
+                    # Kernel memory charged to the box (dentries of the
+                    # names the quarantine gives, among others).
+                    if [ -r "$cg/memory.kmem.max_usage_in_bytes" ]; then
+                        kmem=$(cat "$cg/memory.kmem.max_usage_in_bytes")
+                        kmem=", kernel memory peak $((kmem / 1048576)) MiB"
+                    fi
                 else
                     peak=$(cat "$cg/memory.peak" 2>/dev/null || echo 0)
                     events=$(awk '$1 == "oom_kill" { print $2 }' "$cg/memory.events")
                 fi
-                note="cgroup $box limit $limit: peak $((peak / 1048576)) MiB (page cache included), oom_kill total ${events:-?}"
+                note="cgroup $box limit $limit: peak $((peak / 1048576)) MiB (page cache included${kmem}), oom_kill total ${events:-?}"
                 ;;
         esac
     else
-        /usr/bin/time -v -o "$tv" "$@" >/dev/null 2>"$work/err" || rc=$?
+        /usr/bin/time -v -o "$tv" "$@" 2>&1 >/dev/null | tail -n 5 >"$work/err" || rc=$?
     fi
     rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$tv")
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$tv")
@@ -213,6 +244,8 @@ done
 umount "$work"
 
 echo
-echo "peak RSS (GNU time, Maximum resident set size); $(nproc) cores; in a private PID namespace; tmpfs"
+names="names app-235-<i> (9-14 bytes)"
+[ "$name_len" != 0 ] && names="names of $name_len bytes (app-235-<i>- and random hex)"
+echo "peak RSS (GNU time, Maximum resident set size); $names; $(nproc) cores; in a private PID namespace; tmpfs"
 printf '%-9s %-5s %-42s %9s %8s %9s  %s\n' entries kind command "RSS MiB" "B/entry" "wall" notes
 printf '%s\n' "${rows[@]}"

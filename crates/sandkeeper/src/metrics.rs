@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::config::Watermarks;
-use crate::reap::{ReapReason, RootReap};
+use crate::reap::RootReap;
 use crate::scan::{CreatorKey, EntryState, RootReport};
 
 /// Families per root with their own series; the smaller rest are summed
@@ -354,15 +354,15 @@ impl Metrics {
     /// Counts what a (real) reap of one root removed and failed to remove.
     pub fn count_reap(&mut self, reap: &RootReap) {
         let key = label(&reap.path);
-        for removed in &reap.removed {
-            let (reason, rule) = match &removed.reason {
-                ReapReason::Orphaned => ("orphaned", String::new()),
-                ReapReason::Matched(glob) => ("matched", glob.clone()),
-                ReapReason::KeptUnderPressure(_) => ("kept_under_pressure", String::new()),
-            };
-            let slot = self.reaped.entry((key.clone(), reason, rule)).or_default();
-            slot.entries += 1;
-            slot.bytes += removed.disk_bytes;
+        // From the sums the reap kept as it went: it need keep no record
+        // per entry (`PolicyBuilder::records`).
+        for ((reason, rule), tally) in &reap.counts.removed_by_reason {
+            let slot = self
+                .reaped
+                .entry((key.clone(), reason, rule.clone()))
+                .or_default();
+            slot.entries += tally.entries;
+            slot.bytes += tally.disk_bytes;
         }
         *self.removal_errors.entry(key).or_insert(0) += reap.errors.len() as u64;
     }

@@ -281,7 +281,11 @@ impl Root {
     /// the library makes); sorted by name. Names that do not qualify are
     /// ordinary entries of this root.
     pub fn user_dirs(&self, which: UserDirs) -> Vec<Root> {
-        let Ok(names) = crate::scan::read_names(self.fd(), &self.path) else {
+        // Only the names of per-user roots are kept: a root of a million
+        // long names is not held twice.
+        let Ok(names) = crate::scan::read_names_where(self.fd(), &self.path, |name| {
+            user_root_uid(name).is_some()
+        }) else {
             return Vec::new();
         };
         let mut found: Vec<Root> = names

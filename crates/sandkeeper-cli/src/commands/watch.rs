@@ -52,6 +52,9 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
     opts.reap.trust_pid_namespace = super::trust_pid_namespace(args.trust_pid_namespace, false)?;
     opts.reap.assume_unseen_free = super::assume_unseen_free(args.assume_unseen_free, false)?;
     opts.reap.stop = Some(signals.stop_flag());
+    // Counted and logged as the reap goes: no record per entry, whose
+    // number is whatever the root holds.
+    opts.reap.records = false;
     opts.config_path = args.config.clone();
     opts.metrics = args.metrics_file.is_some();
     let mut driver = LogDriver {

@@ -6,7 +6,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use sandkeeper::config::{self, Config};
-use sandkeeper::reap::KeepReason;
 use sandkeeper::watch::{Level, Outcome, Pressure};
 
 use crate::humanize::{sanitize, size};
@@ -133,9 +132,16 @@ pub fn pressure_started(root: &Path, level: &Level, pressure: &Pressure) -> Stri
 /// What kept a reap under pressure from freeing more: the entries that
 /// could not be removed (with the first error), then the keep reasons by
 /// the disk usage they hold, the top [`TOP_BLOCKERS`] named. Sanitized.
+/// From the reaps' sums ([`RootReap::counts`](sandkeeper::reap::RootReap::counts)):
+/// `watch` keeps no record per entry.
 pub fn blockers(outcome: &Outcome) -> String {
     let roots = outcome.reports.iter().flat_map(|r| &r.roots);
-    let skipped = roots.clone().flat_map(|r| &r.skipped);
+    let kept = roots.clone().flat_map(|r| {
+        r.counts
+            .skipped_by_reason
+            .iter()
+            .map(|(reason, t)| (*reason, t.entries, t.disk_bytes))
+    });
     let messages: Vec<String> = outcome
         .failures
         .iter()
@@ -152,7 +158,7 @@ pub fn blockers(outcome: &Outcome) -> String {
                 .map(|((path, _), m)| (path.as_path(), m.as_str())),
         )
         .collect();
-    blocker_text(skipped.map(|s| (&s.reason, s.disk_bytes)), &errors)
+    blocker_counts(kept, &errors)
 }
 
 /// Removal failures logged one by one per root and reap; the rest are
@@ -162,37 +168,39 @@ pub const MAX_ERROR_LINES: usize = 8;
 /// How many keep reasons [`blockers`] names; the rest are summed.
 const TOP_BLOCKERS: usize = 3;
 
-/// See [`blockers`]: `kept` is each kept entry's reason and disk usage,
-/// `errors` each entry (or root) that could not be removed and why.
-pub fn blocker_text<'a>(
-    kept: impl Iterator<Item = (&'a KeepReason, u64)>,
+/// See [`blockers`]: `kept` gives each keep reason's stable name
+/// ([`KeepReason::as_str`](sandkeeper::reap::KeepReason::as_str)), how
+/// many entries it kept and their disk usage (a reason may come more than
+/// once); `errors` each entry (or root) that could not be removed and why.
+fn blocker_counts(
+    kept: impl Iterator<Item = (&'static str, u64, u64)>,
     errors: &[(&Path, &str)],
 ) -> String {
     // (label, entries, bytes), by the reason's stable name.
-    let mut by: Vec<(&'static str, usize, u64)> = Vec::new();
-    for (reason, bytes) in kept {
+    let mut by: Vec<(&'static str, u64, u64)> = Vec::new();
+    for (reason, entries, bytes) in kept {
         let label = match reason {
-            KeepReason::Live => "live (lease held)",
-            KeepReason::InUse => "in use",
-            KeepReason::Unknown => "unknown (could not be inspected)",
-            KeepReason::InGrace { .. } => "in grace",
-            KeepReason::KeptUntil(_) => "kept on purpose",
-            KeepReason::NotSelected => "matched by no rule",
-            KeepReason::TooNew { .. } => "too new",
-            KeepReason::AmongNewest => "among the newest kept",
-            KeepReason::OtherOwner(_) => "of another owner",
-            KeepReason::Changed(_) => "changed during the reap",
-            KeepReason::ClockStepped(_) => "ages untrusted (clock stepped)",
+            "live" => "live (lease held)",
+            "in_use" => "in use",
+            "unknown" => "unknown (could not be inspected)",
+            "grace" => "in grace",
+            "kept" => "kept on purpose",
+            "not_selected" => "matched by no rule",
+            "too_new" => "too new",
+            "keep_last" => "among the newest kept",
+            "owner" => "of another owner",
+            "changed" => "changed during the reap",
+            "clock_stepped" => "ages untrusted (clock stepped)",
             // Not blockers: the target was met, or a stop was asked for.
-            KeepReason::TargetMet | KeepReason::Stopped => continue,
+            "target_met" | "stopped" => continue,
             _ => "kept for another reason",
         };
         match by.iter_mut().find(|(l, ..)| *l == label) {
             Some(slot) => {
-                slot.1 += 1;
+                slot.1 += entries;
                 slot.2 = slot.2.saturating_add(bytes);
             }
-            None => by.push((label, 1, bytes)),
+            None => by.push((label, entries, bytes)),
         }
     }
     by.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(b.0)));
@@ -244,6 +252,8 @@ pub fn used(level: &Level, pressure: &Pressure) -> String {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use sandkeeper::reap::KeepReason;
 
     use super::*;
 
@@ -304,7 +314,7 @@ mod tests {
         for (name, kept, errors, want) in cases {
             let errors: Vec<(&Path, &str)> =
                 errors.iter().map(|(p, e)| (Path::new(*p), *e)).collect();
-            let got = blocker_text(kept.iter().map(|(r, b)| (r, *b)), &errors);
+            let got = blocker_counts(kept.iter().map(|(r, b)| (r.as_str(), 1, *b)), &errors);
             assert_eq!(got, want, "{name}");
         }
     }

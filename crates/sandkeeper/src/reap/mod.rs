@@ -75,7 +75,7 @@
 //! tag and state bits; exact values that do not fit go to a side table),
 //! not the scanned [`Entry`] (about 300 bytes and up) or a [`Verdict`] (a
 //! `Matched` one held its own string). Its name is the scan's own buffer
-//! (a name costs its bytes plus 4), handed over when the scan ends, not a
+//! (a name costs its bytes plus 8), handed over when the scan ends, not a
 //! copy; its family is told by runs over the sorted names. What needs
 //! the whole root is finished after the scan: `--keep-last N` from each
 //! family's N newest (mtime, order) pairs, a forward clock step from the
@@ -85,7 +85,8 @@
 //! report's records (`removed`, `skipped`: what `reap --json` lists) are
 //! one per entry unless the policy asks for none
 //! ([`PolicyBuilder::records`]); [`RootReap::counts`] sums them either
-//! way. [`ReapReport::scan`] has the totals and families of each root,
+//! way, by family, by reason and rule, and by keep reason: `watch` asks
+//! for none, and counts its metrics from these. [`ReapReport::scan`] has the totals and families of each root,
 //! but no entries (and so no family members).
 //!
 //! A dry run decides on the scan alone, which takes no lock (live or free
@@ -355,6 +356,10 @@ pub struct ReapCounts {
     pub skipped: u64,
     /// The removed entries by family pattern.
     pub removed_by_family: BTreeMap<Arc<str>, Tally>,
+    /// The removed entries by reason ([`ReapReason::as_str`]) and rule
+    /// ([`ReapReason::rule`]: the glob of a `matched` one, else empty):
+    /// what the metrics count, without a record per entry.
+    pub removed_by_reason: BTreeMap<(&'static str, String), Tally>,
     /// The entries left by reason ([`KeepReason::as_str`]).
     pub skipped_by_reason: BTreeMap<&'static str, Tally>,
 }
@@ -385,6 +390,21 @@ impl ReapCounts {
                 let mut t = Tally::default();
                 t.add(r.disk_bytes);
                 self.removed_by_family.insert(Arc::clone(&r.pattern), t);
+            }
+        }
+        // Few rules: found by a look along them, not by a key made (and
+        // allocated) per entry.
+        let (reason, rule) = (r.reason.as_str(), r.reason.rule());
+        match self
+            .removed_by_reason
+            .iter_mut()
+            .find(|((k, g), _)| *k == reason && g == rule)
+        {
+            Some((_, t)) => t.add(r.disk_bytes),
+            None => {
+                let mut t = Tally::default();
+                t.add(r.disk_bytes);
+                self.removed_by_reason.insert((reason, rule.to_owned()), t);
             }
         }
     }

@@ -37,6 +37,27 @@ pub enum ReapReason {
     KeptUnderPressure(u64),
 }
 
+impl ReapReason {
+    /// A stable name for the reason: `orphaned`, `matched` or
+    /// `kept_under_pressure` (the rule's glob is not part of it).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReapReason::Orphaned => "orphaned",
+            ReapReason::Matched(_) => "matched",
+            ReapReason::KeptUnderPressure(_) => "kept_under_pressure",
+        }
+    }
+
+    /// The glob of the rule that selected the entry ([`Matched`](Self::Matched));
+    /// empty for the other reasons.
+    pub fn rule(&self) -> &str {
+        match self {
+            ReapReason::Matched(glob) => glob,
+            _ => "",
+        }
+    }
+}
+
 /// Why an entry is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

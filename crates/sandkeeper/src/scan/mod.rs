@@ -24,7 +24,9 @@
 //! # Memory
 //!
 //! A root's names are listed once into one buffer (a name costs its bytes
-//! plus 4) and sorted; the families are computed from them; then the
+//! plus 8: where it ends, and its place in the sorted order) and sorted
+//! without being copied (the tool's own directories are left out as they
+//! are listed); the families are computed from them; then the
 //! entries are walked 4,096 at a time (on all cores within a chunk), so
 //! what is held per entry while it is walked (its probe, usage and
 //! holders) is held for one chunk only. Each finished [`Entry`] is added to
@@ -35,6 +37,12 @@
 //! chunks, in the first entry by name that holds it. What stays per entry
 //! is the name and a family number, plus the transient cost of
 //! [`pattern::group`](crate::pattern::group) over all names.
+//!
+//! The names are held whole: their bytes, chosen by whoever creates
+//! entries, are the one cost that grows with something other than the
+//! number of entries (a million names of 255 bytes are 255 MB; the
+//! families need every name, several times). Held once, not twice while
+//! they were filtered and sorted (`tests/memory.rs`).
 //!
 //! # Platform behavior
 //!
@@ -49,6 +57,7 @@ mod state;
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -995,19 +1004,23 @@ fn take_for<T>(list: &mut std::iter::Peekable<std::vec::IntoIter<(usize, T)>>, i
 /// not by name alone: see [`crate::root`]. And whether any name (left out
 /// or not) may hold what a killed reaper left
 /// ([`remove::may_hold_leftovers`](crate::remove::may_hold_leftovers)).
+/// Filtered as they are listed: the names are held once.
 pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<(Names, bool)> {
-    let names = read_names(dir, path)?;
     let mut leftovers = false;
-    let names = names.retain(|name| {
-        leftovers |=
-            crate::remove::may_hold_leftovers(std::os::unix::ffi::OsStrExt::as_bytes(name));
-        !crate::root::is_own_dir(dir, name)
-    });
+    let names = read_names_where(dir, path, |name| {
+        leftovers |= crate::remove::may_hold_leftovers(name);
+        !crate::root::is_own_dir(dir, OsStr::from_bytes(name))
+    })?;
     Ok((names, leftovers))
 }
 
-/// Every name in `dir` but `.` and `..`, in directory order.
-pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
+/// The names in `dir` but `.` and `..` for which `keep` is true, in
+/// directory order; the others are never stored.
+pub(crate) fn read_names_where(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    mut keep: impl FnMut(&[u8]) -> bool,
+) -> Result<Names> {
     let fd = rustix::fs::openat(
         dir,
         ".",
@@ -1021,7 +1034,7 @@ pub(crate) fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Names> {
     while let Some(entry) = iter.next() {
         let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
+        if name == b"." || name == b".." || !keep(name) {
             continue;
         }
         if !names.push(name) {

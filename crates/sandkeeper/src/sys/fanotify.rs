@@ -152,10 +152,8 @@ pub(crate) fn own_event_fd(raw: i32) -> Option<OwnedFd> {
 ///
 /// - [fanotify_init(2)](https://man7.org/linux/man-pages/man2/fanotify_init.2.html)
 pub(crate) fn fanotify_init_fid() -> io::Result<OwnedFd> {
-    let flags = libc::FAN_CLASS_NOTIF
-        | libc::FAN_CLOEXEC
-        | libc::FAN_NONBLOCK
-        | libc::FAN_REPORT_FID;
+    let flags =
+        libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_REPORT_FID;
     let event_flags = (libc::O_RDONLY | libc::O_CLOEXEC) as libc::c_uint;
     // SAFETY: fanotify_init takes two integers and touches no memory of
     // the caller.

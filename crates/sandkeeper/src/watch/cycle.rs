@@ -47,8 +47,12 @@ pub struct ReapOptions {
     pub origins: bool,
     /// Whether the reports keep one record per entry (default `true`; see
     /// [`PolicyBuilder::records`](crate::reap::PolicyBuilder::records)):
-    /// `watch` counts and logs from them, `reap` without `--json` or
-    /// `--verbose` needs only the counts.
+    /// what a caller lists one by one. The [`Watcher`](super::Watcher)
+    /// needs none (its metrics, [`Outcome::removed`] and the summaries
+    /// come from [`RootReap::counts`](crate::reap::RootReap::counts), the
+    /// log lines from the events as they happen), and `reap` without
+    /// `--json` or `--verbose` neither: `sandkeeper watch` turns them off,
+    /// since a million removals would be a million records.
     pub records: bool,
 }
 
@@ -126,7 +130,7 @@ impl Outcome {
         self.reports
             .iter()
             .flat_map(|r| &r.roots)
-            .map(|r| r.removed.len())
+            .map(|r| r.counts.removed as usize)
             .sum()
     }
 

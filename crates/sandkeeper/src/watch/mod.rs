@@ -538,7 +538,7 @@ impl Watcher {
                 if !report.dry_run {
                     self.metrics.count_reap(reap);
                 }
-                if reap.removed.is_empty() || report.dry_run {
+                if reap.counts.removed == 0 || report.dry_run {
                     self.metrics
                         .observe_scan(scanned, marks(opened), labels(opened));
                 } else {
