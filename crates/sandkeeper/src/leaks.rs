@@ -486,7 +486,12 @@ enum Untrusted {
 
 impl Untrusted {
     fn message(&self) -> String {
+        // User names come with the engine's `config` feature (its user
+        // database lookup); without it, the number says as much.
+        #[cfg(feature = "config")]
         let name = crate::config::value::user_name;
+        #[cfg(not(feature = "config"))]
+        let name = |uid: u32| uid.to_string();
         match *self {
             Untrusted::Owner { owner, me, mode } => format!(
                 "refusing a report directory owned by uid {owner} ({}), mode {mode:04o}: you are uid {me} ({}), and its records would be another user's",

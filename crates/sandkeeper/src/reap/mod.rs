@@ -55,7 +55,7 @@
 //! of the descriptor limit for two groups): on a host of hundreds of
 //! processes the passes would otherwise be most of a reap. Checked against
 //! a pass before them (root), a group is as many entries as fit in 20 ms
-//! at the last group's cost ([`Batches::after_group`]), and a pass serves
+//! at the last group's cost (`Batches::after_group`), and a pass serves
 //! groups for 250 ms (or four times its cost). Step 6's deletions run on
 //! one pool of worker threads kept for the whole root, each group's
 //! largest first, while the calling thread claims, moves and checks the
