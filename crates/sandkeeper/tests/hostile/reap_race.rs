@@ -114,8 +114,16 @@ fn attacker_main() {
             break;
         }
     }
+    // A working directory: a chdir opens nothing (no fanotify event),
+    // only a re-read of the working directories after the moves sees it.
+    if let Some(dir) = std::env::var_os("SK_RACE_CHDIR") {
+        match std::env::set_current_dir(&dir) {
+            Ok(()) => writeln!(out, "HELD {}", Path::new(&dir).display()).unwrap(),
+            Err(e) => writeln!(out, "MISSED {} {e}", Path::new(&dir).display()).unwrap(),
+        }
+    }
     let mut held = Vec::new();
-    for target in targets.split(':') {
+    for target in targets.split(':').filter(|t| !t.is_empty()) {
         let target = Path::new(target);
         let file = match target.is_dir() {
             true => target.join("file"),
@@ -301,6 +309,56 @@ fn inner_used_during_the_reap() {
     assert_eq!(left, held, "{:?}", report.roots[0].errors);
 
     // Once the holder is gone, the next reap takes it.
+    drop(attacker);
+    let again = reap(root.path(), "app-*");
+    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+}
+
+#[test]
+fn an_entry_entered_during_the_reap_is_kept() {
+    run_in_pid_namespace(
+        "an_entry_entered_during_the_reap_is_kept",
+        "reap_race::inner_entered_during_the_reap",
+    );
+}
+
+#[test]
+#[ignore = "runs inside a PID namespace, started by its outer test"]
+fn inner_entered_during_the_reap() {
+    if !in_namespace() {
+        return;
+    }
+    let root = shared_root("reap-cwd", 0o755);
+    let p = |i: usize| root.path().join(name(i));
+    populate(root.path());
+    // As soon as app-000 leaves its name (the reap's pass is taken, its
+    // first group moved), the attacker makes app-080 its working directory
+    // and opens nothing: as root the reaper checks later groups against
+    // that earlier pass, fanotify (which a chdir does not wake) and the
+    // working directories read again after each group's moves.
+    let attacker = Attacker::start(&[
+        ("SK_RACE_WATCH", p(0).as_os_str()),
+        ("SK_RACE_TARGETS", OsStr::new("")),
+        ("SK_RACE_CHDIR", p(80).as_os_str()),
+    ]);
+    let report = reap(root.path(), "app-*");
+    let (held, lines) = attacker.held();
+    assert!(held.contains(&p(80)), "the attack did not land: {lines:?}");
+    assert!(
+        intact(&p(80), 80),
+        "app-080 lost its files: {:?}",
+        report.roots[0]
+    );
+    assert!(
+        report.roots[0].skipped.iter().any(|s| s.path == p(80)),
+        "app-080 is not reported as kept: {:?}",
+        report.roots[0]
+    );
+    let left: BTreeSet<PathBuf> = names_in(root.path())
+        .into_iter()
+        .map(|n| root.path().join(n))
+        .collect();
+    assert_eq!(left, held, "{:?}", report.roots[0].errors);
     drop(attacker);
     let again = reap(root.path(), "app-*");
     assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
