@@ -885,18 +885,60 @@ impl Reaper {
     ) -> (Vec<Option<Done>>, Vec<Task<'d>>) {
         let path = work.path;
         let mut slots: Vec<Option<Done>> = (0..moved.len()).map(|_| None).collect();
-        let mut inodes: Vec<(u64, u32)> = Vec::new();
-        let mut clear = Vec::with_capacity(moved.len());
-        for (at, Moved { entry, reason, q }) in moved.into_iter().enumerate() {
-            let mut seen = |ino: u64| inodes.push((ino, at as u32));
-            match check_entry(path, &entry, q, &check, work.small_dirs, walker, &mut seen) {
-                Checked::Held(what, q) => {
-                    let kept = put_back(path, &entry, q, KeepReason::Changed(what));
-                    slots[at] = Some(kept_done(batch, at, entry, reason, kept));
-                }
-                Checked::Clear(doomed) => clear.push((at, entry, reason, doomed)),
+        // Two threads check a group (this one and a helper), so that the
+        // checks keep pace with the workers' deletions; each takes the
+        // next entry, largest first. Without a helper (no thread to be
+        // had, one core) this one checks them all.
+        let mut order: Vec<(usize, Moved<'d>)> = moved.into_iter().enumerate().collect();
+        order.sort_by_key(|(_, m)| Reverse(m.entry.files.saturating_add(m.entry.dirs)));
+        let next = Mutex::new(order.into_iter());
+        let part = |walker: &mut walk::Walker| {
+            let mut inodes: Vec<(u64, u32)> = Vec::new();
+            let mut out = Vec::new();
+            loop {
+                let taken = next.lock().unwrap_or_else(PoisonError::into_inner).next();
+                let Some((at, Moved { entry, reason, q })) = taken else {
+                    break;
+                };
+                let mut seen = |ino: u64| inodes.push((ino, at as u32));
+                let checked =
+                    check_entry(path, &entry, q, &check, work.small_dirs, walker, &mut seen);
+                // Held: back to its name at once.
+                let checked = match checked {
+                    Checked::Held(what, q) => {
+                        Err(put_back(path, &entry, q, KeepReason::Changed(what)))
+                    }
+                    Checked::Clear(doomed) => Ok(doomed),
+                };
+                out.push((at, entry, reason, checked));
+            }
+            (out, inodes)
+        };
+        let ((mut checked, mut inodes), helped) = std::thread::scope(|scope| {
+            let helper = (walk::cores() > 1 && slots.len() > 1)
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("sandkeeper-check".into())
+                        .spawn_scoped(scope, || part(&mut walk::Walker::new()))
+                        .ok()
+                })
+                .flatten();
+            let mine = part(walker);
+            let helped = helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (mine, helped)
+        });
+        if let Some((more, more_inodes)) = helped {
+            checked.extend(more);
+            inodes.extend(more_inodes);
+        }
+        let mut clear = Vec::with_capacity(checked.len());
+        for (at, entry, reason, checked) in checked {
+            match checked {
+                Err(kept) => slots[at] = Some(kept_done(batch, at, entry, reason, kept)),
+                Ok(doomed) => clear.push((at, entry, reason, doomed)),
             }
         }
+        clear.sort_by_key(|(at, ..)| *at);
         // A system call that looked the entry up before its move may still
         // be opening it: its event comes when the open is done. The last
         // look at the events is at least this long after the moves.

@@ -23,9 +23,9 @@
 //! listener [blind](Touches::blind) until the next pass, and the entries
 //! are then checked by a pass taken after their move, as before.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::sys::fanotify;
 
@@ -47,9 +47,9 @@ pub(super) struct Touches<'d> {
     mount: BorrowedFd<'d>,
     dev: u64,
     me: i32,
-    /// What was read so far (the checks of a group read the listener
-    /// through a shared reference, on the reaper's one thread).
-    state: RefCell<State>,
+    /// What was read so far (the checks of a group, on two threads, ask
+    /// the listener through a shared reference).
+    state: Mutex<State>,
 }
 
 struct State {
@@ -77,7 +77,7 @@ impl<'d> Touches<'d> {
             mount: root,
             dev,
             me: std::process::id() as i32,
-            state: RefCell::new(State {
+            state: Mutex::new(State {
                 touched: HashSet::new(),
                 order: Vec::new(),
                 resolved: HashMap::new(),
@@ -91,11 +91,15 @@ impl<'d> Touches<'d> {
     /// what is held from then on. (What is queued now happened before.)
     pub(super) fn restart(&self) {
         self.read_all(true);
-        let mut state = self.state.borrow_mut();
+        let mut state = self.lock();
         state.touched.clear();
         state.order.clear();
         state.resolved.clear();
         state.blind = None;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Reads every event queued so far.
@@ -105,19 +109,18 @@ impl<'d> Touches<'d> {
 
     /// Whether another process touched the inode `id` since the restart.
     pub(super) fn touched(&self, id: (u64, u64)) -> bool {
-        id.0 == self.dev && self.state.borrow().touched.contains(&id.1)
+        id.0 == self.dev && self.lock().touched.contains(&id.1)
     }
 
     /// How many touched inodes are known: [`since`](Self::since) this
     /// mark are those that came later.
     pub(super) fn mark(&self) -> usize {
-        self.state.borrow().order.len()
+        self.lock().order.len()
     }
 
     /// The inodes (of the root's filesystem) touched after `mark`.
     pub(super) fn since(&self, mark: usize) -> Vec<u64> {
-        self.state
-            .borrow()
+        self.lock()
             .order
             .get(mark..)
             .map(<[u64]>::to_vec)
@@ -127,11 +130,11 @@ impl<'d> Touches<'d> {
     /// Why the events since the restart cannot vouch for anything (an
     /// event lost, a handle that could not be resolved), if so.
     pub(super) fn blind(&self) -> Option<String> {
-        self.state.borrow().blind.clone()
+        self.lock().blind.clone()
     }
 
     fn read_all(&self, discard: bool) {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.lock();
         let state = &mut *state;
         loop {
             let n = match rustix::io::read(&self.group, &mut state.buf) {
