@@ -23,7 +23,7 @@
 //! goes back to its name (by an exchange if the name was taken); free, it
 //! is renamed to its condemned name and handed to the pool. So an entry
 //! is away from its name for its group's moves and checks only, which the
-//! group's size keeps near 20 ms ([`super::Batches::after_group`]), not
+//! group's size keeps near 15 ms ([`super::Batches::after_group`]), not
 //! for a pass (200 ms beside a thousand processes) nor for the deletion of
 //! the entries before it.
 //!

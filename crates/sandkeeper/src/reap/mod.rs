@@ -54,7 +54,7 @@
 //! process the last pass read when that is more (up to 512, and a quarter
 //! of the descriptor limit for two groups): on a host of hundreds of
 //! processes the passes would otherwise be most of a reap. Checked against
-//! a pass before them (root), a group is as many entries as fit in 20 ms
+//! a pass before them (root), a group is as many entries as fit in 15 ms
 //! at the last group's cost (`Batches::after_group`), and a pass serves
 //! groups for 250 ms (or four times its cost). Step 6's deletions run on
 //! one pool of worker threads kept for the whole root, each group's
@@ -216,7 +216,7 @@ impl<'c, T> Batches<'c, T> {
 const AHEAD_FIRST: usize = 16;
 /// How long a group checked by a pass taken before its moves is meant to
 /// be away from its names, at most (see [`Batches::after_group`]).
-const WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+const WINDOW: std::time::Duration = std::time::Duration::from_millis(15);
 /// The largest group of a reap with a free-space target: its entries wait,
 /// condemned, for the removals before them, and go back to their names
 /// once the target is met.
@@ -795,12 +795,12 @@ mod tests {
         // processes.
         b.after_group(10_000, ms(2), ms(1), 16);
         assert_eq!(b.next().map(<[u32]>::len), Some(32));
-        // 0.25 ms an entry beside a fixed 10 ms: 40 fit in 20 ms.
+        // 0.25 ms an entry beside a fixed 10 ms: 20 fit in 15 ms.
         b.after_group(1, ms(18), ms(10), 32);
-        assert_eq!(b.next().map(<[u32]>::len), Some(40));
+        assert_eq!(b.next().map(<[u32]>::len), Some(20));
         // Slower entries: fewer.
-        b.after_group(1, ms(50), ms(10), 40);
-        assert_eq!(b.next().map(<[u32]>::len), Some(10));
+        b.after_group(1, ms(30), ms(10), 20);
+        assert_eq!(b.next().map(<[u32]>::len), Some(5));
         // A fixed cost beyond the window still moves one at a time.
         b.after_group(1, ms(50), ms(45), 10);
         assert_eq!(b.next().map(<[u32]>::len), Some(1), "never below one");
