@@ -70,6 +70,21 @@ impl<'d> Touches<'d> {
     /// kernel, a filesystem without file handles): the reaper then checks
     /// each group by a pass taken after its moves.
     pub(super) fn start(root: BorrowedFd<'d>, dev: u64) -> Option<Touches<'d>> {
+        // `ESTALE` is read as "that inode no longer exists" below, which
+        // holds only where handles can be turned back into inodes at all:
+        // a filesystem that can only make identifying handles (overlayfs
+        // without `nfs_export`, some FUSE ones) answers `ESTALE` for
+        // every handle, and its events would all be dropped. So the root's
+        // own handle must resolve to the root, or nothing is listened to.
+        let (kind, handle) = fanotify::file_handle(root).ok()?;
+        let back = fanotify::open_by_handle(root, kind, &handle).ok()?;
+        let (here, there) = (
+            rustix::fs::fstat(root).ok()?,
+            rustix::fs::fstat(&back).ok()?,
+        );
+        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino) {
+            return None;
+        }
         let group = fanotify::fanotify_init_fid().ok()?;
         fanotify::mark_filesystem(group.as_fd(), root, MASK).ok()?;
         Some(Touches {
