@@ -717,7 +717,15 @@ fn inner_loop_on_a_hung_mount() {
     );
     wait_until_handled(watch.pid(), 15);
     let deadline = Instant::now() + RUN_BOUND;
-    while app.exists() && Instant::now() < deadline {
+    // Gone from its name is not yet removed: until its check is done it is
+    // pending in the quarantine, and a SIGTERM then puts it back. Removed
+    // is gone with no quarantine left.
+    let in_quarantine = || {
+        fs::read_dir(&root)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".sandkeeper-trash"))
+    };
+    while (app.exists() || in_quarantine()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid = rustix::process::Pid::from_raw(watch.pid() as i32).unwrap();
