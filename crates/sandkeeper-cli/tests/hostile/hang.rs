@@ -721,9 +721,12 @@ fn inner_loop_on_a_hung_mount() {
     // pending in the quarantine, and a SIGTERM then puts it back. Removed
     // is gone with no quarantine left.
     let in_quarantine = || {
-        fs::read_dir(&root)
-            .unwrap()
-            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".sandkeeper-trash"))
+        fs::read_dir(&root).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".sandkeeper-trash")
+        })
     };
     while (app.exists() || in_quarantine()) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
