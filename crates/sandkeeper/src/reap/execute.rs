@@ -586,6 +586,11 @@ struct Guard<'d> {
     dev: u64,
 }
 
+/// Why an entry is kept whose inodes another process touched while its
+/// group was checked ([`Check::late_touches`]).
+const TOUCHED_DURING_CHECK: &str =
+    "another process opened something in it, or changed its names, during its check";
+
 /// The least time between a group's moves and the last reading of the
 /// events its verdicts stand on (see [`Reaper::give_verdicts`]).
 const SETTLE: Duration = Duration::from_millis(2);
@@ -963,12 +968,12 @@ impl Reaper {
                     doomed = Doomed::Walked(doomed.into_quarantined());
                 }
             }
-            if let Some(what) = late.iter().find(|(a, _)| *a == at).map(|(_, w)| w.clone()) {
+            if late.binary_search(&at).is_ok() {
                 let kept = put_back(
                     path,
                     &entry,
                     doomed.into_quarantined(),
-                    KeepReason::Changed(what),
+                    KeepReason::Changed(TOUCHED_DURING_CHECK.into()),
                 );
                 slots[at] = Some(kept_done(batch, at, entry, reason, kept));
                 continue;
@@ -1385,11 +1390,11 @@ impl<'t> Check<'t> {
         }
     }
 
-    /// The entries (numbers in the group) one of whose inodes (`inodes`:
-    /// as the checks saw them, with their entry's number) another process
-    /// touched after the checks were given the events: read now, just
-    /// before the verdicts. Sorts `inodes`.
-    fn late_touches(&self, inodes: &mut [(u64, u32)]) -> Vec<(usize, String)> {
+    /// The entries (numbers in the group, sorted) one of whose inodes
+    /// (`inodes`: as the checks saw them, with their entry's number)
+    /// another process touched after the checks were given the events:
+    /// read now, just before the verdicts. Sorts `inodes`.
+    fn late_touches(&self, inodes: &mut [(u64, u32)]) -> Vec<usize> {
         let Some(ahead) = &self.ahead else {
             return Vec::new();
         };
@@ -1400,23 +1405,18 @@ impl<'t> Check<'t> {
             return Vec::new();
         }
         inodes.sort_unstable();
-        let mut found: Vec<(usize, String)> = Vec::new();
-        for ino in late {
-            let from = inodes.partition_point(|&(i, _)| i < ino);
-            for &(i, at) in &inodes[from..] {
-                if i != ino {
-                    break;
-                }
-                if !found.iter().any(|(a, _)| *a == at as usize) {
-                    found.push((
-                        at as usize,
-                        "another process opened something in it, or changed its names, \
-                         during its check"
-                            .into(),
-                    ));
-                }
-            }
-        }
+        let mut found: Vec<usize> = late
+            .iter()
+            .flat_map(|&ino| {
+                let from = inodes.partition_point(|&(i, _)| i < ino);
+                inodes[from..]
+                    .iter()
+                    .take_while(move |&&(i, _)| i == ino)
+                    .map(|&(_, at)| at as usize)
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
         found
     }
 

@@ -691,17 +691,14 @@ impl Quarantined<'_> {
         let mut at = self.unique.clone();
         let mut why = NotRestored::KeptChanging;
         for _ in 0..MAX_TRIES {
-            match fs_at::rename_noreplace(q.fd(), &at, self.job.parent, &name) {
-                Ok(()) => {
+            match rename_back(q.fd(), &at, self.job.parent, &name) {
+                Ok(true) => {
                     q.close(self.job.parent);
                     return Restore::Restored;
                 }
-                Err(Errno::EXIST) => {}
-                Err(errno) => {
-                    why = NotRestored::Failed {
-                        step: "rename back",
-                        errno,
-                    };
+                Ok(false) => {}
+                Err(not) => {
+                    why = not;
                     break;
                 }
             }
@@ -785,19 +782,16 @@ impl Quarantined<'_> {
         let parent = self.job.parent;
         let mut why = NotRestored::KeptChanging;
         for _ in 0..MAX_TRIES {
-            match fs_at::rename_noreplace(parent, &self.unique, parent, name) {
-                Ok(()) => {
+            match rename_back(parent, &self.unique, parent, name) {
+                Ok(true) => {
                     if let Some((fd, _)) = &self.dir {
                         give_back(fd.as_fd(), owner);
                     }
                     return Restore::Restored;
                 }
-                Err(Errno::EXIST) => {}
-                Err(errno) => {
-                    why = NotRestored::Failed {
-                        step: "rename back",
-                        errno,
-                    };
+                Ok(false) => {}
+                Err(not) => {
+                    why = not;
                     break;
                 }
             }
@@ -938,6 +932,25 @@ impl Quarantined<'_> {
                 Ok(self.job.report(tally, None))
             }
         }
+    }
+}
+
+/// One try at putting an entry back under its name: `at` in `dir` renamed
+/// to `name` in `parent` with `RENAME_NOREPLACE`. `Ok(true)` when it is
+/// back, `Ok(false)` when the name is taken (the caller exchanges).
+fn rename_back(
+    dir: BorrowedFd<'_>,
+    at: &CStr,
+    parent: BorrowedFd<'_>,
+    name: &CStr,
+) -> std::result::Result<bool, NotRestored> {
+    match fs_at::rename_noreplace(dir, at, parent, name) {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        Err(errno) => Err(NotRestored::Failed {
+            step: "rename back",
+            errno,
+        }),
     }
 }
 
