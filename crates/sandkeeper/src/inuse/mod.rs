@@ -204,8 +204,6 @@
 
 mod blind;
 #[cfg(target_os = "linux")]
-pub(crate) mod cwds;
-#[cfg(target_os = "linux")]
 mod deadline;
 #[cfg(target_os = "linux")]
 mod fdinfo;
@@ -219,6 +217,8 @@ mod namespaces;
 mod options;
 #[cfg(target_os = "linux")]
 mod procs;
+#[cfg(target_os = "linux")]
+pub(crate) use procs::cwds;
 mod sockets;
 mod unopened;
 mod visibility;

@@ -12,16 +12,13 @@
 
 use std::collections::HashSet;
 use std::ffi::CStr;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{AtFlags, Mode, OFlags, RawDir, StatxFlags};
+use rustix::fs::{AtFlags, Mode, StatxFlags};
 use rustix::io::Errno;
 
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NOFOLLOW);
+use super::read::{list_numeric_into, thread_link};
+use super::{DENTS_BUFFER, DIR_FLAGS};
 
 /// Answered from the caches, never by asking a filesystem (a dead FUSE or
 /// network mount cannot block the read), and never triggering an
@@ -72,12 +69,13 @@ pub(crate) fn working_dirs(
 ) -> Result<WorkingDirs, Errno> {
     let me = std::process::id();
     let mut out = WorkingDirs::default();
-    let mut buf = vec![MaybeUninit::uninit(); 32 * 1024];
+    let mut dents = Vec::with_capacity(DENTS_BUFFER);
     let mut pids = Vec::new();
-    numbers(proc, &mut buf, &mut pids)?;
+    // The same `/proc` descriptor serves every group: listed from the top.
+    rustix::fs::seek(proc, rustix::fs::SeekFrom::Start(0))?;
+    list_numeric_into(proc, &mut dents, &mut pids)?;
     let mut tids = Vec::new();
     let mut name = [0u8; 24];
-    let mut small = [0u8; 24];
     for &pid in &pids {
         if pid == me || skip(pid) {
             continue;
@@ -87,7 +85,7 @@ pub(crate) fn working_dirs(
         // asked relative to `/proc` (three calls a process in all).
         let threads = match rustix::fs::statx(
             proc,
-            under(pid, c"task", &mut name),
+            thread_link(pid, b"/task\0", &mut name),
             AtFlags::empty(),
             StatxFlags::NLINK,
         ) {
@@ -96,46 +94,36 @@ pub(crate) fn working_dirs(
             Err(_) => continue,
         };
         if threads <= 1 {
-            for link in [c"cwd", c"root"] {
-                read_link(proc, under(pid, link, &mut name), pid, dev, &mut out);
+            for link in [&b"/cwd\0"[..], b"/root\0"] {
+                read_link(proc, thread_link(pid, link, &mut name), pid, dev, &mut out);
             }
             continue;
         }
         let Ok(task) = rustix::fs::openat(
             proc,
-            under(pid, c"task", &mut name),
+            thread_link(pid, b"/task\0", &mut name),
             DIR_FLAGS,
             Mode::empty(),
         ) else {
             continue;
         };
         tids.clear();
-        if numbers(task.as_fd(), &mut buf, &mut tids).is_err() {
+        if list_numeric_into(task.as_fd(), &mut dents, &mut tids).is_err() {
             continue;
         }
         for &tid in &tids {
-            if let Ok(t) = open_task(task.as_fd(), tid, &mut small) {
-                for link in [c"cwd", c"root"] {
-                    read_link(t.as_fd(), link, pid, dev, &mut out);
-                }
+            for link in [&b"/cwd\0"[..], b"/root\0"] {
+                read_link(
+                    task.as_fd(),
+                    thread_link(tid, link, &mut name),
+                    pid,
+                    dev,
+                    &mut out,
+                );
             }
         }
     }
     Ok(out)
-}
-
-/// `PID/what` as a C string, in `buf`.
-fn under<'b>(pid: u32, what: &CStr, buf: &'b mut [u8; 24]) -> &'b CStr {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{pid}/");
-    let _ = cursor.write_all(what.to_bytes_with_nul());
-    let len = cursor.position() as usize;
-    CStr::from_bytes_with_nul(&buf[..len]).unwrap_or(c"")
-}
-
-fn open_task(task: BorrowedFd<'_>, tid: u32, name: &mut [u8; 24]) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(task, decimal(tid, name), DIR_FLAGS, Mode::empty())
 }
 
 /// Records the directory the magic link `link` (below `dir`) points to.
@@ -168,40 +156,6 @@ fn read_link(dir: BorrowedFd<'_>, link: &CStr, pid: u32, dev: u64, out: &mut Wor
     }
 }
 
-/// The numeric names of the directory `dir` (pids, tids), into `out`.
-fn numbers(
-    dir: BorrowedFd<'_>,
-    buf: &mut [MaybeUninit<u8>],
-    out: &mut Vec<u32>,
-) -> Result<(), Errno> {
-    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
-    let mut entries = RawDir::new(dir, buf);
-    while let Some(entry) = entries.next() {
-        let entry = entry?;
-        if let Some(n) = parse(entry.file_name()) {
-            out.push(n);
-        }
-    }
-    Ok(())
-}
-
-fn parse(name: &CStr) -> Option<u32> {
-    let bytes = name.to_bytes();
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
-}
-
-/// `n` in decimal as a C string, in `buf`.
-fn decimal(n: u32, buf: &mut [u8; 24]) -> &CStr {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{n}\0");
-    let len = cursor.position() as usize;
-    CStr::from_bytes_with_nul(&buf[..len]).unwrap_or(c"")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,13 +178,5 @@ mod tests {
         assert!(found.holds((meta.dev(), meta.ino())));
         let later = working_dirs(proc.as_fd(), meta.dev(), &|_| false).unwrap();
         assert!(!later.holds((meta.dev(), meta.ino())), "the child is gone");
-    }
-
-    #[test]
-    fn decimal_names() {
-        let mut buf = [0u8; 24];
-        assert_eq!(decimal(4_294_967_295, &mut buf), c"4294967295");
-        assert_eq!(parse(c"0012"), Some(12));
-        assert_eq!(parse(c"self"), None);
     }
 }

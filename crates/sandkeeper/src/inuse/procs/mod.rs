@@ -34,6 +34,7 @@ use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
 use super::{Found, MountNamespace};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
+pub(crate) mod cwds;
 mod inspect;
 mod read;
 
