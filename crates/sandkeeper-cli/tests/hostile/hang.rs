@@ -173,6 +173,24 @@ fn bounded(args: &[&str]) -> Output {
     out
 }
 
+/// `sandkeeper watch --config CONFIG` in the background, its stderr to
+/// `stderr`, killed when dropped.
+fn start_watch(config: &Path, stderr: Stdio) -> Spawned {
+    Spawned(
+        Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+            .arg("watch")
+            .arg("--config")
+            .arg(config)
+            .env_remove("SANDKEEPER_KEEP")
+            .env_remove("JOURNAL_STREAM")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start watch"),
+    )
+}
+
 /// Waits (at most 20 s) until process `pid` handles signal `signal`
 /// (`SigCgt` in `/proc/PID/status`).
 fn wait_until_handled(pid: u32, signal: u32) {
@@ -465,20 +483,7 @@ fn inner_sigterm_while_stuck() {
         ),
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_sandkeeper");
-    let mut watch = Spawned(
-        Command::new(bin)
-            .arg("watch")
-            .arg("--config")
-            .arg(&config)
-            .env_remove("SANDKEEPER_KEEP")
-            .env_remove("JOURNAL_STREAM")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start watch"),
-    );
+    let mut watch = start_watch(&config, Stdio::piped());
     wait_until_handled(watch.pid(), 15);
     fuse.hang();
     // Stuck: a request of watch's waits for the dead server, and it is
@@ -702,19 +707,7 @@ fn inner_loop_on_a_hung_mount() {
 
     // `watch`, stopped by SIGTERM once it has reaped a new leftover.
     fs::create_dir(&app).unwrap();
-    let mut watch = Spawned(
-        Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
-            .arg("watch")
-            .arg("--config")
-            .arg(&config)
-            .env_remove("SANDKEEPER_KEEP")
-            .env_remove("JOURNAL_STREAM")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start watch"),
-    );
+    let mut watch = start_watch(&config, Stdio::null());
     wait_until_handled(watch.pid(), 15);
     let deadline = Instant::now() + RUN_BOUND;
     // Gone from its name is not yet removed: until its check is done it is

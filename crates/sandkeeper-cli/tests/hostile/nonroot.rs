@@ -72,6 +72,17 @@ fn root_is_told_what_hides_pid_1_before_the_table() {
     assert!(!all.contains("run as root"), "root is root already:\n{all}");
 }
 
+/// A sandbox (0755) in a root the other test users can reach.
+fn searchable_sandbox() -> Sandbox {
+    let sb = Sandbox::builder()
+        .tag("cli-nonroot")
+        .root(reachable_by_others())
+        .create()
+        .unwrap();
+    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    sb
+}
+
 /// A normal user in a pid namespace of its own with 12 of root's
 /// processes, one of which lives in one of the user's entries: a reap
 /// removes nothing and says why, before its summary, with the count and
@@ -82,12 +93,7 @@ fn a_normal_user_is_told_how_many_and_one_switch() {
     if !require_root("a_normal_user_is_told_how_many_and_one_switch") {
         return;
     }
-    let sb = Sandbox::builder()
-        .tag("cli-nonroot")
-        .root(reachable_by_others())
-        .create()
-        .unwrap();
-    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = searchable_sandbox();
     let mine = sb.path().join("mine");
     for dir in [
         &mine,
@@ -199,12 +205,7 @@ fn the_assume_switch_names_the_opens_the_lease_cannot_see() {
     if !require_root("the_assume_switch_names_the_opens_the_lease_cannot_see") {
         return;
     }
-    let sb = Sandbox::builder()
-        .tag("cli-nonroot")
-        .root(reachable_by_others())
-        .create()
-        .unwrap();
-    fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = searchable_sandbox();
     let mine = sb.path().join("mine");
     let held = mine.join("held-1");
     for dir in [&mine, &held] {

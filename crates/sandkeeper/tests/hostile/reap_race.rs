@@ -301,14 +301,22 @@ fn inner_used_during_the_reap() {
             skipped.reason
         );
     }
-    // Everything else went.
+    only_held_left_until_let_go(&root, &held, attacker, &report);
+}
+
+/// Everything but what the attacker `held` went; once the attacker is
+/// gone, the next reap takes the rest.
+fn only_held_left_until_let_go(
+    root: &Sandbox,
+    held: &BTreeSet<PathBuf>,
+    attacker: Attacker,
+    report: &ReapReport,
+) {
     let left: BTreeSet<PathBuf> = names_in(root.path())
         .into_iter()
         .map(|n| root.path().join(n))
         .collect();
-    assert_eq!(left, held, "{:?}", report.roots[0].errors);
-
-    // Once the holder is gone, the next reap takes it.
+    assert_eq!(&left, held, "{:?}", report.roots[0].errors);
     drop(attacker);
     let again = reap(root.path(), "app-*");
     assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
@@ -354,14 +362,7 @@ fn inner_entered_during_the_reap() {
         "app-080 is not reported as kept: {:?}",
         report.roots[0]
     );
-    let left: BTreeSet<PathBuf> = names_in(root.path())
-        .into_iter()
-        .map(|n| root.path().join(n))
-        .collect();
-    assert_eq!(left, held, "{:?}", report.roots[0].errors);
-    drop(attacker);
-    let again = reap(root.path(), "app-*");
-    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+    only_held_left_until_let_go(&root, &held, attacker, &report);
 }
 
 #[test]
