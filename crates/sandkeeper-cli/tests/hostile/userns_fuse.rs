@@ -79,7 +79,15 @@ fn world_usable_fuse(at: &Path) -> Vec<Mount> {
 fn attacker_on_fuse(at: &Path) -> Spawned {
     fs::create_dir(at).unwrap();
     chown(at, Some(NOBODY), Some(NOBODY)).unwrap();
-    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/hang_fuse.py");
+    // A copy beside the mount point: the checkout may be where uid 65534
+    // cannot read (a clone in a 0700 directory).
+    let server = at.with_file_name("hang_fuse.py");
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/hang_fuse.py"),
+        &server,
+    )
+    .unwrap();
+    fs::set_permissions(&server, fs::Permissions::from_mode(0o644)).unwrap();
     let mut child = Spawned(
         setpriv_nobody()
             .args(["unshare", "--user", "--map-root-user", "--mount"])
