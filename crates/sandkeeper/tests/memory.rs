@@ -82,8 +82,13 @@ fn root_of(len: usize) -> sandkeeper::Sandbox {
 }
 
 /// The child's peak resident set, KiB, for `op` over `root`.
-fn peak_kib(root: &Path, op: &str) -> u64 {
-    let out = test_command(&[], "child_measure")
+fn peak_kib(root: &Path, op: &str, name_memory: Option<&str>) -> u64 {
+    let mut child = test_command(&[], "child_measure");
+    match name_memory {
+        Some(bytes) => child.env(sandkeeper::scan::NAME_MEMORY_ENV, bytes),
+        None => child.env_remove(sandkeeper::scan::NAME_MEMORY_ENV),
+    };
+    let out = child
         .env("SANDKEEPER_MEMORY_ROOT", root)
         .env("SANDKEEPER_MEMORY_OP", op)
         .output()
@@ -106,8 +111,8 @@ fn grows_with_the_names_once(op: &str) {
     let short = root_of(SHORT);
     let long = root_of(LONG);
     let (a, b) = (
-        peak_kib(&short.path().join("root"), op),
-        peak_kib(&long.path().join("root"), op),
+        peak_kib(&short.path().join("root"), op, None),
+        peak_kib(&long.path().join("root"), op, None),
     );
     let names_kib = (ENTRIES * (LONG - SHORT) / 1024) as u64;
     let grew = b.saturating_sub(a);
@@ -126,4 +131,34 @@ fn a_scan_holds_the_names_once() {
 #[test]
 fn a_reap_holds_the_names_once() {
     grows_with_the_names_once("reap");
+}
+
+/// Past the budget of names (`SANDKEEPER_NAME_MEMORY`, here 1 MiB against
+/// the long names' 12 MB) a scan and a reap hold fingerprints and a
+/// window, not the names: longer names make the peak grow by at most a
+/// quarter of their bytes (held once, it grew by all of them).
+fn grows_by_the_budget_not_the_names(op: &str) {
+    let short = root_of(SHORT);
+    let long = root_of(LONG);
+    let (a, b) = (
+        peak_kib(&short.path().join("root"), op, Some("1M")),
+        peak_kib(&long.path().join("root"), op, Some("1M")),
+    );
+    let names_kib = (ENTRIES * (LONG - SHORT) / 1024) as u64;
+    let grew = b.saturating_sub(a);
+    eprintln!("{op} with a budget of 1 MiB: peak {a} KiB with names of {SHORT} bytes, {b} KiB with {LONG}: +{grew} KiB; the names +{names_kib} KiB");
+    assert!(
+        grew * 4 <= names_kib,
+        "{op}: past the budget, longer names made the peak grow by {grew} KiB, more than a quarter of their own {names_kib} KiB: the names are held"
+    );
+}
+
+#[test]
+fn past_the_budget_a_scan_holds_no_names() {
+    grows_by_the_budget_not_the_names("scan");
+}
+
+#[test]
+fn past_the_budget_a_reap_holds_no_names() {
+    grows_by_the_budget_not_the_names("reap");
 }

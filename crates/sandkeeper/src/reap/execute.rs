@@ -1025,8 +1025,12 @@ impl Reaper {
                 continue;
             };
             // A small entry rebuilt per candidate of the batch: what the
-            // claim, the move and the check after it use.
-            let entry = decisions.entry(i);
+            // claim, the move and the check after it use. Without its name
+            // (past the scan's budget of names, not found again by the
+            // listing that loaded the batch) it is gone.
+            let (Some(entry), Some(name)) = (decisions.entry(i), decisions.name(i)) else {
+                continue;
+            };
             if let Some(why) = self.halted(target_met) {
                 notes.push(Note::Kept(skipped(path, &entry, why)));
                 continue;
@@ -1050,7 +1054,6 @@ impl Reaper {
             // A directory is moved through its claim's descriptor (no
             // second open of its name), checked as the remover checks what
             // it opens itself, and what arrives must be that inode.
-            let name = decisions.name(i);
             let q = match claim {
                 Some(claim) => quarantine.quarantine_claimed(name, claim.into_dir(), &opts),
                 None => quarantine.quarantine_entry(name, &opts),

@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,9 @@ use super::clock;
 use super::policy::Policy;
 use super::verdict::{self, Pending};
 use super::{KeepReason, ReapReason, Removed, Skipped, Verdict};
-use crate::scan::{Entry, EntryState, Names, StateReason};
+use crate::error::Result;
+use crate::scan::listing::ScanNames;
+use crate::scan::{Entry, EntryState, StateReason};
 use crate::walk::FileKind;
 
 /// What a decision is, as far as the entry alone told.
@@ -174,8 +177,9 @@ pub(super) struct Decisions<'p> {
     uids: Vec<u32>,
     uid_numbers: HashMap<u32, u16>,
     /// The scan's names and the families' patterns (after
-    /// [`finish`](Self::finish)).
-    names: Names,
+    /// [`finish`](Self::finish)); past the scan's budget of names, only
+    /// those [loaded](Self::load_names).
+    names: ScanNames,
     patterns: Vec<Arc<str>>,
     /// (first entry, family) of each run of entries of one family, in
     /// name order.
@@ -210,7 +214,7 @@ impl<'p> Decisions<'p> {
             dev: None,
             uids: Vec::new(),
             uid_numbers: HashMap::new(),
-            names: Names::new(),
+            names: ScanNames::new(),
             patterns: Vec::new(),
             runs: Vec::new(),
             newest: Vec::new(),
@@ -247,6 +251,11 @@ impl<'p> Decisions<'p> {
             self.runs.push((at, family));
         }
         if self.keep > 0 {
+            // A family first seen in a later window of names (see
+            // `scan::listing`) is one more.
+            if self.newest.len() <= family as usize {
+                self.newest.resize_with(family as usize + 1, Vec::new);
+            }
             if let Some(list) = self.newest.get_mut(family as usize) {
                 let key = entry.newest_mtime_ms;
                 // After every member at least as new (earlier names first).
@@ -377,7 +386,7 @@ impl<'p> Decisions<'p> {
 
     /// Ends the stream: takes the scan's names and the families'
     /// patterns; the clock steps the root's records betray are known.
-    pub(super) fn finish(&mut self, names: Names, patterns: Vec<Arc<str>>) {
+    pub(super) fn finish(&mut self, names: ScanNames, patterns: Vec<Arc<str>>) {
         while self.narrow.len() < names.len() {
             self.push_vanished();
         }
@@ -510,10 +519,12 @@ impl<'p> Decisions<'p> {
     /// removal and its records use; nothing else is carried (no holders,
     /// no lease record: the in-use check after the move asks a fresh
     /// `/proc` pass, never the scan's).
-    pub(super) fn entry(&self, i: usize) -> Entry {
+    ///
+    /// `None` when its name is not at hand (see [`name`](Self::name)).
+    pub(super) fn entry(&self, i: usize) -> Option<Entry> {
         let (disk_bytes, items) = self.sizes(i);
-        Entry {
-            name: self.name(i).to_owned(),
+        Some(Entry {
+            name: self.name(i)?.to_owned(),
             pattern: self.pattern(i),
             kind: self.kind(i),
             state: self.state(i),
@@ -535,35 +546,64 @@ impl<'p> Decisions<'p> {
             origin: None,
             unreadable: 0,
             mount_points: Vec::new(),
-        }
+        })
     }
 
-    /// The record of keeping entry `i` for `reason`.
-    pub(super) fn skipped(&self, root: &Path, i: usize, reason: KeepReason) -> Skipped {
-        Skipped {
-            path: root.join(self.name(i)),
+    /// The record of keeping entry `i` for `reason`; `None` when its name
+    /// is not at hand (see [`name`](Self::name)).
+    pub(super) fn skipped(&self, root: &Path, i: usize, reason: KeepReason) -> Option<Skipped> {
+        Some(Skipped {
+            path: root.join(self.name(i)?),
             pattern: self.pattern(i),
             state: self.state(i),
             reason,
             disk_bytes: self.sizes(i).0,
-        }
+        })
     }
 
-    /// The record of removing entry `i` for `reason` (a dry run's).
-    pub(super) fn removed(&self, root: &Path, i: usize, reason: ReapReason) -> Removed {
-        Removed {
-            path: root.join(self.name(i)),
+    /// The record of removing entry `i` for `reason` (a dry run's);
+    /// `None` when its name is not at hand (see [`name`](Self::name)).
+    pub(super) fn removed(&self, root: &Path, i: usize, reason: ReapReason) -> Option<Removed> {
+        Some(Removed {
+            path: root.join(self.name(i)?),
             pattern: self.pattern(i),
             state: self.state(i),
             reason,
             disk_bytes: self.sizes(i).0,
-        }
+        })
     }
 
     /// Entry `i`'s name: the scan's own buffer, which lives as long as the
-    /// decisions (the reaper moves entries by it).
-    pub(super) fn name(&self, i: usize) -> &OsStr {
+    /// decisions (the reaper moves entries by it). Past the scan's budget
+    /// of names, only those of the batch last
+    /// [loaded](Self::load_names): `None` for the others, and for a name
+    /// not found again (gone or renamed since the scan).
+    pub(super) fn name(&self, i: usize) -> Option<&OsStr> {
         self.names.get(i)
+    }
+
+    /// Cuts `numbers` into batches whose names can be
+    /// [loaded](Self::load_names) at once: one batch while the scan held
+    /// its names.
+    pub(super) fn name_batches<'n>(&self, numbers: &'n [u32]) -> Vec<&'n [u32]> {
+        self.names.batches(numbers)
+    }
+
+    /// Makes the names of `numbers` (one of
+    /// [`name_batches`](Self::name_batches)) those at hand: one more
+    /// listing of the root past the scan's budget of names, nothing
+    /// before it.
+    ///
+    /// # Errors
+    ///
+    /// When the root cannot be listed.
+    pub(super) fn load_names(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        numbers: &[u32],
+    ) -> Result<()> {
+        self.names.load(dir, path, numbers)
     }
 
     fn pattern(&self, i: usize) -> Arc<str> {
@@ -734,7 +774,7 @@ mod tests {
                 creators: None,
             });
         }
-        let mut names = Names::new();
+        let mut names = crate::scan::Names::new();
         for e in &entries {
             names.push(e.name.as_encoded_bytes());
         }
@@ -808,7 +848,7 @@ mod tests {
             for (i, e) in entries.iter().enumerate().filter(|(i, _)| *i != 3) {
                 d.add(i, family_of[i], e.clone());
             }
-            d.finish(names.clone(), patterns.clone());
+            d.finish(ScanNames::Held(names.clone()), patterns.clone());
             assert_eq!(d.len(), entries.len());
             for (i, e) in entries.iter().enumerate() {
                 let got = d.verdict(i);
@@ -817,7 +857,7 @@ mod tests {
                     continue;
                 }
                 assert_eq!(got.as_ref(), Some(&want[i]), "{:?}", e.name);
-                let r = d.entry(i);
+                let r = d.entry(i).unwrap();
                 assert_eq!(
                     (
                         &r.name,
@@ -841,7 +881,9 @@ mod tests {
                     (e.identity, e.disk_bytes, e.files + e.dirs)
                 );
                 assert_eq!(d.sizes(i), (e.disk_bytes, e.files + e.dirs));
-                let s = d.skipped(Path::new("/r"), i, KeepReason::TargetMet);
+                let s = d
+                    .skipped(Path::new("/r"), i, KeepReason::TargetMet)
+                    .unwrap();
                 assert_eq!(
                     (s.path, s.pattern, s.state, s.disk_bytes),
                     (

@@ -76,7 +76,11 @@
 //! not the scanned [`Entry`] (about 300 bytes and up) or a [`Verdict`] (a
 //! `Matched` one held its own string). Its name is the scan's own buffer
 //! (a name costs its bytes plus 8), handed over when the scan ends, not a
-//! copy; its family is told by runs over the sorted names. What needs
+//! copy; past the scan's budget of names ([`Scanner::name_memory`]) it is
+//! a fingerprint, and the names of the entries a reap records or claims
+//! are loaded back by listing the root again, a batch at a time (a
+//! quarter of the budget each; a name not found again is gone, and its
+//! entry is left alone). Its family is told by runs over the sorted names. What needs
 //! the whole root is finished after the scan: `--keep-last N` from each
 //! family's N newest (mtime, order) pairs, a forward clock step from the
 //! lease records gathered as they passed. Candidates are then held as
@@ -609,7 +613,7 @@ impl Reaper {
         &self,
         root: &Root,
         report: &RootReport,
-        decisions: flat::Decisions<'_>,
+        mut decisions: flat::Decisions<'_>,
         leftovers: bool,
         on_event: &mut dyn FnMut(ReapEvent<'_>),
     ) -> Result<RootReap> {
@@ -638,19 +642,31 @@ impl Reaper {
         }
         // Only the candidates' numbers are held (4 bytes each); their
         // reasons are told again from the compact records when their
-        // batch comes.
+        // batch comes. Past the scan's budget of names, the names of the
+        // kept entries and of the candidates are loaded back a batch at a
+        // time (`scan::listing`).
         let mut candidates: Vec<u32> = Vec::new();
-        let reap_count = (0..decisions.len())
-            .filter(|&i| matches!(decisions.verdict(i), Some(Verdict::Reap(_))))
-            .count();
-        candidates.reserve_exact(reap_count);
+        let mut kept: Vec<u32> = Vec::new();
         for i in 0..decisions.len() {
             match decisions.verdict(i) {
                 Some(Verdict::Reap(_)) => candidates.push(i as u32),
-                Some(Verdict::Keep(reason)) => result.kept(decisions.skipped(&path, i, reason)),
+                Some(Verdict::Keep(_)) => kept.push(i as u32),
                 None => {}
             }
         }
+        candidates.shrink_to_fit();
+        for batch in decisions.name_batches(&kept) {
+            decisions.load_names(dir, &path, batch)?;
+            for &i in batch {
+                let i = i as usize;
+                if let Some(Verdict::Keep(reason)) = decisions.verdict(i) {
+                    if let Some(skipped) = decisions.skipped(&path, i, reason) {
+                        result.kept(skipped);
+                    }
+                }
+            }
+        }
+        drop(kept);
         // Oldest first, so a free-space target takes the stalest; entries
         // kept on purpose (taken only under pressure) after all others.
         candidates.sort_unstable_by_key(|&i| decisions.removal_key(i as usize));
@@ -668,11 +684,26 @@ impl Reaper {
             },
         };
         let mut target_met = target.is_some_and(|t| t.met(free));
-        if self.policy.dry_run {
-            for &i in &candidates {
+        for batch in decisions.name_batches(&candidates) {
+            decisions.load_names(dir, &path, batch)?;
+            if !self.policy.dry_run {
+                self.remove_candidates(
+                    dir,
+                    &path,
+                    &decisions,
+                    batch,
+                    target,
+                    &mut target_met,
+                    &mut result,
+                )?;
+                continue;
+            }
+            for &i in batch {
                 let i = i as usize;
                 if target_met {
-                    result.kept(decisions.skipped(&path, i, KeepReason::TargetMet));
+                    if let Some(skipped) = decisions.skipped(&path, i, KeepReason::TargetMet) {
+                        result.kept(skipped);
+                    }
                     continue;
                 }
                 let (disk_bytes, items) = decisions.sizes(i);
@@ -680,19 +711,11 @@ impl Reaper {
                 free.inodes = free.inodes.saturating_add(items.max(1));
                 target_met = target.is_some_and(|t| t.met(free));
                 if let Some(Verdict::Reap(reason)) = decisions.verdict(i) {
-                    result.removed(decisions.removed(&path, i, reason));
+                    if let Some(removed) = decisions.removed(&path, i, reason) {
+                        result.removed(removed);
+                    }
                 }
             }
-        } else {
-            self.remove_candidates(
-                dir,
-                &path,
-                &decisions,
-                &candidates,
-                target,
-                &mut target_met,
-                &mut result,
-            )?;
         }
         if let Some(t) = target {
             if !self.policy.dry_run {

@@ -38,11 +38,14 @@
 //! is the name and a family number, plus the transient cost of
 //! [`pattern::group`](crate::pattern::group) over all names.
 //!
-//! The names are held whole: their bytes, chosen by whoever creates
-//! entries, are the one cost that grows with something other than the
-//! number of entries (a million names of 255 bytes are 255 MB; the
-//! families need every name, several times). Held once, not twice while
-//! they were filtered and sorted (`tests/memory.rs`).
+//! The names' bytes, chosen by whoever creates entries, are the one cost
+//! that grows with something other than the number of entries (a million
+//! names of 255 bytes are 255 MB). So they are held only up to a budget
+//! ([`Scanner::name_memory`], 48 MiB by default): past it the scan keeps a
+//! keyed fingerprint of 8 bytes per name and lists the root again, one
+//! sorted window of names at a time, each window grouped and walked as
+//! above ([`listing`]). A million names of 250 bytes: see
+//! `bench/reap/memory.sh` (`NAME_LEN=250`) and `tests/memory.rs`.
 //!
 //! # Platform behavior
 //!
@@ -51,6 +54,7 @@
 mod claims;
 pub(crate) mod creators;
 pub(crate) mod filesystem;
+pub(crate) mod listing;
 mod names;
 mod report;
 mod state;
@@ -62,13 +66,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rustix::fs::{Mode, OFlags};
-
 pub use claims::PidCheck;
 pub use creators::{
     CreatorCount, CreatorKey, Creators, EntryCount, KEY_ARGS, KEY_FIELD, MAX_KEYS, MAX_SLOTS, SLOTS,
 };
 pub use filesystem::{free_bytes, Filesystem};
+pub use listing::{name_memory_from_env, NAME_MEMORY_DEFAULT, NAME_MEMORY_ENV, NAME_MEMORY_MIN};
 pub use report::{Entry, Group, Report, RootReport, StateCounts, Totals};
 pub use state::{EntryState, StateReason};
 
@@ -98,6 +101,9 @@ pub struct Scanner {
     /// Whether each entry's origin is read and tallied per family
     /// (`origins(true)`).
     pub(crate) origins: bool,
+    /// The bytes of names held at once (`name_memory`); `None`: from
+    /// the environment, else the default.
+    name_memory: Option<usize>,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -182,6 +188,42 @@ impl Scanner {
     pub fn origins(&mut self, yes: bool) -> &mut Scanner {
         self.origins = yes;
         self
+    }
+
+    /// The bytes of a root's names a scan holds at once (default:
+    /// [`NAME_MEMORY_DEFAULT`], 48 MiB, unless `SANDKEEPER_NAME_MEMORY`
+    /// says otherwise: [`NAME_MEMORY_ENV`]); at least [`NAME_MEMORY_MIN`].
+    ///
+    /// Names are chosen by whoever creates entries, up to 255 bytes each.
+    /// Up to this budget they are listed once and held; past it, only a
+    /// fingerprint of 8 bytes per name is kept and the root is listed
+    /// again, once per window of half the budget (and a reaper once per
+    /// batch of names it needs back): memory stays bounded whatever the
+    /// names, for a few more listings. Each window is grouped into
+    /// families on its own (merged by pattern), which may split a family
+    /// that a heuristic reads differently in different windows.
+    ///
+    /// ```
+    /// use sandkeeper::scan::Scanner;
+    /// # let root = sandkeeper::Sandbox::new()?;
+    /// # for i in 0..200 { std::fs::write(root.path().join(format!("app-235-{i}-{}", "x".repeat(200))), "")?; }
+    /// // 200 names of over 200 bytes: more than 16 KiB, so listed again.
+    /// let report = Scanner::new().name_memory(16 << 10).scan(&[root.path()])?;
+    /// let apps = report.roots[0].groups.iter().filter(|g| g.pattern.starts_with("app-235-"));
+    /// assert_eq!(apps.map(|g| g.totals.entries).sum::<u64>(), 200);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn name_memory(&mut self, bytes: usize) -> &mut Scanner {
+        self.name_memory = Some(bytes.max(NAME_MEMORY_MIN));
+        self
+    }
+
+    /// The budget of [`name_memory`](Self::name_memory).
+    fn name_budget(&self) -> Result<usize> {
+        match self.name_memory {
+            Some(bytes) => Ok(bytes),
+            None => name_memory_from_env(),
+        }
     }
 
     /// Calls `progress(started, total)` as entries are walked.
@@ -373,7 +415,7 @@ impl Scanner {
         let dir = root.fd();
         let filesystem = Filesystem::of(dir)
             .map_err(|e| Error::io("cannot measure the filesystem of root", e).at(&path))?;
-        let (names, leftovers) = list_names(dir, &path)?;
+        let (listing, leftovers) = list_names(dir, &path, self.name_budget()?)?;
         // Live or free from one snapshot of `/proc/locks`, taken after the
         // listing: a scan takes no lock (a program's own `flock(LOCK_NB)`
         // must not fail because we looked). Read on a thread while the
@@ -381,7 +423,7 @@ impl Scanner {
         // process's first reading wait for an RCU grace period (several
         // ms).
         let locks = lease::LocksReading::start();
-        let names = names.sorted();
+        let total = listing.len();
         let mut warnings: Vec<String> = root
             .followed()
             .iter()
@@ -416,67 +458,82 @@ impl Scanner {
             inuse,
             locks: &locks,
             started: &started,
-            total: names.len(),
+            total,
             origins: origins.as_ref(),
         };
-        // Each chunk is walked on a thread of its own while this one
-        // classifies the chunk before it and hands it over (`on_step`: a
-        // JSON writer serializes every entry there), so neither is a pause
-        // of the walk. The families are told from the names before the
-        // walk, not during it: what grouping a million names takes for a
-        // while would add to what the walk holds. The hard-link set goes to
-        // the walk and comes back with it: one chunk is walked at a time, in
-        // order.
-        let mut families = report::Families::of(&names, lease::now_ms() as i64);
-        on_step(Streaming::Start {
-            names: names.len(),
-            families: families.len(),
-        });
-        let names_ref = &names;
-        let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
-            for (i, mut entry) in examined {
-                totals.add(&entry);
-                entry.pattern = families.add(first + i, &entry, members.then_some(given));
-                #[cfg(target_os = "linux")]
-                if let Some(o) = &entry.origin {
-                    tally.add(&entry.pattern, CreatorKey::of(o), entry.disk_bytes);
-                }
-                given += 1;
-                on_step(Streaming::Entry {
-                    index: first + i,
-                    family: families.family_of(first + i),
-                    entry,
+        // The families are told from a window's names before its walk,
+        // not during it: what grouping a million names takes for a while
+        // would add to what the walk holds. Held names are one window
+        // (see [`listing`]).
+        let mut families = report::Families::new(total, lease::now_ms() as i64);
+        let mut told_start = false;
+        let names = listing.windows(dir, &path, |window_first, window| {
+            families.add_window(window, window_first);
+            if !told_start {
+                on_step(Streaming::Start {
+                    names: total,
+                    families: families.len(),
                 });
+                told_start = true;
             }
-        };
-        std::thread::scope(|scope| -> Result<()> {
-            let mut pending: Option<(usize, Walked<'_>)> = None;
-            for first in (0..names_ref.len()).step_by(CHUNK) {
-                let chunk: Vec<&OsStr> = (first..names_ref.len().min(first + CHUNK))
-                    .map(|i| names_ref.get(i))
-                    .collect();
-                let mut chunk_links = std::mem::take(&mut links);
-                // (The walk's own threads are started the same way.)
-                let pass = &pass;
-                let walking = scope.spawn(move || {
-                    let walked = self.walk_chunk(pass, chunk, &mut chunk_links);
-                    (walked, chunk_links)
-                });
+            let mut hand_over = |first: usize, examined: Vec<(usize, Entry)>| {
+                for (i, mut entry) in examined {
+                    let index = window_first + first + i;
+                    totals.add(&entry);
+                    entry.pattern = families.add(index, &entry, members.then_some(given));
+                    #[cfg(target_os = "linux")]
+                    if let Some(o) = &entry.origin {
+                        tally.add(&entry.pattern, CreatorKey::of(o), entry.disk_bytes);
+                    }
+                    given += 1;
+                    on_step(Streaming::Entry {
+                        index,
+                        family: families.family_of(index),
+                        entry,
+                    });
+                }
+            };
+            // Each chunk is walked on a thread of its own while this one
+            // classifies the chunk before it and hands it over (`on_step`:
+            // a JSON writer serializes every entry there), so neither is a
+            // pause of the walk. The hard-link set goes to the walk and
+            // comes back with it: one chunk is walked at a time, in order.
+            std::thread::scope(|scope| -> Result<()> {
+                let mut pending: Option<(usize, Walked<'_>)> = None;
+                for first in (0..window.len()).step_by(CHUNK) {
+                    let chunk: Vec<&OsStr> = (first..window.len().min(first + CHUNK))
+                        .map(|i| window.get(i))
+                        .collect();
+                    let mut chunk_links = std::mem::take(&mut links);
+                    // (The walk's own threads are started the same way.)
+                    let pass = &pass;
+                    let walking = scope.spawn(move || {
+                        let walked = self.walk_chunk(pass, chunk, &mut chunk_links);
+                        (walked, chunk_links)
+                    });
+                    if let Some((before, walked)) = pending.take() {
+                        hand_over(before, self.classify(pass, walked, &mut warnings));
+                    }
+                    let (walked, chunk_links) = walking
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    links = chunk_links;
+                    self.check_stop(&path)?;
+                    pending = Some((first, walked));
+                }
                 if let Some((before, walked)) = pending.take() {
-                    hand_over(before, self.classify(pass, walked, &mut warnings));
+                    hand_over(before, self.classify(&pass, walked, &mut warnings));
                 }
-                let (walked, chunk_links) = walking
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                links = chunk_links;
-                self.check_stop(&path)?;
-                pending = Some((first, walked));
-            }
-            if let Some((before, walked)) = pending.take() {
-                hand_over(before, self.classify(&pass, walked, &mut warnings));
-            }
-            Ok(())
+                Ok(())
+            })
         })?;
+        if !told_start {
+            // Every name went before its window was listed.
+            on_step(Streaming::Start {
+                names: total,
+                families: 0,
+            });
+        }
         if let Err(e) = locks.get() {
             warnings.push(format!(
                 "cannot read /proc/locks ({e}): whether leases are held cannot be told"
@@ -754,7 +811,7 @@ pub(crate) enum Streaming {
 /// ([`Scanner::scan_root_streamed`]): the names, sorted, and each
 /// family's pattern by number.
 pub(crate) struct Streamed {
-    pub(crate) names: Names,
+    pub(crate) names: listing::ScanNames,
     pub(crate) patterns: Vec<Arc<str>>,
     /// Whether a name listed may hold what a killed reaper left (a
     /// quarantine, a directory left as its own): a reaper that sees none
@@ -1001,13 +1058,17 @@ fn take_for<T>(list: &mut std::iter::Peekable<std::vec::IntoIter<(usize, T)>>, i
 /// The names in `dir`, without `.`, `..` and the tool's own directories
 /// (per-user roots, which are roots of their own, and our quarantine, whose
 /// contents are already on their way out), told apart by owner and mode,
-/// not by name alone: see [`crate::root`]. And whether any name (left out
+/// not by name alone: see [`crate::root`]; held while they cost at most
+/// `budget` bytes (see [`listing`]). And whether any name (left out
 /// or not) may hold what a killed reaper left
 /// ([`remove::may_hold_leftovers`](crate::remove::may_hold_leftovers)).
-/// Filtered as they are listed: the names are held once.
-pub(crate) fn list_names(dir: BorrowedFd<'_>, path: &Path) -> Result<(Names, bool)> {
+pub(crate) fn list_names(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    budget: usize,
+) -> Result<(listing::Listing, bool)> {
     let mut leftovers = false;
-    let names = read_names_where(dir, path, |name| {
+    let names = listing::list_where(dir, path, budget, |name| {
         leftovers |= crate::remove::may_hold_leftovers(name);
         !crate::root::is_own_dir(dir, OsStr::from_bytes(name))
     })?;
@@ -1021,30 +1082,17 @@ pub(crate) fn read_names_where(
     path: &Path,
     mut keep: impl FnMut(&[u8]) -> bool,
 ) -> Result<Names> {
-    let fd = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
     let mut names = Names::new();
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
-    while let Some(entry) = iter.next() {
-        let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." || !keep(name) {
-            continue;
-        }
-        if !names.push(name) {
+    listing::each_name(dir, path, |name| {
+        if keep(name) && !names.push(name) {
             return Err(Error::io(
                 "cannot list root: its names take more than 4 GiB",
                 std::io::Error::from(std::io::ErrorKind::OutOfMemory),
             )
             .at(path));
         }
-    }
+        Ok(std::ops::ControlFlow::Continue(()))
+    })?;
     Ok(names)
 }
 

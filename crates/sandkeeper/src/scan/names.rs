@@ -44,6 +44,16 @@ impl Names {
         true
     }
 
+    /// Keeps the first `len` names pushed (before [sorted](Self::sorted)).
+    pub(crate) fn truncate(&mut self, len: usize) {
+        debug_assert!(self.order.is_empty(), "Names::truncate after sorted");
+        if len < self.ends.len() {
+            self.ends.truncate(len);
+            self.bytes
+                .truncate(self.ends.last().map_or(0, |&e| e as usize));
+        }
+    }
+
     /// How many names.
     pub(crate) fn len(&self) -> usize {
         self.ends.len()

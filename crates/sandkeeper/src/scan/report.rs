@@ -1,5 +1,6 @@
 //! What a scan found: entries, their families, and totals.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -297,44 +298,59 @@ pub(crate) struct Families {
     /// Each family's pattern, shared by its entries.
     patterns: Vec<Arc<str>>,
     groups: Vec<Group>,
+    /// Each family's number by its pattern: windows merge by pattern.
+    numbers: HashMap<Arc<str>, u32>,
     /// The scan's time: which members are kept on purpose.
     now_ms: i64,
 }
 
 impl Families {
-    /// Groups `names` into families (see [`pattern::group`]): names that
-    /// vanish during the scan still take part, so their neighbours' family
-    /// is the one the listing showed. `now_ms` decides which members are
-    /// kept on purpose.
-    pub(crate) fn of(names: &Names, now_ms: i64) -> Families {
-        // Straight from the names' buffer: no slice of references beside it.
-        let families = pattern::group_with(names.len(), |i| names.get(i).as_bytes());
-        let mut of = vec![0u32; names.len()];
-        let mut patterns = Vec::with_capacity(families.len());
-        let mut groups = Vec::with_capacity(families.len());
-        for (n, family) in families.into_iter().enumerate() {
-            for &i in &family.members {
-                of[i] = n as u32;
-            }
-            patterns.push(Arc::from(family.pattern.as_str()));
-            groups.push(Group {
-                pattern: family.pattern,
-                totals: Totals::default(),
-                oldest_ms: None,
-                newest_ms: None,
-                states: StateCounts::default(),
-                state_disk_bytes: StateCounts::default(),
-                reclaimable_bytes: 0,
-                kept: 0,
-                members: Vec::new(),
-                creators: None,
-            });
-        }
+    /// Families of `names` names, none grouped yet: each window of them
+    /// is grouped by [`add_window`](Self::add_window). `now_ms` decides
+    /// which members are kept on purpose.
+    pub(crate) fn new(names: usize, now_ms: i64) -> Families {
         Families {
-            of,
-            patterns,
-            groups,
+            of: vec![0u32; names],
+            patterns: Vec::new(),
+            groups: Vec::new(),
+            numbers: HashMap::new(),
             now_ms,
+        }
+    }
+
+    /// Groups `window`, the names numbered from `first` on, into families
+    /// (see [`pattern::group`]), merged by pattern with those of earlier
+    /// windows: names that vanish during the scan still take part, so
+    /// their neighbours' family is the one the listing showed.
+    pub(crate) fn add_window(&mut self, window: &Names, first: usize) {
+        // Straight from the names' buffer: no slice of references beside it.
+        let families = pattern::group_with(window.len(), |i| window.get(i).as_bytes());
+        for family in families {
+            let n = match self.numbers.get(family.pattern.as_str()) {
+                Some(&n) => n,
+                None => {
+                    let n = self.patterns.len() as u32;
+                    let pattern: Arc<str> = Arc::from(family.pattern.as_str());
+                    self.numbers.insert(Arc::clone(&pattern), n);
+                    self.patterns.push(pattern);
+                    self.groups.push(Group {
+                        pattern: family.pattern,
+                        totals: Totals::default(),
+                        oldest_ms: None,
+                        newest_ms: None,
+                        states: StateCounts::default(),
+                        state_disk_bytes: StateCounts::default(),
+                        reclaimable_bytes: 0,
+                        kept: 0,
+                        members: Vec::new(),
+                        creators: None,
+                    });
+                    n
+                }
+            };
+            for &i in &family.members {
+                self.of[first + i] = n;
+            }
         }
     }
 
