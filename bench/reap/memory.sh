@@ -211,7 +211,13 @@ measure() {
         "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
         "$(awk -v k="$rss" -v n="$n" 'BEGIN { print k * 1024 / n }')" "$wall" "$note")")
     echo "bench/reap/memory: ${rows[-1]}" >&2
+    # Issue 25, item 8: under 128 MiB at a million entries (or fewer),
+    # whatever the names' length.
+    if [ "$n" -le 1000000 ] && [ "${rss:-0}" -ge $((128 * 1024)) ]; then
+        over+=("$n $kind $label")
+    fi
 }
+over=()
 
 for n in "$@"; do
     for kind in $kinds; do
@@ -249,3 +255,8 @@ names="names app-235-<i> (9-14 bytes)"
 echo "peak RSS (GNU time, Maximum resident set size); $names; $(nproc) cores; in a private PID namespace; tmpfs"
 printf '%-9s %-5s %-42s %9s %8s %9s  %s\n' entries kind command "RSS MiB" "B/entry" "wall" notes
 printf '%s\n' "${rows[@]}"
+if [ ${#over[@]} = 0 ]; then
+    echo "goal (issue 25, item 8): every peak under 128 MiB at up to 1,000,000 entries: met"
+else
+    echo "goal (issue 25, item 8): every peak under 128 MiB at up to 1,000,000 entries: NOT met by: $(printf '%s; ' "${over[@]}")"
+fi
