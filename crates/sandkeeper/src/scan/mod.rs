@@ -44,7 +44,7 @@
 //! ([`Scanner::name_memory`], 48 MiB by default): past it the scan keeps a
 //! keyed fingerprint of 8 bytes per name and lists the root again, one
 //! sorted window of names at a time, each window grouped and walked as
-//! above ([`listing`]). A million names of 250 bytes: see
+//! above (`scan/listing.rs`). A million names of 250 bytes: see
 //! `bench/reap/memory.sh` (`NAME_LEN=250`) and `tests/memory.rs`.
 //!
 //! # Platform behavior
