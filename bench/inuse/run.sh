@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark: the in-use index (crates/sandkeeper/examples/inuse: one /proc
+# Benchmark: the in-use index (crates/sandkeeper-engine/examples/inuse: one /proc
 # pass + one walk of the tree) against `lsof +D DIR`, on a generated tree of
 # DIRS top-level directories with FILES files each (default 5000 x 12 = 60k
 # files) on a private tmpfs, with a few holder processes.
@@ -31,7 +31,7 @@ if [[ "${1:-}" != "--inner" ]]; then
     for tool in lsof unshare; do
         command -v "$tool" >/dev/null || { echo "error: $tool not found" >&2; exit 1; }
     done
-    cargo build --quiet --release -p sandkeeper --example inuse --manifest-path "$repo/Cargo.toml"
+    cargo build --quiet --release -p sandkeeper-engine --example inuse --manifest-path "$repo/Cargo.toml"
     # The namespace is the benchmark's own: trust it (docs/security.md).
     exec env SANDKEEPER_TRUST_PID_NAMESPACE=1 unshare --pid --fork --mount-proc --kill-child --propagation private "$0" --inner
 fi

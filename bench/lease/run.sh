@@ -7,5 +7,5 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo"
-CARGO_PROFILE_DEV_DEBUG=0 FILES=${FILES:-5000} cargo test --quiet --release -p sandkeeper --test inuse \
+CARGO_PROFILE_DEV_DEBUG=0 FILES=${FILES:-5000} cargo test --quiet --release -p sandkeeper-engine --test inuse \
     lease_probe_cost -- --ignored --exact --nocapture 2>&1 | grep 'files:'

@@ -9,7 +9,7 @@
 # the measuring process does) and the events lost (kernel queue overflows,
 # entries left without a record); then `scan` of that root against `scan`
 # plus reading every entry's origin, medians of 5. Run by the ignored test
-# `bench_origins` of crates/sandkeeper/tests/origin.rs. Not a test.
+# `bench_origins` of crates/sandkeeper-engine/tests/origin.rs. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 count=${1:-10000}
@@ -22,6 +22,6 @@ fi
 flags=()
 [ "$profile" = release ] && flags=(--release)
 export CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_RELEASE_DEBUG=0
-SK_COUNT=$count SK_RATE=$rate cargo test --quiet "${flags[@]}" -p sandkeeper --test origin -- \
+SK_COUNT=$count SK_RATE=$rate cargo test --quiet "${flags[@]}" -p sandkeeper-engine --test origin -- \
     --ignored --exact bench_origins --nocapture --test-threads=1 2>&1 |
     grep -E '^(creates|tracker|events|scan)'

@@ -32,7 +32,7 @@ if [ ! -x "$rmz" ]; then
     echo "bench: installing rmz into bench/.tools" >&2
     cargo install --quiet --locked --root bench/.tools rmz
 fi
-cargo build --quiet --release -p sandkeeper --example remove
+cargo build --quiet --release -p sandkeeper-engine --example remove
 sk=target/release/examples/remove
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sandkeeper-bench.XXXXXX")

@@ -7,7 +7,7 @@
 # The tree: 5,000 top-level directories, ~60,000 files in two levels below
 # them, some hard links across top-level directories, one 1 GiB sparse file.
 # Each tool measures every top-level entry (`du -x --max-depth=1`); the
-# walker runs as the example `crates/sandkeeper/examples/usage.rs` does it:
+# walker runs as the example `crates/sandkeeper-engine/examples/usage.rs` does it:
 # `walk::usage_many` with two threads. Prints the median wall time of RUNS
 # warm-cache runs per tool and its ratio to du's. Not a test: numbers depend
 # on the machine.
@@ -29,7 +29,7 @@ if ! command -v diskus >/dev/null || ! command -v dust >/dev/null; then
         echo "note: cargo install diskus du-dust failed; comparing with du only" >&2
 fi
 
-cargo build --quiet --release -p sandkeeper --example usage
+cargo build --quiet --release -p sandkeeper-engine --example usage
 usage_bin=target/release/examples/usage
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/sandkeeper-bench-walk.XXXXXX")

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use sandkeeper::reap::{FreeInodes, FreeTarget};
+use sandkeeper_engine::reap::{FreeInodes, FreeTarget};
 
 use crate::{config, exit_codes};
 

@@ -1,10 +1,12 @@
 //! Turning command-line text into validated values. Durations, sizes,
 //! free-space targets and users are the library's
-//! ([`sandkeeper::config::value`], shared with the config file); the rest
+//! ([`sandkeeper_engine::config::value`], shared with the config file); the rest
 //! are the command line's own. Every error names the bad value and what is
 //! valid.
 
-pub use sandkeeper::config::value::{duration, free_inodes, free_target, size, user, user_name};
+pub use sandkeeper_engine::config::value::{
+    duration, free_inodes, free_target, size, user, user_name,
+};
 
 /// Whether `text` is a negative value (`-1s`, `-5%`, `-1`): the options
 /// that take one allow a leading hyphen, so that it reaches the value's

@@ -39,9 +39,9 @@ impl CliError {
     }
 }
 
-impl From<sandkeeper::Error> for CliError {
-    fn from(err: sandkeeper::Error) -> CliError {
-        use sandkeeper::ErrorKind as K;
+impl From<sandkeeper_engine::Error> for CliError {
+    fn from(err: sandkeeper_engine::Error) -> CliError {
+        use sandkeeper_engine::ErrorKind as K;
         let status = match err.kind() {
             K::InvalidInput | K::UnusableRoot | K::UnsafeRoot | K::NameConflict => {
                 exit_codes::USAGE

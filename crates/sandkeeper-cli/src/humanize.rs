@@ -5,7 +5,7 @@ use std::borrow::Cow;
 /// Bytes in binary units with three significant digits: `0 B`, `512 B`,
 /// `1.5 KiB`, `67.0 MiB`, `14.6 GiB` (the library's, so the config's
 /// watermarks print the same).
-pub use sandkeeper::config::value::human_size as size;
+pub use sandkeeper_engine::config::value::human_size as size;
 
 /// An age in the largest whole unit: `12s`, `5m`, `3h`, `2d`, `6w`, `3y`.
 /// Negative ages (clock skew, future mtimes) print as `future`.
@@ -28,18 +28,18 @@ pub fn age(ms: i64) -> String {
 /// A count with its noun, singular for one: `1 entry`, `2 entries`,
 /// `0 families` (the library's, so its messages say it alike). Every
 /// count in a sentence goes through here.
-pub use sandkeeper::human::plural;
+pub use sandkeeper_engine::human::plural;
 
 /// The one phrase for a sandbox kept on purpose, with how long is left:
 /// `kept until 2026-12-02 14:00:05 UTC (23h from now)` (the library's, so
 /// reasons, tables and `explain` say it alike).
 pub fn kept_until(until_ms: u64, now_ms: i64) -> String {
-    sandkeeper::human::kept_until(until_ms, Some(now_ms.max(0) as u64))
+    sandkeeper_engine::human::kept_until(until_ms, Some(now_ms.max(0) as u64))
 }
 
 /// A duration as the library writes it: `90s` as `1m 30s`, `86400s` as
 /// `1d` (read back by the duration parser).
-pub use sandkeeper::human::duration;
+pub use sandkeeper_engine::human::duration;
 
 /// A name or path for a terminal, never quoted: control characters
 /// (newlines, escape sequences), bidi and other format controls and invalid

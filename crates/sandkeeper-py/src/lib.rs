@@ -5,7 +5,7 @@
 //! idiom (context managers, `pathlib.Path`, dataclasses, exceptions), this
 //! module calls the library and the CLI — there is no second
 //! implementation. Errors cross as `sandkeeper._errors` exceptions built
-//! from the library's [`sandkeeper::Error`] (its kind, message, path, pid
+//! from the library's [`sandkeeper_engine::Error`] (its kind, message, path, pid
 //! and hint). Calls that touch the file system release the GIL.
 
 use std::ffi::OsString;
@@ -16,16 +16,16 @@ use std::time::Duration;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use sandkeeper::config::value;
-use sandkeeper::reap::{Policy, Reaper};
-use sandkeeper::root::{Root, UserDirs};
-use sandkeeper::scan::Scanner;
-use sandkeeper::{ErrorKind, KeepPolicy};
+use sandkeeper_engine::config::value;
+use sandkeeper_engine::reap::{Policy, Reaper};
+use sandkeeper_engine::root::{Root, UserDirs};
+use sandkeeper_engine::scan::Scanner;
+use sandkeeper_engine::{ErrorKind, KeepPolicy};
 
 /// A Python exception for a library error: `sandkeeper._errors` maps the
 /// kind to its class (`InvalidInput` → `sandkeeper.InvalidInput`, a
 /// `ValueError`, …).
-fn py_err(py: Python<'_>, e: &sandkeeper::Error) -> PyErr {
+fn py_err(py: Python<'_>, e: &sandkeeper_engine::Error) -> PyErr {
     let kind = format!("{:?}", e.kind());
     let errno = e.io_error().and_then(std::io::Error::raw_os_error);
     let path = e.path().map(|p| p.as_os_str().to_owned());
@@ -69,18 +69,18 @@ fn seconds(py: Python<'_>, what: &str, secs: f64) -> PyResult<Duration> {
     })
 }
 
-/// The library's [`sandkeeper::Sandbox`], owned by the Python object and
+/// The library's [`sandkeeper_engine::Sandbox`], owned by the Python object and
 /// finished (torn down and removed) by `close`, `keep`, `persist_for`, or
 /// when the object is collected.
 #[pyclass(module = "sandkeeper._native", name = "_Sandbox")]
 struct PySandbox {
-    inner: Mutex<Option<sandkeeper::Sandbox>>,
+    inner: Mutex<Option<sandkeeper_engine::Sandbox>>,
     path: OsString,
     keep: KeepPolicy,
 }
 
 impl PySandbox {
-    fn take(&self) -> Option<sandkeeper::Sandbox> {
+    fn take(&self) -> Option<sandkeeper_engine::Sandbox> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 }
@@ -112,7 +112,7 @@ impl PySandbox {
                 .unwrap_or_default(),
         };
         let keep_for = seconds(py, "keep_for", keep_for)?;
-        let mut builder = sandkeeper::Sandbox::builder();
+        let mut builder = sandkeeper_engine::Sandbox::builder();
         builder
             .tag(tag)
             .keyed(keyed)
@@ -222,7 +222,7 @@ impl PySandbox {
 
 /// Opens the roots as the CLI does: the given ones, else the system temp
 /// directory and the per-user sandbox directories in it.
-fn open_roots(given: &[PathBuf], exact: bool) -> sandkeeper::Result<Vec<Root>> {
+fn open_roots(given: &[PathBuf], exact: bool) -> sandkeeper_engine::Result<Vec<Root>> {
     let open = |path: &std::path::Path| match exact {
         true => Root::open_exact(path),
         false => Root::open(path),
@@ -236,17 +236,17 @@ fn open_roots(given: &[PathBuf], exact: bool) -> sandkeeper::Result<Vec<Root>> {
     Ok(roots)
 }
 
-fn trust(given: Option<bool>) -> sandkeeper::Result<bool> {
+fn trust(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
     match given {
         Some(yes) => Ok(yes),
-        None => sandkeeper::inuse::trust_pid_namespace_from_env(),
+        None => sandkeeper_engine::inuse::trust_pid_namespace_from_env(),
     }
 }
 
-fn assume_unseen(given: Option<bool>) -> sandkeeper::Result<bool> {
+fn assume_unseen(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
     match given {
         Some(yes) => Ok(yes),
-        None => sandkeeper::inuse::assume_unseen_free_from_env(),
+        None => sandkeeper_engine::inuse::assume_unseen_free_from_env(),
     }
 }
 
@@ -271,9 +271,9 @@ fn scan_json(
         scanner.trust_pid_namespace(trust(trust_pid_namespace)?);
         scanner.assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = scanner.scan_roots(&roots)?;
-        Ok(sandkeeper::json::scan(&report, entries))
+        Ok(sandkeeper_engine::json::scan(&report, entries))
     })
-    .map_err(|e: sandkeeper::Error| py_err(py, &e))
+    .map_err(|e: sandkeeper_engine::Error| py_err(py, &e))
 }
 
 /// `reap`: the `sandkeeper.reap/v1` document.
@@ -332,9 +332,9 @@ fn reap_json(
             .scanner()
             .assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = reaper.reap_roots(&roots)?;
-        Ok(sandkeeper::json::reap(&report))
+        Ok(sandkeeper_engine::json::reap(&report))
     })
-    .map_err(|e: sandkeeper::Error| py_err(py, &e))
+    .map_err(|e: sandkeeper_engine::Error| py_err(py, &e))
 }
 
 /// A duration as the CLI writes it (`90s`, `2h`, `7d`), in seconds.

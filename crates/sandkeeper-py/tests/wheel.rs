@@ -76,7 +76,7 @@ fn python_package_builds_installs_and_passes_its_tests() {
         println!("skipped python_package_builds_installs_and_passes_its_tests: {why}");
         return;
     }
-    let scratch = sandkeeper::Sandbox::builder()
+    let scratch = sandkeeper_engine::Sandbox::builder()
         .tag("sandkeeper-py")
         .root(env!("CARGO_TARGET_TMPDIR"))
         .create()

@@ -13,6 +13,15 @@ use std::path::{Path, PathBuf};
 ///
 /// The enum is `#[non_exhaustive]`: later versions may add kinds, so match
 /// with a wildcard arm.
+///
+/// ```
+/// use sandkeeper::{ErrorKind, Sandbox};
+/// let err = Sandbox::builder().tag("a/b").create().unwrap_err();
+/// match err.kind() {
+///     ErrorKind::InvalidInput => {} // the tag: no `/` in a name
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -43,7 +52,7 @@ pub enum ErrorKind {
     /// The platform does not support the operation (non-Linux systems lack
     /// `/proc`).
     Unsupported,
-    /// A stop was asked for (a [stop flag](crate::reap::PolicyBuilder::stop_flag)
+    /// A stop was asked for (a stop flag: the engine's `reap::PolicyBuilder::stop_flag`
     /// was raised) before the work was done; nothing further was done.
     Stopped,
 }
@@ -75,7 +84,8 @@ pub struct Error {
 
 impl Error {
     /// A new error of `kind` with a human message (no trailing period).
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+    #[doc(hidden)]
+    pub fn new(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
         Error {
             kind,
             message: message.into(),
@@ -88,7 +98,8 @@ impl Error {
     }
 
     /// An [`ErrorKind::Stopped`] error: a stop was asked for.
-    pub(crate) fn stopped() -> Self {
+    #[doc(hidden)]
+    pub fn stopped() -> Self {
         Error::new(
             ErrorKind::Stopped,
             "stopped on request before the scan was done",
@@ -96,33 +107,39 @@ impl Error {
     }
 
     /// An [`ErrorKind::Io`] error: `message` says what was being done.
-    pub(crate) fn io(message: impl Into<Cow<'static, str>>, source: io::Error) -> Self {
+    #[doc(hidden)]
+    pub fn io(message: impl Into<Cow<'static, str>>, source: io::Error) -> Self {
         Error::new(ErrorKind::Io, message).with_source(source)
     }
 
-    pub(crate) fn at(mut self, path: impl Into<PathBuf>) -> Self {
+    #[doc(hidden)]
+    pub fn at(mut self, path: impl Into<PathBuf>) -> Self {
         self.path = Some(path.into());
         self
     }
 
-    pub(crate) fn with_pid(mut self, pid: u32) -> Self {
+    #[doc(hidden)]
+    pub fn with_pid(mut self, pid: u32) -> Self {
         self.pid = Some(pid);
         self
     }
 
-    pub(crate) fn with_hint(mut self, hint: impl Into<Cow<'static, str>>) -> Self {
+    #[doc(hidden)]
+    pub fn with_hint(mut self, hint: impl Into<Cow<'static, str>>) -> Self {
         self.hint = Some(hint.into());
         self
     }
 
-    pub(crate) fn with_source(mut self, source: io::Error) -> Self {
+    #[doc(hidden)]
+    pub fn with_source(mut self, source: io::Error) -> Self {
         self.source = Some(source);
         self
     }
 
     /// Marks an error that says the entry was replaced under its name (see
     /// [`replaced`](Self::replaced)).
-    pub(crate) fn replaced_name(mut self) -> Self {
+    #[doc(hidden)]
+    pub fn replaced_name(mut self) -> Self {
         self.replaced = true;
         self
     }
@@ -131,7 +148,8 @@ impl Error {
     /// than the expected one), so nothing was removed: a race with
     /// whoever may rename in its parent (its owner re-creating it), which
     /// the reaper reports as a skip, not an error.
-    pub(crate) fn replaced(&self) -> bool {
+    #[doc(hidden)]
+    pub fn replaced(&self) -> bool {
         self.replaced
     }
 
@@ -224,11 +242,20 @@ impl From<Error> for io::Error {
 }
 
 /// The library's result type.
+///
+/// ```
+/// fn scratch() -> sandkeeper::Result<sandkeeper::Sandbox> {
+///     sandkeeper::Sandbox::builder().tag("scratch").create()
+/// }
+/// assert!(scratch()?.is_dir());
+/// # Ok::<(), sandkeeper::Error>(())
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Adds the operation and the path to an `io::Result` where the syscall
 /// happens, lazily so the happy path allocates nothing.
-pub(crate) trait IoResultExt<T> {
+#[doc(hidden)]
+pub trait IoResultExt<T> {
     /// Wraps the error as [`ErrorKind::Io`] with `what` and the path.
     fn with_path<P: Into<PathBuf>>(self, what: &'static str, path: impl FnOnce() -> P)
         -> Result<T>;
@@ -244,6 +271,7 @@ impl<T> IoResultExt<T> for io::Result<T> {
     }
 }
 
+#[cfg(unix)]
 impl<T> IoResultExt<T> for std::result::Result<T, rustix::io::Errno> {
     fn with_path<P: Into<PathBuf>>(
         self,
@@ -251,6 +279,30 @@ impl<T> IoResultExt<T> for std::result::Result<T, rustix::io::Errno> {
         path: impl FnOnce() -> P,
     ) -> Result<T> {
         self.map_err(io::Error::from).with_path(what, path)
+    }
+}
+
+/// Bytes shown with control characters and invalid UTF-8 escaped, so that
+/// hostile names cannot drive a terminal.
+#[doc(hidden)]
+pub struct Escaped<'a>(pub &'a [u8]);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                if c.is_control() {
+                    write!(f, "{}", c.escape_default())?;
+                } else {
+                    f.write_char(c)?;
+                }
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
     }
 }
 

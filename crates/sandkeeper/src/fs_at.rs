@@ -1,6 +1,8 @@
-//! The descriptor-relative system calls the size walker ([`crate::walk`]),
-//! the remover ([`crate::remove`]) and the lease probe ([`crate::lease`])
-//! are made of.
+//! The descriptor-relative system calls the lease probe ([`crate::lease`])
+//! and the engine's size walker and remover (`sandkeeper-engine`'s `walk`
+//! and `remove`) are made of. Here because the probe needs them and the
+//! engine depends on this crate, never the other way; not part of this
+//! crate's API.
 //!
 //! Every call takes an open directory and one name; none resolves a path
 //! from the root or the working directory, none follows a symlink, and only
@@ -31,7 +33,8 @@ use rustix::io::Errno;
 /// Flags for opening a directory of a tree: never a symlink, never a
 /// controlling terminal, never blocking (`O_DIRECTORY` already refuses a
 /// FIFO before opening it; `O_NONBLOCK` is a second fence).
-pub(crate) const DIR_OPEN: OFlags = OFlags::RDONLY
+#[doc(hidden)]
+pub const DIR_OPEN: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::NOFOLLOW)
     .union(OFlags::CLOEXEC)
@@ -66,33 +69,47 @@ static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// A file's identity: device and inode, as `stat` reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileId {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
+#[doc(hidden)]
+pub struct FileId {
+    #[doc(hidden)]
+    pub dev: u64,
+    #[doc(hidden)]
+    pub ino: u64,
 }
 
 /// What `statx` says about an inode.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Meta {
-    pub(crate) kind: FileType,
-    pub(crate) id: FileId,
-    pub(crate) nlink: u64,
-    pub(crate) uid: u32,
+#[doc(hidden)]
+pub struct Meta {
+    #[doc(hidden)]
+    pub kind: FileType,
+    #[doc(hidden)]
+    pub id: FileId,
+    #[doc(hidden)]
+    pub nlink: u64,
+    #[doc(hidden)]
+    pub uid: u32,
     /// The permission bits (`st_mode & 0o7777`).
-    pub(crate) perm: u32,
+    #[doc(hidden)]
+    pub perm: u32,
     /// `st_size`.
-    pub(crate) size: u64,
+    #[doc(hidden)]
+    pub size: u64,
     /// Disk usage in bytes (`st_blocks × 512`).
-    pub(crate) disk: u64,
+    #[doc(hidden)]
+    pub disk: u64,
     /// Milliseconds since the Unix epoch.
-    pub(crate) mtime_ms: i64,
+    #[doc(hidden)]
+    pub mtime_ms: i64,
     /// The mount id, where the kernel reports it (Linux 5.8+).
-    pub(crate) mnt: Option<u64>,
+    #[doc(hidden)]
+    pub mnt: Option<u64>,
 }
 
 impl Meta {
     /// Whether the inode is a directory.
-    pub(crate) fn is_dir(&self) -> bool {
+    #[doc(hidden)]
+    pub fn is_dir(&self) -> bool {
         self.kind == FileType::Directory
     }
 }
@@ -100,7 +117,8 @@ impl Meta {
 /// What a call does on a kernel without `statx` (Linux < 4.11, or a
 /// seccomp profile that refuses it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NoStatx {
+#[doc(hidden)]
+pub enum NoStatx {
     /// Fail with `ENOSYS`. The remover's confinement compares mount ids,
     /// which only `statx` reports, so it does not run without it.
     Fail,
@@ -116,7 +134,8 @@ pub(crate) enum NoStatx {
 /// # References
 ///
 /// - [statx(2)](https://man7.org/linux/man-pages/man2/statx.2.html)
-pub(crate) fn stat(dirfd: BorrowedFd<'_>, name: &CStr, no_statx: NoStatx) -> Result<Meta, Errno> {
+#[doc(hidden)]
+pub fn stat(dirfd: BorrowedFd<'_>, name: &CStr, no_statx: NoStatx) -> Result<Meta, Errno> {
     if !NO_STATX.load(Ordering::Relaxed) {
         match rustix::fs::statx(dirfd, name, NAME_FLAGS, MASK) {
             Ok(stx) => return Ok(from_statx(&stx)),
@@ -137,7 +156,8 @@ pub(crate) fn stat(dirfd: BorrowedFd<'_>, name: &CStr, no_statx: NoStatx) -> Res
 }
 
 /// `statx(fd, "", AT_EMPTY_PATH, …)`—the same facts about an open file.
-pub(crate) fn fstat(fd: BorrowedFd<'_>, no_statx: NoStatx) -> Result<Meta, Errno> {
+#[doc(hidden)]
+pub fn fstat(fd: BorrowedFd<'_>, no_statx: NoStatx) -> Result<Meta, Errno> {
     if !NO_STATX.load(Ordering::Relaxed) {
         match rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, MASK) {
             Ok(stx) => return Ok(from_statx(&stx)),
@@ -152,7 +172,8 @@ pub(crate) fn fstat(fd: BorrowedFd<'_>, no_statx: NoStatx) -> Result<Meta, Errno
 }
 
 /// [`fstat`] of what must be a directory (else `ENOTDIR`).
-pub(crate) fn fstat_dir(fd: BorrowedFd<'_>, no_statx: NoStatx) -> Result<Meta, Errno> {
+#[doc(hidden)]
+pub fn fstat_dir(fd: BorrowedFd<'_>, no_statx: NoStatx) -> Result<Meta, Errno> {
     let meta = fstat(fd, no_statx)?;
     if !meta.is_dir() {
         return Err(Errno::NOTDIR);
@@ -208,14 +229,16 @@ fn from_stat(st: &rustix::fs::Stat) -> Meta {
 /// kernel reports it, one mount id (a bind mount of the same filesystem
 /// shares the device but not the mount id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fence {
+#[doc(hidden)]
+pub struct Fence {
     dev: u64,
     mnt: Option<u64>,
 }
 
 impl Fence {
     /// The mount `meta` lives on.
-    pub(crate) fn of(meta: &Meta) -> Fence {
+    #[doc(hidden)]
+    pub fn of(meta: &Meta) -> Fence {
         Fence {
             dev: meta.id.dev,
             mnt: meta.mnt,
@@ -223,20 +246,23 @@ impl Fence {
     }
 
     /// The device of this mount.
-    pub(crate) fn dev(&self) -> u64 {
+    #[doc(hidden)]
+    pub fn dev(&self) -> u64 {
         self.dev
     }
 
     /// Whether `meta` is on this mount (fails closed when only one side
     /// knows its mount id).
-    pub(crate) fn admits(&self, meta: &Meta) -> bool {
+    #[doc(hidden)]
+    pub fn admits(&self, meta: &Meta) -> bool {
         self.dev == meta.id.dev && self.mnt == meta.mnt
     }
 }
 
 /// Whether a directory is opened with `O_NOATIME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Atime {
+#[doc(hidden)]
+pub enum Atime {
     /// No `O_NOATIME`: listing the directory updates its access time as
     /// any reader's would (the remover, which deletes it anyway).
     Update,
@@ -258,7 +284,8 @@ impl Atime {
 }
 
 /// What opening a subdirectory found.
-pub(crate) enum Opened<S> {
+#[doc(hidden)]
+pub enum Opened<S> {
     /// A directory on the fence's mount, open for reading, with what the
     /// call knows about it.
     Dir(OwnedFd, S),
@@ -283,7 +310,8 @@ pub(crate) enum Opened<S> {
 /// # References
 ///
 /// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
-pub(crate) fn open_dir(
+#[doc(hidden)]
+pub fn open_dir(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
     atime: Atime,
@@ -302,7 +330,8 @@ pub(crate) fn open_dir(
 /// [`open_dir`], then `statx` on the result, whether or not the kernel
 /// checked the mount—opens a subdirectory for removal: what was opened must
 /// be a directory on the fence's mount, and its metadata is returned.
-pub(crate) fn open_dir_stat(
+#[doc(hidden)]
+pub fn open_dir_stat(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
     atime: Atime,
@@ -397,7 +426,8 @@ fn try_openat2(
 /// # References
 ///
 /// - [openat2(2)](https://man7.org/linux/man-pages/man2/openat2.2.html)
-pub(crate) fn open_dir_unmounted(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+#[doc(hidden)]
+pub fn open_dir_unmounted(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
     if let Some(opened) = try_openat2(dirfd, name, DIR_OPEN) {
         return opened;
     }
@@ -418,7 +448,8 @@ pub(crate) fn open_dir_unmounted(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<O
 ///
 /// Fails with `ESTALE` when the name is no longer the inode `want`
 /// (replaced between the `statx` and the open).
-pub(crate) fn open_dir_checked(
+#[doc(hidden)]
+pub fn open_dir_checked(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
     want: FileId,
@@ -450,7 +481,8 @@ pub(crate) fn open_dir_checked(
 ///
 /// With `want`, the directory must be that inode (else `ESTALE`, and its
 /// mode is left alone).
-pub(crate) fn open_unreadable_dir(
+#[doc(hidden)]
+pub fn open_unreadable_dir(
     dirfd: BorrowedFd<'_>,
     name: &CStr,
     fence: &Fence,
@@ -501,7 +533,8 @@ fn chmod_path_fd(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
 /// entries can be listed and removed. Never called on anything but a
 /// directory descriptor the caller opened (a hard link would carry a
 /// file's mode change outside the tree).
-pub(crate) fn make_writable(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
+#[doc(hidden)]
+pub fn make_writable(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> {
     rustix::fs::fchmod(fd, Mode::from_raw_mode(perm | 0o700))
 }
 
@@ -511,7 +544,8 @@ pub(crate) fn make_writable(fd: BorrowedFd<'_>, perm: u32) -> Result<(), Errno> 
 ///
 /// Fails with `ESTALE` when `..` is no longer that directory (the child was
 /// moved elsewhere while the caller was inside it).
-pub(crate) fn reopen_parent(
+#[doc(hidden)]
+pub fn reopen_parent(
     fd: BorrowedFd<'_>,
     want: FileId,
     no_statx: NoStatx,
@@ -529,12 +563,14 @@ pub(crate) fn reopen_parent(
 /// # References
 ///
 /// - [unlinkat(2)](https://man7.org/linux/man-pages/man2/unlinkat.2.html)
-pub(crate) fn unlink(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
+#[doc(hidden)]
+pub fn unlink(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
     rustix::fs::unlinkat(dirfd, name, AtFlags::empty())
 }
 
 /// `unlinkat(dirfd, name, AT_REMOVEDIR)`—removes an empty directory.
-pub(crate) fn rmdir(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
+#[doc(hidden)]
+pub fn rmdir(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
     rustix::fs::unlinkat(dirfd, name, AtFlags::REMOVEDIR)
 }
 
@@ -544,7 +580,8 @@ pub(crate) fn rmdir(dirfd: BorrowedFd<'_>, name: &CStr) -> Result<(), Errno> {
 /// # References
 ///
 /// - [renameat2(2)](https://man7.org/linux/man-pages/man2/rename.2.html)
-pub(crate) fn rename_noreplace(
+#[doc(hidden)]
+pub fn rename_noreplace(
     from_dir: BorrowedFd<'_>,
     from: &CStr,
     to_dir: BorrowedFd<'_>,
@@ -566,7 +603,8 @@ pub(crate) fn rename_noreplace(
 /// # References
 ///
 /// - [renameat2(2)](https://man7.org/linux/man-pages/man2/rename.2.html)
-pub(crate) fn rename_exchange(
+#[doc(hidden)]
+pub fn rename_exchange(
     a_dir: BorrowedFd<'_>,
     a: &CStr,
     b_dir: BorrowedFd<'_>,
@@ -576,12 +614,14 @@ pub(crate) fn rename_exchange(
 }
 
 /// `lseek(fd, 0, SEEK_SET)`—rewinds a directory to list it again.
-pub(crate) fn rewind(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+#[doc(hidden)]
+pub fn rewind(fd: BorrowedFd<'_>) -> Result<(), Errno> {
     rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(0)).map(drop)
 }
 
 /// Whether `name` is `.` or `..`.
-pub(crate) fn is_dot(name: &[u8]) -> bool {
+#[doc(hidden)]
+pub fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."
 }
 

@@ -16,9 +16,11 @@
 //!   ([`Builder::process_lifetime`]) works in a `static`;
 //! - [`sandbox!`] gives each test its own keyed sandbox, named after the
 //!   unit test or the integration test's file;
-//! - [`remove`] deletes a tree without ever leaving it;
-//! - [`run`] gives a command its own scratch directory as `TMPDIR`, stops
-//!   what it leaves running and removes what it leaves behind.
+//!
+//! This crate is the sandbox and the lease protocol's writer and probe,
+//! nothing else. The collector that finds and removes what leaked (scan,
+//! in-use detection, reap, watch) is the `sandkeeper-engine` crate and the
+//! `sandkeeper` command.
 //!
 //! ```
 //! use sandkeeper::Sandbox;
@@ -60,7 +62,7 @@
 //! - **Removal and TOCTOU.** The path is fixed at creation; before removing,
 //!   the name is checked to still be the inode that was created, and the
 //!   removal itself is fd-relative and never follows symlinks or crosses
-//!   mount points (see [`remove`]). Another process with write access to the
+//!   mount points. Another process with write access to the
 //!   *parent* can still rename things around; it can never make the removal
 //!   touch anything outside the sandbox's own tree.
 //! - **Live sandboxes are never wiped.** A keyed creation reclaims a
@@ -70,33 +72,14 @@
 #![deny(unsafe_code)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
-#[cfg(feature = "config")]
-pub mod config;
 mod error;
-mod fs_at;
-pub mod human;
-pub mod inuse;
-pub mod json;
-pub mod leaks;
-pub mod lease;
-#[cfg(feature = "config")]
-pub mod metrics;
 #[cfg(target_os = "linux")]
-pub mod origin;
-pub mod output;
-pub mod pattern;
-pub mod reap;
-pub mod remove;
-pub mod root;
-pub mod run;
+#[doc(hidden)]
+pub mod fs_at;
+pub mod lease;
+mod remove_tree;
 mod sandbox;
-pub mod scan;
-pub mod signals;
-pub mod supervise;
 mod sys;
-pub mod walk;
-#[cfg(feature = "config")]
-pub mod watch;
 
 pub use error::{Error, ErrorKind, Result};
 pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
@@ -104,6 +87,13 @@ pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::sandbox::test_macro::{create, CallSite};
+}
+
+/// What the engine (`sandkeeper-engine`) shares with this crate: not part
+/// of this crate's API, and may change in any release.
+#[doc(hidden)]
+pub mod __engine {
+    pub use crate::error::{Escaped, IoResultExt};
 }
 
 /// A keyed [`Sandbox`] for a test, named after the test or the call site.
@@ -183,8 +173,3 @@ macro_rules! sandbox {
         )
     };
 }
-
-/// The README's examples, run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use sandkeeper::{Builder, Sandbox, WhenHeld};
+use sandkeeper_engine::{Builder, Sandbox, WhenHeld};
 
 use crate::process::child_mode;
 
@@ -65,7 +65,7 @@ pub fn main() {
         // Take a shared hold on someone else's sandbox and live.
         "hold" => {
             let path = PathBuf::from(var("SK_PATH").unwrap());
-            let hold = sandkeeper::lease::hold(&path).expect("hold");
+            let hold = sandkeeper_engine::lease::hold(&path).expect("hold");
             println!("READY {}", path.display());
             std::thread::sleep(Duration::from_secs(600));
             drop(hold);
@@ -73,9 +73,9 @@ pub fn main() {
         // Probe a path and say what was found, holding a claim for a while.
         "probe" => {
             let path = PathBuf::from(var("SK_PATH").unwrap());
-            let word = match sandkeeper::lease::probe(&path) {
-                Ok(sandkeeper::lease::Probe::Live { .. }) => "live".to_owned(),
-                Ok(sandkeeper::lease::Probe::Free(claim)) => {
+            let word = match sandkeeper_engine::lease::probe(&path) {
+                Ok(sandkeeper_engine::lease::Probe::Live { .. }) => "live".to_owned(),
+                Ok(sandkeeper_engine::lease::Probe::Free(claim)) => {
                     println!("PROBE free");
                     std::thread::sleep(Duration::from_secs(600));
                     drop(claim);
@@ -88,7 +88,7 @@ pub fn main() {
         }
         // A test that panics with a sandbox!() alive.
         "panic" => {
-            let sandbox = sandkeeper::sandbox!().expect("sandbox");
+            let sandbox = sandkeeper_engine::sandbox!().expect("sandbox");
             std::fs::write(sandbox.path().join("evidence"), b"x").unwrap();
             println!("READY {}", sandbox.path().display());
             panic!("test failure with a sandbox alive");
@@ -162,7 +162,10 @@ fn chaos_creator(root: PathBuf, seed: u64, rounds: u32) {
         drop(guard);
         if !managed {
             // Once no longer held it is fair game: a reaper may beat us to it.
-            match sandkeeper::remove::remove_path(&dir, &sandkeeper::remove::RemoveOptions::new()) {
+            match sandkeeper_engine::remove::remove_path(
+                &dir,
+                &sandkeeper_engine::remove::RemoveOptions::new(),
+            ) {
                 Ok(_) => {}
                 Err(e)
                     if e.io_error()

@@ -26,14 +26,14 @@ pub struct Scratch {
     path: PathBuf,
     dir: Option<File>,
     tmpfs: Option<Mount>,
-    sandbox: Option<sandkeeper::Sandbox>,
+    sandbox: Option<sandkeeper_engine::Sandbox>,
 }
 
 impl Scratch {
     /// A scratch sandbox in `root`, tagged `remove-<tag>` (see
     /// [`scratch!`](crate::scratch!) for one in `CARGO_TARGET_TMPDIR`).
     pub fn new(root: &Path, tag: &str) -> Scratch {
-        let sandbox = sandkeeper::Sandbox::builder()
+        let sandbox = sandkeeper_engine::Sandbox::builder()
             .root(root)
             .tag(format!("remove-{tag}"))
             // Some tests work inside it as `nobody`.

@@ -175,7 +175,7 @@ pub fn names(dir: &Path) -> Vec<OsString> {
     let mut names: Vec<OsString> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n.as_os_str() != OsStr::new(sandkeeper::lease::LEASE_FILE))
+        .filter(|n| n.as_os_str() != OsStr::new(sandkeeper_engine::lease::LEASE_FILE))
         .collect();
     names.sort();
     names

@@ -11,7 +11,7 @@ use std::io::{self, Write as _};
 use clap::CommandFactory;
 use clap_mangen::roff::{bold, roman, Roff};
 use clap_mangen::Man;
-use sandkeeper::output::OutputFile;
+use sandkeeper_engine::output::OutputFile;
 
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 use crate::error::CliError;

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use sandkeeper::reap::Reaper;
-use sandkeeper::root::{Place, Root};
+use sandkeeper_engine::reap::Reaper;
+use sandkeeper_engine::root::{Place, Root};
 
 use super::{open_roots, policy, Purpose};
 use crate::cli::ExplainArgs;

@@ -1,6 +1,6 @@
 //! `sandkeeper ls`: a `ps` for sandboxes.
 
-use sandkeeper::scan::Scanner;
+use sandkeeper_engine::scan::Scanner;
 
 use super::{open_roots, Purpose};
 use crate::cli::LsArgs;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::ffi::OsStrExt;
 
-use sandkeeper::config::{self, Config};
-use sandkeeper::reap::Policy;
-use sandkeeper::root::{Root, UserDirs};
+use sandkeeper_engine::config::{self, Config};
+use sandkeeper_engine::reap::Policy;
+use sandkeeper_engine::root::{Root, UserDirs};
 
 use crate::cli::RuleArgs;
 use crate::error::CliError;
@@ -28,7 +28,7 @@ use crate::render::escape::Untrusted;
 /// `SANDKEEPER_TRUST_PID_NAMESPACE=1`, which is checked even when one of the
 /// others says yes (a bad value is an error, never silently ignored).
 pub fn trust_pid_namespace(flag: bool, config: bool) -> Result<bool, CliError> {
-    let env = sandkeeper::inuse::trust_pid_namespace_from_env()?;
+    let env = sandkeeper_engine::inuse::trust_pid_namespace_from_env()?;
     Ok(flag || config || env)
 }
 
@@ -37,7 +37,7 @@ pub fn trust_pid_namespace(flag: bool, config: bool) -> Result<bool, CliError> {
 /// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`, which is checked even when one of the
 /// others says yes (a bad value is an error, never silently ignored).
 pub fn assume_unseen_free(flag: bool, config: bool) -> Result<bool, CliError> {
-    let env = sandkeeper::inuse::assume_unseen_free_from_env()?;
+    let env = sandkeeper_engine::inuse::assume_unseen_free_from_env()?;
     Ok(flag || config || env)
 }
 

@@ -2,13 +2,13 @@
 //!
 //! With a config file (`--config`, or a default one when no root or rule
 //! is given), each configured root is reaped as one cycle of `watch`
-//! would: by the library's engine ([`sandkeeper::watch::reap_root`]).
+//! would: by the library's engine ([`sandkeeper_engine::watch::reap_root`]).
 
 use std::os::unix::ffi::OsStrExt;
 
-use sandkeeper::config::{self, Config};
-use sandkeeper::reap::{ReapReport, Reaper};
-use sandkeeper::watch::{self, Mode, ReapOptions, WatchEvent};
+use sandkeeper_engine::config::{self, Config};
+use sandkeeper_engine::reap::{ReapReport, Reaper};
+use sandkeeper_engine::watch::{self, Mode, ReapOptions, WatchEvent};
 
 use super::{config_error, load_config, open_roots, policy, Purpose};
 use crate::cli::ReapArgs;
@@ -38,7 +38,7 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         }
     };
     let text = if args.json {
-        sandkeeper::json::reap(&report)
+        sandkeeper_engine::json::reap(&report)
     } else {
         render::reap::summary(&report, printer.verbose())
     };
@@ -172,7 +172,7 @@ pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
         (r.owner.is_some(), "--owner"),
         (r.grace != config::DEFAULT_GRACE, "--grace"),
         (
-            r.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP,
+            r.max_keep != sandkeeper_engine::reap::DEFAULT_MAX_KEEP,
             "--max-keep",
         ),
     ] {

@@ -1,7 +1,7 @@
 //! `sandkeeper report DIR`: which tests leaked, from the records that
 //! `sandkeeper run --report-dir DIR` wrote (docs/nextest.md).
 
-use sandkeeper::leaks::{self, Summary};
+use sandkeeper_engine::leaks::{self, Summary};
 
 use crate::cli::ReportArgs;
 use crate::error::CliError;

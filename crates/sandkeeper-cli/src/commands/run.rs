@@ -1,11 +1,11 @@
 //! `sandkeeper run -- CMD`: a private TMPDIR that is gone afterwards.
 
 use rustix::process::Signal;
-use sandkeeper::leaks::{Record, RecordDir, TestId};
-use sandkeeper::output::OutputFile;
-use sandkeeper::run::Run;
-use sandkeeper::supervise::{Exit, Signaller};
-use sandkeeper::KeepPolicy;
+use sandkeeper_engine::leaks::{Record, RecordDir, TestId};
+use sandkeeper_engine::output::OutputFile;
+use sandkeeper_engine::run::Run;
+use sandkeeper_engine::supervise::{Exit, Signaller};
+use sandkeeper_engine::KeepPolicy;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -114,7 +114,7 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
 
 /// A command that could not be started, with the shell's statuses: 127
 /// not found, 126 not executable, 2 otherwise.
-fn spawn_error(e: sandkeeper::Error, name: &str) -> CliError {
+fn spawn_error(e: sandkeeper_engine::Error, name: &str) -> CliError {
     let status = match e.io_error().map(std::io::Error::kind) {
         Some(std::io::ErrorKind::NotFound) => 127,
         Some(std::io::ErrorKind::PermissionDenied) => 126,

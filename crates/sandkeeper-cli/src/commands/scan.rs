@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sandkeeper::scan::Scanner;
+use sandkeeper_engine::scan::Scanner;
 
 use super::{open_roots, Purpose};
 use crate::cli::ScanArgs;
@@ -43,8 +43,9 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     }
     if args.json {
         // Written as the scan goes: memory flat in the number of entries.
-        let written = printer
-            .data_with(|out| sandkeeper::json::write_scan(&scanner, &roots, args.entries, out));
+        let written = printer.data_with(|out| {
+            sandkeeper_engine::json::write_scan(&scanner, &roots, args.entries, out)
+        });
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }

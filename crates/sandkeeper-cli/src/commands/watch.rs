@@ -1,5 +1,5 @@
 //! `sandkeeper watch`: the host backstop, run by the library's engine
-//! ([`sandkeeper::watch::Watcher`]). This face gives it the real clock and
+//! ([`sandkeeper_engine::watch::Watcher`]). This face gives it the real clock and
 //! the signals (SIGHUP reloads the config, SIGTERM stops after the current
 //! removal: [`signals`]), logs every event as one line on stderr when it
 //! happens ([`log`]), and writes `--metrics-file` whenever the metrics
@@ -14,8 +14,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sandkeeper::reap::{KeepReason, ReapEvent, ReapReason};
-use sandkeeper::watch::{Driver, Mode, PressureEnd, Wake, WatchEvent, WatchOptions, Watcher};
+use sandkeeper_engine::reap::{KeepReason, ReapEvent, ReapReason};
+use sandkeeper_engine::watch::{
+    Driver, Mode, PressureEnd, Wake, WatchEvent, WatchOptions, Watcher,
+};
 
 use super::load_config;
 use crate::cli::WatchArgs;
@@ -39,8 +41,10 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
         // 2); every write checks again through the directory. A directory
         // that does not exist (yet: node_exporter not installed) is not
         // fatal: each cycle logs it, as the shipped unit expects.
-        match sandkeeper::output::OutputFile::open(path) {
-            Err(e) if e.kind() != sandkeeper::ErrorKind::UnusableRoot => return Err(e.into()),
+        match sandkeeper_engine::output::OutputFile::open(path) {
+            Err(e) if e.kind() != sandkeeper_engine::ErrorKind::UnusableRoot => {
+                return Err(e.into())
+            }
             _ => {}
         }
     }
@@ -139,7 +143,7 @@ impl LogDriver {
                     // warning: its owner asked for it to stay).
                     ReapReason::KeptUnderPressure(until) => self.log.warning(&format!(
                         "{name}: {verb} {path} ({bytes}, {}, removed under pressure: {name} above its high watermark ({} when the reap started), nothing else left to remove)",
-                        sandkeeper::human::kept_until(until, None),
+                        sandkeeper_engine::human::kept_until(until, None),
                         self.pressure.as_deref().unwrap_or("full")
                     )),
                     _ => self.log.info(&format!(
@@ -184,10 +188,10 @@ impl LogDriver {
     /// changed), and the summary.
     fn reaped(
         &mut self,
-        root: &sandkeeper::config::RootConfig,
+        root: &sandkeeper_engine::config::RootConfig,
         mode: Mode,
-        outcome: &sandkeeper::watch::Outcome,
-        after: Option<sandkeeper::watch::Level>,
+        outcome: &sandkeeper_engine::watch::Outcome,
+        after: Option<sandkeeper_engine::watch::Level>,
         end: Option<PressureEnd>,
     ) {
         let name = sanitize(root.path.as_os_str().as_bytes()).into_owned();
@@ -260,7 +264,7 @@ impl LogDriver {
         }
     }
 
-    fn write_metrics(&self, metrics: &sandkeeper::metrics::Metrics) {
+    fn write_metrics(&self, metrics: &sandkeeper_engine::metrics::Metrics) {
         let Some(path) = &self.metrics_file else {
             return;
         };

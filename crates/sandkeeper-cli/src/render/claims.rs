@@ -3,8 +3,8 @@
 //! [`Entry::check_record_pid`]). Renders show facts as facts, and claims
 //! labelled as claims, with a plain word where the two disagree.
 
-use sandkeeper::lease::LeaseRecord;
-use sandkeeper::scan::Entry;
+use sandkeeper_engine::lease::LeaseRecord;
+use sandkeeper_engine::scan::Entry;
 
 use super::escape::Untrusted;
 use crate::config::user_name;

@@ -25,7 +25,7 @@
 //! quotes.
 //!
 //! JSON is escaped by its own rules ([`json_pretty`], the library's
-//! [`sandkeeper::json::pretty`]): `serde_json` escapes C0 controls; the
+//! [`sandkeeper_engine::json::pretty`]): `serde_json` escapes C0 controls; the
 //! rest of [`is_dangerous`] becomes `\uXXXX`, so a JSON document printed
 //! on a terminal is as safe as the table, and decodes to exactly the same
 //! values.
@@ -37,7 +37,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-pub use sandkeeper::json::{is_dangerous, pretty as json_pretty};
+pub use sandkeeper_engine::json::{is_dangerous, pretty as json_pretty};
 
 /// How much of the text is trusted to be ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

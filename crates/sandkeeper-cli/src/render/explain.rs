@@ -9,10 +9,10 @@
 
 use std::fmt::Write as _;
 
-use sandkeeper::inuse::InUse;
-use sandkeeper::lease::LeaseRecord;
-use sandkeeper::reap::{KeepReason, Verdict};
-use sandkeeper::scan::{Entry, RootReport};
+use sandkeeper_engine::inuse::InUse;
+use sandkeeper_engine::lease::LeaseRecord;
+use sandkeeper_engine::reap::{KeepReason, Verdict};
+use sandkeeper_engine::scan::{Entry, RootReport};
 
 use super::claims;
 use super::escape::{self, Untrusted};
@@ -147,7 +147,7 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         out,
         "    created: {} ago ({})",
         age(now.saturating_sub(created)),
-        sandkeeper::human::instant(l.created_ms)
+        sandkeeper_engine::human::instant(l.created_ms)
     );
     let _ = writeln!(out, "    tag: {}", Untrusted::text(&l.tag));
     if let Some(site) = &l.site {
@@ -168,7 +168,7 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         let _ = writeln!(
             out,
             "    asks to be {}",
-            sandkeeper::human::kept_until(until, Some(now.max(0) as u64))
+            sandkeeper_engine::human::kept_until(until, Some(now.max(0) as u64))
         );
     }
 }

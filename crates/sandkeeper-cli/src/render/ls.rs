@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use sandkeeper::lease::LeaseRecord;
-use sandkeeper::scan::{Entry, PidCheck, Report};
+use sandkeeper_engine::lease::LeaseRecord;
+use sandkeeper_engine::scan::{Entry, PidCheck, Report};
 use serde_json::{json, Map, Value};
 
 use super::escape::{self, Untrusted};
@@ -23,7 +23,7 @@ fn managed(report: &Report) -> impl Iterator<Item = (&Path, &Entry)> {
 /// Each root of `report`, opened again to read origins.
 fn opened(
     report: &Report,
-) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper::root::Root>> {
+) -> std::collections::HashMap<&std::path::Path, Option<sandkeeper_engine::root::Root>> {
     report
         .roots
         .iter()

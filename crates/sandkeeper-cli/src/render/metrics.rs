@@ -1,11 +1,11 @@
-//! The metrics of `watch` ([`sandkeeper::metrics`]) in the Prometheus text
+//! The metrics of `watch` ([`sandkeeper_engine::metrics`]) in the Prometheus text
 //! exposition format (0.0.4) that node_exporter's textfile collector
 //! reads, written atomically so a scrape never sees half a file.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use sandkeeper::metrics::{MetricValue, Metrics};
+use sandkeeper_engine::metrics::{MetricValue, Metrics};
 
 /// The exposition text of `metrics`.
 pub fn prometheus(metrics: &Metrics) -> String {
@@ -52,7 +52,7 @@ fn labels(pairs: &[(&str, String)]) -> String {
 }
 
 /// Writes `text` to `path` atomically, mode 0644, through
-/// [`sandkeeper::output`]: a random temp name beside it (a name the textfile
+/// [`sandkeeper_engine::output`]: a random temp name beside it (a name the textfile
 /// collector ignores) made with `O_EXCL`, written, flushed and renamed over
 /// the target through the directory's descriptor; a planted symlink is never
 /// followed, and a target that is not a regular file is refused.
@@ -61,8 +61,8 @@ fn labels(pairs: &[(&str, String)]) -> String {
 ///
 /// When the directory is unsafe or missing, the target is not a regular
 /// file, or the temp file cannot be written or renamed (it is removed then).
-pub fn write_atomic(path: &Path, text: &str) -> sandkeeper::Result<()> {
-    sandkeeper::output::write_atomic(path, text.as_bytes(), 0o644)
+pub fn write_atomic(path: &Path, text: &str) -> sandkeeper_engine::Result<()> {
+    sandkeeper_engine::output::write_atomic(path, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]
@@ -118,7 +118,7 @@ mod tests {
         use std::io;
         use std::os::unix::fs::PermissionsExt;
 
-        let dir = sandkeeper::Sandbox::new().unwrap();
+        let dir = sandkeeper_engine::Sandbox::new().unwrap();
         let path = dir.path().join("sandkeeper.prom");
         write_atomic(&path, "a 1\n").unwrap();
         write_atomic(&path, "a 2\n").unwrap();
@@ -128,7 +128,7 @@ mod tests {
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
-            .filter(|n| n != sandkeeper::lease::LEASE_FILE)
+            .filter(|n| n != sandkeeper_engine::lease::LEASE_FILE)
             .collect();
         assert_eq!(names, ["sandkeeper.prom"]);
         let err = write_atomic(&dir.path().join("missing/x.prom"), "").unwrap_err();

@@ -1,5 +1,5 @@
 //! Rendering library results for people: tables, summaries, log lines.
-//! The JSON documents are the library's ([`sandkeeper::json`]): every face
+//! The JSON documents are the library's ([`sandkeeper_engine::json`]): every face
 //! gives the same schemas.
 
 pub mod claims;
@@ -14,15 +14,15 @@ pub mod run;
 pub mod scan;
 pub mod watch;
 
-pub use sandkeeper::json::{lease_value as lease_json, path_field};
+pub use sandkeeper_engine::json::{lease_value as lease_json, path_field};
 
-use sandkeeper::scan::Entry;
+use sandkeeper_engine::scan::Entry;
 
 /// Until when `e` is kept on purpose at `now_ms`, under the default cap
 /// (what a reap without `--max-keep` does): the one test `scan`, `ls` and
 /// `explain` use, the reaper's own ([`Entry::kept_until`]).
 pub fn kept_until(e: &Entry, now_ms: i64) -> Option<u64> {
-    e.kept_until(now_ms, sandkeeper::reap::DEFAULT_MAX_KEEP)
+    e.kept_until(now_ms, sandkeeper_engine::reap::DEFAULT_MAX_KEEP)
 }
 
 /// The state as tables show it: `kept` for an orphaned sandbox kept on

@@ -2,9 +2,9 @@
 //! recorded it. Every field is text a user's process chose: escaped and
 //! bounded here; origins are shown, never used to decide.
 
-use sandkeeper::origin::{self, Creator, Origin};
-use sandkeeper::root::Root;
-use sandkeeper::scan::{CreatorKey, Creators, Entry, RootReport};
+use sandkeeper_engine::origin::{self, Creator, Origin};
+use sandkeeper_engine::root::Root;
+use sandkeeper_engine::scan::{CreatorKey, Creators, Entry, RootReport};
 
 use super::escape::Untrusted;
 

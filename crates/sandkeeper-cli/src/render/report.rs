@@ -5,8 +5,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use sandkeeper::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
-use sandkeeper::run::LeftoverFamily;
+use sandkeeper_engine::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
+use sandkeeper_engine::run::LeftoverFamily;
 use serde_json::{json, Map, Value};
 
 use super::escape::Untrusted;
@@ -130,12 +130,12 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
     match read.limit {
         Some(ReadLimit::Records) => out.push(format!(
             "read only the first {} records of {dir}: {not_read} not read, the summary is partial",
-            sandkeeper::leaks::MAX_RECORDS
+            sandkeeper_engine::leaks::MAX_RECORDS
         )),
         Some(ReadLimit::Bytes) => out.push(format!(
             "stopped reading {dir} after {} of records (the limit, {}): {not_read} not read, the summary is partial",
             size(read.bytes_read),
-            size(sandkeeper::leaks::MAX_TOTAL_BYTES)
+            size(sandkeeper_engine::leaks::MAX_TOTAL_BYTES)
         )),
         _ => {}
     }

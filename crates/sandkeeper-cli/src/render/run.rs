@@ -7,8 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
-use sandkeeper::run::{Cleanup, Fate, RunOutcome};
-use sandkeeper::supervise::Exit;
+use sandkeeper_engine::run::{Cleanup, Fate, RunOutcome};
+use sandkeeper_engine::supervise::Exit;
 use serde_json::{json, Map, Value};
 
 use super::path_field;
@@ -97,7 +97,7 @@ impl RunReport<'_> {
             format!(
                 "kept at {} until {} ({} from now)",
                 sanitize(o.dir.as_os_str().as_bytes()),
-                sandkeeper::human::instant(until),
+                sandkeeper_engine::human::instant(until),
                 duration(self.keep_for)
             )
         } else if matches!(o.fate, Fate::InPlace | Fate::Removed) {

@@ -1,10 +1,10 @@
 //! `scan` output: the human table and the warnings (the
-//! `sandkeeper.scan/v1` JSON is the library's, [`sandkeeper::json::scan`]).
+//! `sandkeeper.scan/v1` JSON is the library's, [`sandkeeper_engine::json::scan`]).
 
 use std::fmt::Write as _;
 
-use sandkeeper::inuse::Uninspectable;
-use sandkeeper::scan::{Report, RootReport};
+use sandkeeper_engine::inuse::Uninspectable;
+use sandkeeper_engine::scan::{Report, RootReport};
 
 use super::escape::{self, Untrusted};
 use super::{claims, kept_until, state_word};
@@ -120,7 +120,7 @@ fn entry_lines(
     root: &RootReport,
     now: i64,
     verbose: bool,
-    opened: Option<&sandkeeper::root::Root>,
+    opened: Option<&sandkeeper_engine::root::Root>,
 ) {
     let _ = writeln!(out, "{:<9} {:>10} {:>6}  NAME", "STATE", "SIZE", "AGE");
     for e in &root.entries {
@@ -219,8 +219,8 @@ pub fn warnings(report: &Report) -> Vec<String> {
 pub fn assumed_unseen(count: usize) -> String {
     format!(
         "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), which sees every open for reading or writing but not one with access mode 3 (ioctl only) nor an O_PATH descriptor: those, and their working directories, roots and open directories, were assumed: entries they use that way may be removed",
-        sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV,
-        sandkeeper::human::plural(
+        sandkeeper_engine::inuse::ASSUME_UNSEEN_FREE_ENV,
+        sandkeeper_engine::human::plural(
             count as u64,
             "process that could not be inspected",
             "processes that could not be inspected"
@@ -273,7 +273,7 @@ fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
     } else {
         format!(
             "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked for opens for reading or writing",
-            sandkeeper::inuse::ASSUME_UNSEEN_FREE_ENV
+            sandkeeper_engine::inuse::ASSUME_UNSEEN_FREE_ENV
         )
     };
     let see = if euid == 0 {

@@ -5,8 +5,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use sandkeeper::config::{self, Config};
-use sandkeeper::watch::{Level, Outcome, Pressure};
+use sandkeeper_engine::config::{self, Config};
+use sandkeeper_engine::watch::{Level, Outcome, Pressure};
 
 use crate::humanize::{sanitize, size};
 
@@ -45,7 +45,7 @@ pub fn describe(config: &Config) -> Vec<String> {
                 crate::humanize::duration(age)
             ));
         }
-        if root.max_keep != sandkeeper::reap::DEFAULT_MAX_KEEP {
+        if root.max_keep != sandkeeper_engine::reap::DEFAULT_MAX_KEEP {
             parts.push(format!(
                 "kept sandboxes for at most {}",
                 crate::humanize::duration(root.max_keep)
@@ -91,8 +91,8 @@ pub fn describe(config: &Config) -> Vec<String> {
 
 /// The log line of an origin tracker's change, and whether it is an
 /// error: "origins: tracking ROOT", "origins: cannot track ROOT: …".
-pub fn origins(change: &sandkeeper::origin::TrackerChange) -> (bool, String) {
-    use sandkeeper::origin::TrackerChange;
+pub fn origins(change: &sandkeeper_engine::origin::TrackerChange) -> (bool, String) {
+    use sandkeeper_engine::origin::TrackerChange;
     let path = |p: &Path| sanitize(p.as_os_str().as_bytes()).into_owned();
     match change {
         TrackerChange::Started(p) => (
@@ -132,7 +132,7 @@ pub fn pressure_started(root: &Path, level: &Level, pressure: &Pressure) -> Stri
 /// What kept a reap under pressure from freeing more: the entries that
 /// could not be removed (with the first error), then the keep reasons by
 /// the disk usage they hold, the top [`TOP_BLOCKERS`] named. Sanitized.
-/// From the reaps' sums ([`RootReap::counts`](sandkeeper::reap::RootReap::counts)):
+/// From the reaps' sums ([`RootReap::counts`](sandkeeper_engine::reap::RootReap::counts)):
 /// `watch` keeps no record per entry.
 pub fn blockers(outcome: &Outcome) -> String {
     let roots = outcome.reports.iter().flat_map(|r| &r.roots);
@@ -169,7 +169,7 @@ pub const MAX_ERROR_LINES: usize = 8;
 const TOP_BLOCKERS: usize = 3;
 
 /// See [`blockers`]: `kept` gives each keep reason's stable name
-/// ([`KeepReason::as_str`](sandkeeper::reap::KeepReason::as_str)), how
+/// ([`KeepReason::as_str`](sandkeeper_engine::reap::KeepReason::as_str)), how
 /// many entries it kept and their disk usage (a reason may come more than
 /// once); `errors` each entry (or root) that could not be removed and why.
 fn blocker_counts(
@@ -253,7 +253,7 @@ pub fn used(level: &Level, pressure: &Pressure) -> String {
 mod tests {
     use std::time::Duration;
 
-    use sandkeeper::reap::KeepReason;
+    use sandkeeper_engine::reap::KeepReason;
 
     use super::*;
 

@@ -9,7 +9,7 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 
 use crate::{sandkeeper, stderr, stdout};
 

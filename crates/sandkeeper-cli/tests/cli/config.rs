@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
 use crate::sandkeeper;
@@ -305,7 +305,7 @@ older_than = "10m"
     // Left: app-3 and app-4 (400 KiB each), orphan-new, tmp-new and other
     // (100 KiB each). A live sandbox of 1450 KiB brings it to about 62%:
     // above the high watermark, and two removals from under the low one.
-    let live = sandkeeper::Sandbox::builder()
+    let live = sandkeeper_engine::Sandbox::builder()
         .root(root)
         .tag("live")
         .create()

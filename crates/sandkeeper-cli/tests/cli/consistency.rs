@@ -8,7 +8,7 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use serde_json::Value;
 
@@ -409,7 +409,7 @@ fn inner_kept() {
         err.contains("kept at [DIR]/run-true-") && err.contains("UTC (2d from now)"),
         "{err}"
     );
-    let live = sandkeeper::Sandbox::builder()
+    let live = sandkeeper_engine::Sandbox::builder()
         .root(&root)
         .tag("live")
         .site("tests/cli/consistency.rs:7")
@@ -655,12 +655,12 @@ fn documented_section(doc: &str, heading: &str) -> BTreeSet<String> {
 /// exactly the fields a creator has, of every kind.
 #[test]
 fn scan_json_creators_are_as_documented() {
-    use sandkeeper::origin::{self, Creator, Process, Recorder};
+    use sandkeeper_engine::origin::{self, Creator, Process, Recorder};
     if !sandkeeper_testkit::privilege::require_root("scan_json_creators_are_as_documented") {
         return;
     }
     let base = sandbox!().unwrap();
-    let root = sandkeeper::root::Root::open_exact(base.path()).unwrap();
+    let root = sandkeeper_engine::root::Root::open_exact(base.path()).unwrap();
     let made = |name: &str, creator: Creator| {
         fs::create_dir(base.path().join(name)).unwrap();
         origin::write(root.fd(), name.as_ref(), Recorder::Watch, creator).unwrap();

@@ -63,7 +63,7 @@ fn unknown_arguments_are_usage_errors() {
 /// (not clap's "unexpected argument '-1' found"), with exit status 2.
 #[test]
 fn negative_values_say_what_is_wrong() {
-    let root = sandkeeper::sandbox!().unwrap();
+    let root = sandkeeper_engine::sandbox!().unwrap();
     let root = root.path().to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
@@ -122,7 +122,7 @@ fn negative_values_say_what_is_wrong() {
 /// not that it is "not inside any root".
 #[test]
 fn explaining_a_root_says_it_is_a_root() {
-    let root = sandkeeper::sandbox!().unwrap();
+    let root = sandkeeper_engine::sandbox!().unwrap();
     let path = root.path().to_str().unwrap();
     let out = sandkeeper(&["explain", "--root", path, path]);
     let err = stderr(&out, root.path());

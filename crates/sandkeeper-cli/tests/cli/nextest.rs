@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::process::{pid_exists, wait_with_deadline};
 use sandkeeper_testkit::tree::names;
 use serde_json::Value;

@@ -4,9 +4,9 @@
 use std::ffi::OsStr;
 use std::fs;
 
-use sandkeeper::origin::{self, Creator, Process, Recorder};
-use sandkeeper::root::Root;
-use sandkeeper::sandbox;
+use sandkeeper_engine::origin::{self, Creator, Process, Recorder};
+use sandkeeper_engine::root::Root;
+use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::privilege::require_root;
 use serde_json::Value;
 
@@ -164,7 +164,7 @@ fn run_records_its_command() {
 
 /// A family made by more creators than the table names: the three
 /// biggest by disk usage, then one "(other creators)" line with the rest;
-/// the JSON lists them all (at most `sandkeeper::scan::SLOTS`).
+/// the JSON lists them all (at most `sandkeeper_engine::scan::SLOTS`).
 #[test]
 fn scan_names_three_creators_per_family_and_sums_up_the_rest() {
     if !require_root("scan_names_three_creators_per_family_and_sums_up_the_rest") {
@@ -273,7 +273,7 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
     if !require_root("watch_metrics_label_creators_with_bounded_cardinality") {
         return;
     }
-    let base = sandkeeper::Sandbox::builder()
+    let base = sandkeeper_engine::Sandbox::builder()
         .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("origins-metrics")
         .create()
@@ -354,7 +354,7 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
 
 /// A ramfs (no `trusted.*` attributes) mounted on a fresh directory,
 /// emptied and unmounted when dropped.
-struct Ramfs(sandkeeper::Sandbox);
+struct Ramfs(sandkeeper_engine::Sandbox);
 
 impl Ramfs {
     fn new() -> Ramfs {

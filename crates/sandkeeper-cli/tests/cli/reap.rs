@@ -4,7 +4,7 @@
 
 use std::fs;
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
 use crate::{sandkeeper, stderr};

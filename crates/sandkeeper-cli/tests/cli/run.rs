@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sandkeeper::lease::{self, Probe};
-use sandkeeper::sandbox;
+use sandkeeper_engine::lease::{self, Probe};
+use sandkeeper_engine::sandbox;
 
 use crate::sandkeeper;
 use sandkeeper_testkit::mounts::Mount;
@@ -339,7 +339,7 @@ fn isolate_as_a_normal_user() {
         return;
     }
     // `nobody` makes its run directory there: not under a private checkout.
-    let root = sandkeeper::Sandbox::builder()
+    let root = sandkeeper_engine::Sandbox::builder()
         .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("run-as-nobody")
         .create()

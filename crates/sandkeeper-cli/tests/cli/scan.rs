@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::process::Command;
 
-use sandkeeper::sandbox;
+use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
 use crate::{sandkeeper, stderr, stdout};

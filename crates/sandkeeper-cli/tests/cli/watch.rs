@@ -16,8 +16,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use sandkeeper::lease::{Lease, LeaseRecord, LEASE_FILE};
-use sandkeeper::sandbox;
+use sandkeeper_engine::lease::{Lease, LeaseRecord, LEASE_FILE};
+use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
 use crate::sandkeeper;
@@ -228,9 +228,9 @@ fn inner_watermarks() {
     let old = Duration::from_secs(30 * 86_400);
     // 4 MiB that must stay: two live sandboxes, one in use, one that no
     // rule matches. All old: only liveness, use and `match` protect them.
-    let live: Vec<sandkeeper::Sandbox> = (0..2)
+    let live: Vec<sandkeeper_engine::Sandbox> = (0..2)
         .map(|_| {
-            let s = sandkeeper::Sandbox::builder()
+            let s = sandkeeper_engine::Sandbox::builder()
                 .root(root)
                 .tag("live")
                 .create()
@@ -745,7 +745,7 @@ fn inner_metrics() {
     leftover(root, "data \"quoted\"\\1", 1000);
     let busy = leftover(root, "busy-1", 5000);
     let _sleeper = sleeper_in(&busy);
-    let live = sandkeeper::Sandbox::builder()
+    let live = sandkeeper_engine::Sandbox::builder()
         .root(root)
         .tag("live")
         .create()
@@ -1171,7 +1171,7 @@ fn inner_kept_under_pressure() {
     }
     const MIB: usize = 1 << 20;
     // Nobody works inside: a base others can reach.
-    let base = sandkeeper::Sandbox::builder()
+    let base = sandkeeper_engine::Sandbox::builder()
         .root(sandkeeper_testkit::scratch::reachable_by_others())
         .tag("watch-kept")
         .permissions(0o755)

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 
 /// Runs `sandkeeper args…`, killing it if it has not finished in `limit`.
 fn bounded(args: &[&str], limit: Duration) -> Output {

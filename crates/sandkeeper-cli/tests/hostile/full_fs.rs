@@ -21,7 +21,7 @@ use sandkeeper_testkit::privilege::nobody_sh;
 use sandkeeper_testkit::scratch::reachable_by_others;
 use sandkeeper_testkit::tree::age_tree;
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 
 /// Files in each entry besides the directory itself: each entry holds 10
 /// inodes.

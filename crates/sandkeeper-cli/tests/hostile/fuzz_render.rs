@@ -9,7 +9,7 @@ use std::fs;
 use std::process::Output;
 
 use proptest::prelude::*;
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::fuzz::record_shaped;
 
 fn sandkeeper(args: &[&str]) -> Output {

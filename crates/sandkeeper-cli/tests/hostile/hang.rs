@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::LoopDevice;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::process::Spawned;

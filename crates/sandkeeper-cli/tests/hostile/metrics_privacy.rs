@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{nobody_sh, require_root};
 use sandkeeper_testkit::scratch::reachable_by_others;
 
@@ -272,11 +272,11 @@ fn a_creators_arguments_reach_nothing_others_can_read() {
             .spawn()
             .unwrap(),
     );
-    let root = sandkeeper::root::Root::open_exact(fx.root.path()).unwrap();
+    let root = sandkeeper_engine::root::Root::open_exact(fx.root.path()).unwrap();
     sandkeeper_testkit::process::wait_until("the victim's origin", || {
-        sandkeeper::origin::read(root.fd(), "app-victim".as_ref()).is_some()
+        sandkeeper_engine::origin::read(root.fd(), "app-victim".as_ref()).is_some()
     });
-    let record = sandkeeper::origin::read(root.fd(), "app-victim".as_ref()).unwrap();
+    let record = sandkeeper_engine::origin::read(root.fd(), "app-victim".as_ref()).unwrap();
     let record = serde_json::to_string(&record).unwrap();
     assert!(
         !record.contains(TOKEN),

@@ -15,7 +15,7 @@ use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
 use sandkeeper_testkit::privilege::{require_root, NOBODY};
 use sandkeeper_testkit::scratch::reachable_by_others;

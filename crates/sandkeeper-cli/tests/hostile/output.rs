@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY, SETPRIV_NOBODY};
 use sandkeeper_testkit::process::{test_command, Spawned};
 use sandkeeper_testkit::scratch::reachable_by_others;
@@ -489,7 +489,7 @@ fn a_link_in_the_directory_part_does_not_lead_into_roots_files() {
 /// missing directory before the command runs.
 #[test]
 fn a_missing_output_directory() {
-    let base = sandkeeper::sandbox!().unwrap();
+    let base = sandkeeper_engine::sandbox!().unwrap();
     let config = base.path().join("watch.toml");
     let scanned = base.path().join("scanned");
     fs::create_dir(&scanned).unwrap();

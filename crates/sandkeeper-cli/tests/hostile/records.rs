@@ -19,7 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use serde_json::Value;
 
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
@@ -287,7 +287,7 @@ fn inner_forged() {
     assert!(doc["sandboxes"].as_array().unwrap().len() >= 8, "{json}");
 
     // watch's log lines.
-    let conf = sandkeeper::sandbox!().unwrap();
+    let conf = sandkeeper_engine::sandbox!().unwrap();
     let config = conf.path().join("watch.toml");
     fs::write(
         &config,
@@ -316,7 +316,7 @@ fn inner_forged() {
 /// stays one line, with nothing a terminal would act on.
 #[test]
 fn messages_stay_one_line() {
-    let root = sandkeeper::sandbox!().unwrap();
+    let root = sandkeeper_engine::sandbox!().unwrap();
     let missing = root.path().join(OsStr::from_bytes(
         b"nl-\nerror: all clear\x1b[2J\xe2\x80\xae",
     ));
@@ -363,7 +363,7 @@ fn line_with<'t>(text: &'t str, needle: &str) -> &'t str {
 /// a namespace: JSON escapes it, and the name round-trips.
 #[test]
 fn json_escapes_a_hostile_name() {
-    let root = sandkeeper::sandbox!().unwrap();
+    let root = sandkeeper_engine::sandbox!().unwrap();
     let name = OsStr::from_bytes(b"x\x1b[2Jy\xe2\x80\xae");
     fs::create_dir(root.path().join(name)).unwrap();
     let out = run(&[

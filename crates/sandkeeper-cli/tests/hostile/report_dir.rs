@@ -23,7 +23,7 @@ use std::process::Output;
 
 use serde_json::{json, Value};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{as_nobody, require_root, setpriv_nobody, NOBODY};
 use sandkeeper_testkit::scratch::{reachable_by_others, Scratch};
 
@@ -143,7 +143,7 @@ fn report_reads_each_record_once_and_a_bounded_amount() {
     let (out, doc) = report_as_nobody(&bulk);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "a partial report: {err}");
-    let bound = sandkeeper::leaks::MAX_TOTAL_BYTES;
+    let bound = sandkeeper_engine::leaks::MAX_TOTAL_BYTES;
     let read = doc["bytes_read"].as_u64().unwrap();
     let runs = doc["runs"].as_u64().unwrap();
     let not_read = doc["not_read"].as_u64().unwrap();

@@ -16,7 +16,7 @@ use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_sh, require_root, setpriv_nobody};
 use sandkeeper_testkit::process::spawn_ready;
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 
 const NOBODY: &str = "65534";
 
@@ -337,7 +337,7 @@ fn inner_own_directories() {
         .tag("kept")
         .root(&user_root)
         .keyed(true)
-        .keep_policy(sandkeeper::KeepPolicy::Always)
+        .keep_policy(sandkeeper_engine::KeepPolicy::Always)
         .create()
         .unwrap();
     let kept_path = kept.path().to_owned();
@@ -355,7 +355,11 @@ fn inner_own_directories() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(kept_path.is_dir(), "the kept sandbox went: {}", text(&out));
     assert!(!shared.join("leftover").exists(), "{}", text(&out));
-    sandkeeper::remove::remove_path(&kept_path, &sandkeeper::remove::RemoveOptions::new()).unwrap();
+    sandkeeper_engine::remove::remove_path(
+        &kept_path,
+        &sandkeeper_engine::remove::RemoveOptions::new(),
+    )
+    .unwrap();
 }
 
 /// Finding 8: names that look like the tool's own but were not made by it

@@ -9,8 +9,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Output;
 
-use sandkeeper::lease::LEASE_FILE;
-use sandkeeper::sandbox;
+use sandkeeper_engine::lease::LEASE_FILE;
+use sandkeeper_engine::sandbox;
 
 use crate::bin;
 

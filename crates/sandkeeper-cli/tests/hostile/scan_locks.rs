@@ -11,8 +11,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use sandkeeper::lease::{Lease, LeaseRecord};
-use sandkeeper::sandbox;
+use sandkeeper_engine::lease::{Lease, LeaseRecord};
+use sandkeeper_engine::sandbox;
 
 /// Whether `strace` can be used. Without it the test skips, printing why,
 /// unless `CI` is set (`.ci/run` installs it): there it fails instead.

@@ -24,7 +24,7 @@ use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_living_in, setpriv_nobody, NOBODY};

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use sandkeeper::Sandbox;
+use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
 use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
 use sandkeeper_testkit::process::Spawned;
@@ -211,7 +211,7 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
 /// 2) naming the variable and the valid value.
 #[test]
 fn a_bad_trust_value_is_a_usage_error() {
-    let sb = sandkeeper::sandbox!().unwrap();
+    let sb = sandkeeper_engine::sandbox!().unwrap();
     let root: &Path = sb.path();
     for args in [
         vec!["scan", root.to_str().unwrap()],

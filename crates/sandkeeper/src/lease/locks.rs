@@ -60,7 +60,11 @@ impl Locks {
     /// `None` when the snapshot lists no lock on it. `Some(&[])` means
     /// locked by holders `/proc/locks` does not name.
     pub fn holders(&self, dev: u64, ino: u64) -> Option<&[u32]> {
-        let key = (rustix::fs::major(dev), rustix::fs::minor(dev), ino);
+        let key = (
+            rustix::fs::major(dev as rustix::fs::Dev),
+            rustix::fs::minor(dev as rustix::fs::Dev),
+            ino,
+        );
         self.held.get(&key).map(Vec::as_slice)
     }
 }
@@ -73,14 +77,16 @@ impl Locks {
 /// RCU grace period, 5 to 15 ms here, most of it asleep. A scan lists and
 /// groups a root's names during that wait instead of after it.
 #[derive(Debug)]
-pub(crate) struct LocksReading(Option<std::thread::JoinHandle<io::Result<Locks>>>);
+#[doc(hidden)]
+pub struct LocksReading(Option<std::thread::JoinHandle<io::Result<Locks>>>);
 
 impl LocksReading {
     /// Starts reading; when no thread can be started, [`finish`] reads
     /// instead.
     ///
     /// [`finish`]: LocksReading::finish
-    pub(crate) fn start() -> LocksReading {
+    #[doc(hidden)]
+    pub fn start() -> LocksReading {
         LocksReading(
             std::thread::Builder::new()
                 .name("sandkeeper-locks".into())
@@ -94,7 +100,8 @@ impl LocksReading {
     /// # Errors
     ///
     /// When `/proc/locks` cannot be read.
-    pub(crate) fn finish(self) -> io::Result<Locks> {
+    #[doc(hidden)]
+    pub fn finish(self) -> io::Result<Locks> {
         match self.0 {
             Some(reading) => reading
                 .join()
@@ -107,13 +114,15 @@ impl LocksReading {
 /// A [`LocksReading`] that its users finish when they first need the
 /// snapshot, whichever thread that is: the others wait for that one.
 #[derive(Debug)]
-pub(crate) struct PendingLocks {
+#[doc(hidden)]
+pub struct PendingLocks {
     reading: std::sync::Mutex<Option<LocksReading>>,
     read: std::sync::OnceLock<Result<Locks, String>>,
 }
 
 impl PendingLocks {
-    pub(crate) fn new(reading: LocksReading) -> PendingLocks {
+    #[doc(hidden)]
+    pub fn new(reading: LocksReading) -> PendingLocks {
         PendingLocks {
             reading: std::sync::Mutex::new(Some(reading)),
             read: std::sync::OnceLock::new(),
@@ -121,7 +130,8 @@ impl PendingLocks {
     }
 
     /// The snapshot, or why `/proc/locks` could not be read.
-    pub(crate) fn get(&self) -> Result<&Locks, &str> {
+    #[doc(hidden)]
+    pub fn get(&self) -> Result<&Locks, &str> {
         self.read
             .get_or_init(|| {
                 let reading = self
@@ -153,7 +163,10 @@ impl PendingLocks {
 /// Linux only; elsewhere an `Unsupported` io error.
 pub fn lock_holders(dev: u64, ino: u64) -> io::Result<Vec<u32>> {
     let text = std::fs::read_to_string("/proc/locks")?;
-    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
+    let (major, minor) = (
+        rustix::fs::major(dev as rustix::fs::Dev),
+        rustix::fs::minor(dev as rustix::fs::Dev),
+    );
     let mut pids: Vec<u32> = text
         .lines()
         .filter_map(parse_locks_line)
@@ -272,7 +285,7 @@ mod tests {
                     6: -> FLOCK  ADVISORY  WRITE 1000 08:01:1 0 EOF\n\
                     garbage\n";
         let locks = Locks::parse(text);
-        let dev = |major, minor| rustix::fs::makedev(major, minor);
+        let dev = |major, minor| rustix::fs::makedev(major, minor) as u64;
         assert_eq!(locks.holders(dev(0, 0x2e), 5678), Some(&[1234, 1235][..]));
         assert_eq!(locks.holders(dev(0xfd, 1), 42), Some(&[678][..]));
         assert_eq!(locks.holders(dev(0, 5), 9), Some(&[][..]), "OFD: no pid");

@@ -1,21 +1,17 @@
 //! Options for creating a [`Sandbox`].
 
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::panic::Location;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustix::fs::{Mode, OFlags};
-
 use super::keep::KeepPolicy;
 use super::keyed::{self, WhenHeld};
 use super::{lifetime, test_macro, worktree, Inner, Sandbox, State};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{self, Created, Lease, LeaseRecord};
+use crate::lease::{self, Created, Lease, LeaseRecord, RootDir};
 
 /// The environment variable that sets the default root for sandboxes.
 pub const ROOT_ENV: &str = "SANDKEEPER_ROOT";
@@ -121,6 +117,10 @@ impl Builder {
     /// protection. In a private root of yours (mode 0700 or 0755, say) they
     /// go directly inside it. Unique sandboxes always go directly inside:
     /// their names are random.
+    ///
+    /// The filesystem root (`/`, or a drive's root on Windows) is refused
+    /// at creation, as `sandkeeper reap` and the Python package refuse it:
+    /// a sandbox there would sit among the system's own directories.
     ///
     /// ```
     /// # let base = sandkeeper::Sandbox::builder().permissions(0o1777).create()?;
@@ -307,6 +307,16 @@ impl Builder {
             Some(root) => root.clone(),
             None => default_root(),
         })?;
+        // (`/tmp/..` and a link to `/` are `/` too.)
+        let resolved = std::fs::canonicalize(&base).unwrap_or_else(|_| base.clone());
+        if resolved.parent().is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "refusing to make sandboxes in the filesystem root; give a directory for them, \
+                 such as the system temp directory (the default)",
+            )
+            .at(&base));
+        }
         if o.outside_worktree {
             worktree::check_outside(&base)?;
         }
@@ -361,12 +371,12 @@ impl Builder {
         };
         let record = record.with_checkout(checkout.to_string_lossy());
         let name = format!("{tag}-{}", keyed::checkout_hash(&checkout));
-        let claim = |root_path: &Path, root_fd: &OwnedFd| {
+        let claim = |root_path: &Path, root_fd: &RootDir| {
             if o.claim_site {
                 test_macro::claim_site(&root_path.join(&name), site)?;
             }
             keyed::claim(
-                root_fd.as_fd(),
+                lease::root_ref(root_fd),
                 root_path,
                 &name,
                 &record,
@@ -404,10 +414,18 @@ impl Builder {
 /// Whether others may write in `root` (writable by group or others, or
 /// not owned by us, as `/tmp` is): then keyed names go into the per-user
 /// root inside it, where nobody else can take or watch them.
-fn is_shared(root: &OwnedFd, path: &Path) -> Result<bool> {
+#[cfg(unix)]
+fn is_shared(root: &RootDir, path: &Path) -> Result<bool> {
     let st = rustix::fs::fstat(root)
         .map_err(|e| Error::io("cannot inspect sandbox root", e.into()).at(path))?;
     Ok(st.st_mode & 0o022 != 0 || st.st_uid != rustix::process::geteuid().as_raw())
+}
+
+/// On Windows a temp directory is the user's own (`%TEMP%`): keyed names
+/// go directly in any root given.
+#[cfg(windows)]
+fn is_shared(_root: &RootDir, _path: &Path) -> Result<bool> {
+    Ok(false)
 }
 
 /// Creates `<tag>-<random>` in `root`, retrying on the (unlikely) clash.
@@ -421,7 +439,7 @@ fn create_unique(
     for _ in 0..100 {
         let name = format!("{tag}-{}", lease::name_suffix());
         if let Created::New(lease) =
-            lease::create_at(root_fd.as_fd(), root, name.as_ref(), record, mode)?
+            lease::create_at(lease::root_ref(&root_fd), root, name.as_ref(), record, mode)?
         {
             return Ok((root.to_owned(), lease));
         }
@@ -434,13 +452,8 @@ fn create_unique(
 }
 
 /// Opens a sandbox root (following symlinks: the caller chose it).
-fn open_root(root: &Path) -> Result<OwnedFd> {
-    rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| lease::unusable_root(e, root))
+fn open_root(root: &Path) -> Result<RootDir> {
+    lease::open_root_dir(root)
 }
 
 /// `$SANDKEEPER_ROOT`, else the system temp directory.
@@ -473,7 +486,7 @@ pub(crate) fn validate_tag(tag: &str) -> Result<()> {
         Some("contains a NUL byte")
     } else if tag == "." || tag == ".." {
         Some("is `.` or `..`")
-    } else if OsStr::new(tag).as_bytes().starts_with(b".sandkeeper-") {
+    } else if tag.starts_with(".sandkeeper-") {
         Some("starts with `.sandkeeper-`, which is reserved")
     } else {
         None
@@ -492,6 +505,25 @@ pub(crate) fn validate_tag(tag: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_filesystem_root_is_refused() {
+        let up = std::env::temp_dir()
+            .join("..")
+            .join("..")
+            .join("..")
+            .join("..");
+        for root in [
+            PathBuf::from("/"),
+            PathBuf::from("//"),
+            PathBuf::from("/."),
+            up,
+        ] {
+            let err = Builder::new().root(&root).create().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{root:?}: {err}");
+            assert!(err.to_string().contains("filesystem root"), "{err}");
+        }
+    }
 
     #[test]
     fn tags() {

@@ -7,6 +7,11 @@ use std::str::FromStr;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The environment variable that overrides a sandbox's [`KeepPolicy`].
+///
+/// ```
+/// // SANDKEEPER_KEEP=on-failure cargo test: a failing test's sandbox stays.
+/// assert_eq!(sandkeeper::KEEP_ENV, "SANDKEEPER_KEEP");
+/// ```
 pub const KEEP_ENV: &str = "SANDKEEPER_KEEP";
 
 /// When a sandbox survives its drop, for someone to look inside.

@@ -3,17 +3,20 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+#[cfg(unix)]
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+#[cfg(unix)]
 use rustix::fs::{FileType, Mode};
+#[cfg(unix)]
 use rustix::io::Errno;
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
-use crate::lease::{self, Claim, Created, Lease, LeaseRecord, Probe};
-use crate::remove::{remove_entry, RemoveOptions};
+use crate::lease::{self, Claim, Created, Lease, LeaseRecord, Probe, RootRef};
+use crate::remove_tree::remove_in;
 
 /// What a keyed sandbox does when its name is held by a live process.
 ///
@@ -43,8 +46,35 @@ pub enum WhenHeld {
 const MAX_SLOTS: u32 = 4096;
 
 /// The name of the per-user root for keyed and process-lifetime sandboxes.
+#[cfg(unix)]
 pub(crate) fn user_root_name() -> String {
     format!("sandkeeper-{}", rustix::process::getuid().as_raw())
+}
+
+/// The name of the per-user root: on Windows, after the user's name (the
+/// temp directory is the user's own already).
+#[cfg(windows)]
+pub(crate) fn user_root_name() -> String {
+    let user = std::env::var("USERNAME").unwrap_or_default();
+    let user: String = user
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    format!("sandkeeper-{user}")
+}
+
+/// Creates (if needed) and opens the per-user root `base/sandkeeper-<user>`.
+/// On Windows there is nothing to vet: `%TEMP%` is the user's own.
+#[cfg(windows)]
+pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, lease::RootDir)> {
+    let path = base.join(user_root_name());
+    match std::fs::create_dir(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_path("cannot create per-user sandbox root", || path.clone()),
+    }
+    let dir = lease::open_root_dir(&path)?;
+    Ok((path, dir))
 }
 
 /// Creates (if needed), opens and vets the per-user root `base/sandkeeper-<uid>`:
@@ -53,6 +83,7 @@ pub(crate) fn user_root_name() -> String {
 /// Predictable names in a shared `/tmp` invite another user to pre-create
 /// them (and read or plant files) or to swap in a symlink; so the root is
 /// checked through the descriptor we then use.
+#[cfg(unix)]
 pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, OwnedFd)> {
     let path = base.join(user_root_name());
     match rustix::fs::mkdir(&path, Mode::from_raw_mode(0o700)) {
@@ -93,6 +124,7 @@ pub(crate) fn open_user_root(base: &Path) -> Result<(PathBuf, OwnedFd)> {
 /// name is looked at without following it, for the message only), and
 /// what the victim can do. In a sticky `/tmp` they cannot remove another
 /// user's file, so the hint says who can, and the way around it meanwhile.
+#[cfg(unix)]
 fn squatted(base: &Path, path: &Path, owner: Option<u32>) -> Error {
     let me = rustix::process::getuid().as_raw();
     let found = rustix::fs::lstat(path).ok();
@@ -142,6 +174,7 @@ fn squatted(base: &Path, path: &Path, owner: Option<u32>) -> Error {
 }
 
 /// `uid 65534 (nobody)`, with the name from `/etc/passwd` when it has one.
+#[cfg(unix)]
 fn user_label(uid: u32) -> String {
     let name = std::fs::read_to_string("/etc/passwd")
         .ok()
@@ -163,9 +196,8 @@ fn user_label(uid: u32) -> String {
 /// digits. It must not change between Rust versions or runs, which rules
 /// out `std`'s hasher.
 pub(crate) fn checkout_hash(checkout: &OsStr) -> String {
-    use std::os::unix::ffi::OsStrExt;
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in checkout.as_bytes() {
+    for &b in checkout.as_encoded_bytes() {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -196,7 +228,7 @@ enum Slot {
 
 /// Claims the keyed name `base` (or a numbered slot of it) in `root`.
 pub(crate) fn claim(
-    root: BorrowedFd<'_>,
+    root: RootRef<'_>,
     root_path: &Path,
     base: &str,
     record: &LeaseRecord,
@@ -258,7 +290,7 @@ pub(crate) fn claim(
 /// Creates `name` if free; reclaims it if its owner is dead; reports it
 /// held otherwise.
 fn try_slot(
-    root: BorrowedFd<'_>,
+    root: RootRef<'_>,
     root_path: &Path,
     name: &OsStr,
     record: &LeaseRecord,
@@ -281,18 +313,24 @@ fn try_slot(
                 }
                 // In a shared root given by the caller, another user's
                 // leftover is not ours to remove.
-                let owner = rustix::fs::fstat(claim.dir()).map(|st| st.st_uid);
-                if owner.map_or(true, |uid| uid != rustix::process::geteuid().as_raw()) {
-                    return Ok(Slot::Unavailable);
+                #[cfg(unix)]
+                {
+                    let owner = rustix::fs::fstat(claim.dir()).map(|st| st.st_uid);
+                    if owner.map_or(true, |uid| uid != rustix::process::geteuid().as_raw()) {
+                        return Ok(Slot::Unavailable);
+                    }
                 }
                 reclaim(root, name, claim)?;
             }
             Ok(Probe::Live { holders, record }) => return Ok(Slot::Held { holders, record }),
+            // (Unix: a mount point, or not openable. Windows has no other.)
+            #[cfg_attr(windows, allow(unreachable_patterns))]
             Ok(_) => return Ok(Slot::Unavailable),
             Err(e)
                 if e.io_error()
                     .is_some_and(|e| e.kind() == io::ErrorKind::NotFound) => {}
             Err(e) if matches!(e.kind(), ErrorKind::InvalidInput) => return Ok(Slot::Unavailable),
+            #[cfg(unix)]
             Err(e)
                 if e.io_error().and_then(io::Error::raw_os_error)
                     == Some(Errno::NOTDIR.raw_os_error()) =>
@@ -307,10 +345,11 @@ fn try_slot(
 
 /// Removes a dead predecessor while holding its exclusive lock, so no one
 /// else can reclaim or re-lease it meanwhile.
-fn reclaim(root: BorrowedFd<'_>, name: &OsStr, claim: Claim) -> Result<()> {
-    let (dev, ino) = claim.identity();
-    let report = remove_entry(root.as_fd(), name, RemoveOptions::new().expect(dev, ino))?;
-    if !report.is_complete() {
+fn reclaim(root: RootRef<'_>, name: &OsStr, mut claim: Claim) -> Result<()> {
+    claim.release_record();
+    let left = remove_in(root, name, claim.identity(), claim.path())
+        .map_err(|e| Error::io("cannot remove the previous run's sandbox", e).at(claim.path()))?;
+    if !left.is_empty() {
         return Err(Error::new(
             ErrorKind::Removal,
             "cannot completely remove the previous run's sandbox",

@@ -23,7 +23,7 @@ pub use keyed::WhenHeld;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, Lease, LeaseRecord};
-use crate::remove::{remove_entry, RemovalReport, RemoveOptions};
+use crate::remove_tree::{remove_in, Leftovers};
 use teardown::Action;
 
 /// A scratch directory with a lease, removed when dropped.
@@ -149,12 +149,10 @@ impl Sandbox {
     /// sandbox: drop it before the sandbox is finished.
     ///
     /// ```
-    /// use std::os::fd::AsFd;
     /// # let sandbox = sandkeeper::Sandbox::new()?;
     /// std::fs::write(sandbox.path().join("data"), b"x")?;
-    /// let dir = sandbox.try_clone_dir()?;
-    /// let usage = sandkeeper::walk::usage_at(dir.as_fd(), "data".as_ref(), &mut Default::default(), &mut |_| Default::default())?;
-    /// assert_eq!(usage.files, 1);
+    /// let dir = std::fs::File::from(sandbox.try_clone_dir()?);
+    /// assert!(dir.metadata()?.is_dir());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -162,6 +160,7 @@ impl Sandbox {
     ///
     /// When the sandbox is already finished, or `fcntl(F_DUPFD_CLOEXEC)`
     /// fails (out of descriptors).
+    #[cfg(unix)]
     pub fn try_clone_dir(&self) -> Result<std::os::fd::OwnedFd> {
         let state = self.inner.lock();
         let lease = state.lease.as_ref().ok_or_else(|| {
@@ -268,10 +267,9 @@ impl Sandbox {
     #[must_use = "the kept directory is no longer removed; use its path"]
     pub fn keep(self) -> PathBuf {
         let inner = &self.inner;
-        if let Some((lease, actions)) = inner.take_for_finish() {
+        if let Some((mut lease, actions)) = inner.take_for_finish() {
             teardown::run_stack(actions, inner.kill_grace);
-            let _ =
-                rustix::fs::unlinkat(lease.dir(), lease::LEASE_FILE, rustix::fs::AtFlags::empty());
+            let _ = lease.forget_record();
         }
         inner.path.clone()
     }
@@ -361,8 +359,8 @@ impl Sandbox {
     /// # let sandbox = sandkeeper::Sandbox::new()?;
     /// let path = sandbox.persist_for(std::time::Duration::from_secs(3600))?;
     /// assert!(path.is_dir());
-    /// # sandkeeper::remove::remove_path(&path, &Default::default())?;
-    /// # Ok::<(), sandkeeper::Error>(())
+    /// # std::fs::remove_dir_all(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
@@ -390,6 +388,7 @@ impl Sandbox {
     /// # Errors
     ///
     /// When the sandbox is already finished, or `fcntl` fails.
+    #[cfg(unix)]
     pub fn share_lease_with_children(&self) -> Result<()> {
         let state = self.inner.lock();
         let lease = state.lease.as_ref().ok_or_else(|| {
@@ -439,37 +438,36 @@ impl Inner {
         if self.in_user_root {
             // Leave no empty per-user root behind; another process that
             // creates in it concurrently recreates it.
-            let _ = rustix::fs::rmdir(&self.parent);
+            // (rmdir by name: it removes only an empty directory.)
+            #[allow(clippy::disallowed_methods)]
+            let _ = std::fs::remove_dir(&self.parent);
         }
         result
     }
 
     /// Removes the directory, the lease still held. What cannot be removed
-    /// (a mount inside, an immutable file) is put back under its name by
-    /// the removal; it gets its lease record back before the lease is
-    /// released, so it stays a managed sandbox: `orphaned`, which any
-    /// reaper takes once nothing blocks it, never an unmanaged leftover.
+    /// (a mount inside, an immutable file) stays under the sandbox's name
+    /// (the removal works in place); it gets its lease record back before
+    /// the lease is released, so it stays a managed sandbox: `orphaned`,
+    /// which any reaper takes once nothing blocks it, never an unmanaged
+    /// leftover.
     fn remove(&self, lease: &mut Lease) -> Result<()> {
-        let parent = rustix::fs::open(
-            &self.parent,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .map_err(|e| Error::io("cannot open sandbox root", e.into()).at(&self.parent))?;
-        let (dev, ino) = self.identity;
-        let report = remove_entry(
-            std::os::fd::AsFd::as_fd(&parent),
+        let parent = lease::open_root_dir(&self.parent)?;
+        // (Windows: the record's handle is the lease, and no directory
+        // with an open file in it can be removed.)
+        lease.release_record();
+        let left = remove_in(
+            lease::root_ref(&parent),
             &self.name,
-            RemoveOptions::new().expect(dev, ino),
-        )?;
-        if report.is_complete() {
+            self.identity,
+            Path::new(&self.name),
+        )
+        .map_err(|e| Error::io("cannot remove sandbox", e).at(&self.path))?;
+        if left.is_empty() {
             return Ok(());
         }
-        let in_place = report.remnant() == Some(Path::new(&self.name));
-        let record_kept = in_place && lease.update_record(lease.record().clone()).is_ok();
-        Err(incomplete(&self.path, &report, record_kept))
+        let record_kept = lease.update_record(lease.record().clone()).is_ok();
+        Err(incomplete(&self.path, &left, record_kept))
     }
 
     /// Marks the record with `keep_until_ms` and says where the directory
@@ -501,29 +499,31 @@ fn mark_kept(mut lease: Lease, keep_for: Duration) -> Result<()> {
 
 /// The error of a removal that left something: what was left and why
 /// (the first three entries), and what becomes of the rest.
-fn incomplete(path: &Path, report: &RemovalReport, record_kept: bool) -> Error {
-    let mut left: Vec<String> = report
-        .left()
+fn incomplete(path: &Path, left: &Leftovers, record_kept: bool) -> Error {
+    let mounted = std::io::Error::other("mount point");
+    let reasons = left
+        .mounts
         .iter()
+        .map(|p| (p, &mounted))
+        .chain(left.failures.iter().map(|(p, e)| (p, e)));
+    let count = left.mounts.len() + left.failures.len();
+    let mut said: Vec<String> = reasons
         .take(3)
-        .map(|l| {
+        .map(|(p, reason)| {
             // Paths start with the sandbox's own name: show them inside it.
-            let inside: PathBuf = l.path().components().skip(1).collect();
+            let inside: PathBuf = p.components().skip(1).collect();
             if inside.as_os_str().is_empty() {
-                l.reason().to_string()
+                reason.to_string()
             } else {
-                use std::os::unix::ffi::OsStrExt;
-                let name = crate::inuse::Escaped(inside.as_os_str().as_bytes());
-                format!("{name}: {}", l.reason())
+                let name = crate::error::Escaped(inside.as_os_str().as_encoded_bytes());
+                format!("{name}: {reason}")
             }
         })
         .collect();
-    if report.left().len() > 3 {
-        left.push(format!("{} more", report.left().len() - 3));
+    if count > 3 {
+        said.push(format!("{} more", count - 3));
     }
-    if left.is_empty() {
-        left.push("its remainder could not be put back under its name".to_owned());
-    }
+    let left = said;
     let hint = if record_kept {
         "it keeps its lease record: once what blocked the removal is gone (unmount a mount \
          inside), `sandkeeper reap` of its root removes it as an orphaned sandbox"
@@ -558,6 +558,33 @@ impl Drop for Sandbox {
 
 impl AsRef<Path> for Sandbox {
     fn as_ref(&self) -> &Path {
+        self.path()
+    }
+}
+
+/// A sandbox stands wherever a `&Path` is wanted: `&sandbox` coerces to
+/// `&Path`, and `Path`'s methods (`join`, `exists`, `display`) work on it
+/// directly. A test helper that returned a `PathBuf` can return a
+/// `Sandbox` and its callers' `&dir`, `dir.join(…)` and `fn f(p: &Path)`
+/// calls keep compiling; what changes is that the directory goes when
+/// the value is dropped. (A `Sandbox` is a handle to one directory, as a
+/// `PathBuf` is to a path: nothing of `Path` is shadowed by its own
+/// methods.)
+///
+/// ```
+/// use std::path::Path;
+/// fn count(dir: &Path) -> usize { std::fs::read_dir(dir).unwrap().count() }
+///
+/// let dir = sandkeeper::Sandbox::new()?;
+/// std::fs::write(dir.join("a"), "1")?;
+/// assert!(dir.join("a").exists());
+/// assert_eq!(count(&dir), 2); // `a` and the lease record
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl std::ops::Deref for Sandbox {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
         self.path()
     }
 }

@@ -7,6 +7,7 @@ use std::process::Child;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+#[cfg(unix)]
 use rustix::process::{kill_process, Pid, Signal};
 
 /// One registered action.
@@ -52,10 +53,17 @@ fn stop_child(mut child: Child, grace: Duration) {
         return;
     }
     // A pid we have not reaped cannot have been reused, so signalling it
-    // by number is safe.
+    // by number is safe. (Windows has no SIGTERM: the child is ended at
+    // once, below, with `TerminateProcess`.)
+    #[cfg(unix)]
     if let Some(pid) = Pid::from_raw(child.id() as i32) {
         let _ = kill_process(pid, Signal::TERM);
     }
+    #[cfg(windows)]
+    let grace = {
+        let _ = grace;
+        Duration::ZERO
+    };
     let deadline = Instant::now() + grace;
     let mut pause = Duration::from_millis(1);
     while Instant::now() < deadline {

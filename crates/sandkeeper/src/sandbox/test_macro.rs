@@ -197,7 +197,12 @@ mod tests {
         let long_name = format!("tests::{}", "n".repeat(100));
         let long_name_want = format!("{}-7", "n".repeat(64));
         let cases = [
-            ("crates/sandkeeper/tests/lease.rs", 42, None, "lease-42"),
+            (
+                "crates/sandkeeper-engine/tests/lease.rs",
+                42,
+                None,
+                "lease-42",
+            ),
             ("src/sandbox/mod.rs", 7, None, "sandbox-7"),
             ("tests/cli/main.rs", 3, None, "cli-3"),
             ("src/lib.rs", 1, None, "src-1"),

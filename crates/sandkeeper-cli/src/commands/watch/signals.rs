@@ -8,7 +8,7 @@
 //! or NFS server: a handled signal does not interrupt such a wait, and a
 //! thread stuck in one never runs the handler). The signals are blocked
 //! in the main thread and every thread it starts, and taken only by a
-//! watchdog thread that does nothing else ([`sandkeeper::signals`]); the
+//! watchdog thread that does nothing else ([`sandkeeper_engine::signals`]); the
 //! first SIGTERM or SIGINT wakes it through a socket of its own, and it
 //! ends the process [`STOP_LIMIT`] later if it is still running, with
 //! status 143 (130 for SIGINT). Ending the process kills
@@ -76,7 +76,11 @@ impl Signals {
         std::thread::Builder::new()
             .name("sandkeeper-stop".into())
             .spawn(move || watchdog_thread(&watchdog, &sigint, log))?;
-        sandkeeper::signals::block_in_this_thread(&[Signal::TERM, Signal::INT, Signal::HUP])?;
+        sandkeeper_engine::signals::block_in_this_thread(&[
+            Signal::TERM,
+            Signal::INT,
+            Signal::HUP,
+        ])?;
         Ok(Signals {
             stop,
             interrupted,
