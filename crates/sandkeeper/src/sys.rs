@@ -8,7 +8,11 @@
 ///
 /// Neither std nor rustix offers `atexit`: process-lifetime sandboxes live
 /// in `static`s, whose destructors Rust never runs, so this is the only way
-/// to remove them at a normal exit.
+/// to remove them at a normal exit. Declared here rather than taken from
+/// the `libc` crate: it is one function of the C standard library, in
+/// every C runtime Rust links (glibc, musl, the BSDs', macOS's, Windows'
+/// CRT), and `libc` would be a sizeable build for every test suite that
+/// adds this crate.
 ///
 /// Returns `false` if the C library could not register the hook.
 ///
@@ -19,5 +23,10 @@ pub(crate) fn register_exit_hook(hook: extern "C" fn()) -> bool {
     // SAFETY: `hook` is a plain `extern "C" fn()` with a 'static lifetime;
     // atexit only stores the pointer and calls it once at exit. The hook
     // itself must not unwind across the C boundary: callers catch panics.
-    unsafe { libc::atexit(hook) == 0 }
+    unsafe { atexit(hook) == 0 }
+}
+
+extern "C" {
+    /// C's `int atexit(void (*)(void))`.
+    fn atexit(hook: extern "C" fn()) -> std::os::raw::c_int;
 }
