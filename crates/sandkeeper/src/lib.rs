@@ -17,6 +17,11 @@
 //! - [`sandbox!`] gives each test its own keyed sandbox, named after the
 //!   unit test or the integration test's file;
 //!
+//! ```toml
+//! [dev-dependencies]   # or [dependencies], for a launcher
+//! sandkeeper = "0.2"   # from a checkout: { path = "crates/sandkeeper" }
+//! ```
+//!
 //! This crate is the sandbox and the lease protocol's writer and probe,
 //! nothing else. The collector that finds and removes what leaked (scan,
 //! in-use detection, reap, watch) is the `sandkeeper-engine` crate and the
@@ -30,6 +35,17 @@
 //! // ... use it; on drop the directory and everything in it is gone.
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Platforms
+//!
+//! Linux, macOS and FreeBSD: everything below. Windows: the same API but
+//! [`Sandbox::try_clone_dir`] and [`Sandbox::share_lease_with_children`]
+//! (descriptors), with the lease held as the record file open under a
+//! share mode (Windows has no lock on a directory), paths resolved at each
+//! call, a removal by `std::fs::remove_dir_all` (which follows no link or
+//! junction), `identity()` `(0, 0)`, and spawned children ended at once
+//! (no SIGTERM there). `docs/lease-protocol.md` ("Platforms") has the
+//! details; CI type-checks all three (`scripts/check-targets.sh`).
 //!
 //! # Design
 //!
