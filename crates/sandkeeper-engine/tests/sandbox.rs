@@ -966,3 +966,100 @@ fn a_sandbox_marked_failed_is_kept_on_failure() {
     assert!(failed_path.is_dir(), "kept");
     remove_by_path(&failed_path);
 }
+
+/// Issue 27: a launcher killed outright (SIGKILL: no teardown runs) takes
+/// the children `Sandbox::spawn` started with it, even one started from a
+/// thread that ended long before; `spawn_outliving` is the one way out.
+#[test]
+fn a_killed_launchers_children_die_with_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    for mode in ["tied", "outliving"] {
+        let root = sandbox!(format!("launcher-{mode}")).unwrap();
+        let mut launcher = test_command(&[], "launcher_helper")
+            .env("SK_LAUNCHER_MODE", mode)
+            .env("SK_LAUNCHER_ROOT", root.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(launcher.stdout.take().unwrap());
+        let mut child = None;
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 {
+            // (After the harness's "test launcher_helper ... ", no newline.)
+            if let Some(at) = line.find("CHILD ") {
+                child = Some(line[at + 6..].trim().parse::<u32>().unwrap());
+                break;
+            }
+            line.clear();
+        }
+        let child = child.unwrap_or_else(|| panic!("{mode}: the launcher started no child"));
+        // Started from a thread that has ended since: alive all the same.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            alive(child),
+            "{mode}: the child died with its spawning thread"
+        );
+        launcher.kill().unwrap();
+        launcher.wait().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while alive(child) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match mode {
+            "tied" => assert!(!alive(child), "the child outlived its SIGKILLed launcher"),
+            _ => {
+                assert!(
+                    alive(child),
+                    "spawn_outliving's child died with the launcher"
+                );
+                let pid = rustix::process::Pid::from_raw(child as i32).unwrap();
+                rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+            }
+        }
+    }
+}
+
+/// Running and not a zombie.
+fn alive(pid: u32) -> bool {
+    pid_exists(pid)
+        && fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+}
+
+#[test]
+#[ignore = "helper: a launcher that spawns `sleep` from a short-lived thread and waits to be killed"]
+fn launcher_helper() {
+    let (Some(mode), Some(root)) = (
+        std::env::var_os("SK_LAUNCHER_MODE"),
+        std::env::var_os("SK_LAUNCHER_ROOT"),
+    ) else {
+        return;
+    };
+    let sandbox = Sandbox::builder()
+        .root(root)
+        .tag("launcher")
+        .create()
+        .unwrap();
+    let pid = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut sleep = Command::new("sleep");
+                sleep.arg("600");
+                match mode.to_str() {
+                    Some("tied") => sandbox.spawn(&mut sleep),
+                    _ => sandbox.spawn_outliving(&mut sleep),
+                }
+                .unwrap()
+            })
+            .join()
+            .unwrap()
+    });
+    println!("CHILD {pid}");
+    std::thread::sleep(Duration::from_secs(600));
+}

@@ -89,7 +89,7 @@ impl PySandbox {
 impl PySandbox {
     /// Creates the sandbox (see `sandkeeper.Sandbox`).
     #[new]
-    #[pyo3(signature = (tag, root, keyed, process_lifetime, keep, keep_for, checkout, mode))]
+    #[pyo3(signature = (tag, root, keyed, process_lifetime, keep, keep_for, checkout, mode, site))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -101,6 +101,7 @@ impl PySandbox {
         keep_for: f64,
         checkout: Option<OsString>,
         mode: u32,
+        site: String,
     ) -> PyResult<Self> {
         // The policy: the argument, else SANDKEEPER_KEEP, else never.
         // "on-failure" is decided by the Python layer (an exception in the
@@ -123,7 +124,10 @@ impl PySandbox {
                 _ => KeepPolicy::Never,
             })
             .keep_for(keep_for)
-            .permissions(mode);
+            .permissions(mode)
+            // The Python caller's file and line (the Python layer finds
+            // it), not this file's.
+            .site(site);
         if let Some(root) = root {
             builder.root(root);
         }

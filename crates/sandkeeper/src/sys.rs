@@ -30,3 +30,34 @@ extern "C" {
     /// C's `int atexit(void (*)(void))`.
     fn atexit(hook: extern "C" fn()) -> std::os::raw::c_int;
 }
+
+/// Makes the child that `command` starts get SIGKILL when this process
+/// dies, by any means (SIGKILL and OOM included): `PR_SET_PDEATHSIG` on
+/// Linux, `PROC_PDEATHSIG_CTL` on FreeBSD, set in the child between fork
+/// and exec. Should this process be gone before the child set it, the
+/// child was reparented already and nothing would ever signal it: it
+/// checks its parent afterwards and then does not start (`ESRCH`).
+///
+/// The kernel sends the signal when the *thread* that forked exits; the
+/// caller forks from a thread that lives as long as the process
+/// (`sandbox/spawn.rs`).
+#[cfg(any(target_os = "linux", target_os = "freebsd"))]
+pub(crate) fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe work is allowed: it makes two system calls
+    // and builds an `io::Error` from a number, allocating nothing and
+    // taking no lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            Ok(())
+        });
+    }
+}

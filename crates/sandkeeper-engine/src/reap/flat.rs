@@ -113,8 +113,8 @@ const TAG_MASK: u16 = 0xf;
 const STATE_SHIFT: u16 = 4;
 const KIND_SHIFT: u16 = 7;
 const MASK3: u16 = 0x7;
-/// It has a valid lease record.
-const LEASE: u16 = 1 << 10;
+/// It is a proven orphan ([`verdict::proven_orphan`]).
+const PROVEN: u16 = 1 << 10;
 /// It has no newest mtime (`None`).
 const NO_MTIME: u16 = 1 << 11;
 /// Its exact values are in [`Decisions::rare`].
@@ -306,8 +306,8 @@ impl<'p> Decisions<'p> {
         let mut meta = code(&TAGS, &tag)
             | code(&STATES, &entry.state) << STATE_SHIFT
             | code(&KINDS, &entry.kind) << KIND_SHIFT;
-        if entry.lease.is_some() {
-            meta |= LEASE;
+        if verdict::proven_orphan(&entry) {
+            meta |= PROVEN;
         }
         if entry.newest_mtime_ms.is_none() {
             meta |= NO_MTIME;
@@ -475,9 +475,7 @@ impl<'p> Decisions<'p> {
         // As `verdict::distrust_ages`: an orphan whose lease proves it
         // dead goes whatever the clock says; every other candidate's
         // removal depends on its age.
-        let proven_dead = reap == ReapTag::Orphaned
-            && self.narrow[i].meta & LEASE != 0
-            && self.state(i) == EntryState::Orphaned;
+        let proven_dead = reap == ReapTag::Orphaned && self.narrow[i].meta & PROVEN != 0;
         if !proven_dead {
             let uid = self.uid(i);
             if let Some(step) = self.found_steps.as_ref().and_then(|s| s.for_uid(uid)) {

@@ -240,7 +240,9 @@ pub(crate) fn decide_before_rank(entry: &Entry, policy: &Policy, now_ms: i64) ->
         },
     };
     let age = age_of(entry, now_ms);
-    if age < policy.grace {
+    // The grace protects directories still being made; a proven orphan is
+    // not one (see `proven_orphan`).
+    if age < policy.grace && !proven_orphan(entry) {
         return keep(KeepReason::InGrace { age });
     }
     // The owner filter never relaxes, for a kept sandbox neither.
@@ -269,15 +271,27 @@ pub(crate) fn decide_before_rank(entry: &Entry, policy: &Policy, now_ms: i64) ->
     Pending::Decided(Verdict::Reap(reason))
 }
 
+/// Whether `entry` is a sandbox proven dead: its lease lock is free
+/// (`Orphaned`) and it carries a valid record (a record file not owned by
+/// the directory's owner is refused as invalid when it is read:
+/// `sandkeeper::lease`, so nobody can make another user's directory look
+/// like this). The protocol publishes a
+/// sandbox under its name only once its lock is held (made under
+/// `.sandkeeper-new-*`, locked, given its record, renamed into place), so
+/// no sandbox being made looks like this: it needs no grace period, and
+/// its age is no witness (a stepped clock changes nothing).
+pub(crate) fn proven_orphan(entry: &Entry) -> bool {
+    entry.state == EntryState::Orphaned && entry.lease.is_some()
+}
+
 /// After a forward clock step, keeps every entry whose removal depends on
 /// its age — every candidate but the orphans: a sandbox whose lease lock
 /// is free is provably dead whatever the clock says. Each entry is judged
 /// by the step its own witnesses allow ([`clock::Steps::for_entry`]).
 pub(crate) fn distrust_ages(verdicts: &mut [Verdict], report: &RootReport, steps: &clock::Steps) {
     for (verdict, entry) in verdicts.iter_mut().zip(&report.entries) {
-        let proven_dead = matches!(verdict, Verdict::Reap(ReapReason::Orphaned))
-            && entry.lease.is_some()
-            && entry.state == EntryState::Orphaned;
+        let proven_dead =
+            matches!(verdict, Verdict::Reap(ReapReason::Orphaned)) && proven_orphan(entry);
         if !verdict.is_reap() || proven_dead {
             continue;
         }

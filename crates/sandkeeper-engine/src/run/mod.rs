@@ -244,6 +244,27 @@ impl Run {
             .map_or_else(|| "command".into(), |n| n.to_string_lossy().into_owned())
     }
 
+    /// What a run's sandbox records as where it was made: the command, as
+    /// the record's `cmd` has it already (`sandkeeper run` and its
+    /// arguments), cut to 200 bytes; not this file's line.
+    fn site(&self) -> String {
+        let mut site = String::from("sandkeeper run -- ");
+        site.push_str(&self.program.to_string_lossy());
+        for arg in &self.args {
+            site.push(' ');
+            site.push_str(&arg.to_string_lossy());
+        }
+        if site.len() > 200 {
+            let mut end = 197;
+            while !site.is_char_boundary(end) {
+                end -= 1;
+            }
+            site.truncate(end);
+            site.push_str("...");
+        }
+        site
+    }
+
     /// Starts the command, waits for it, stops its descendants and ends
     /// its directory: [`prepare`](Run::prepare), [`Prepared::spawn`] and
     /// [`Running::wait`] in one, with no signal forwarding.
@@ -302,6 +323,7 @@ impl Run {
         let sandbox = Sandbox::builder()
             .root(&root)
             .tag(tag)
+            .site(self.site())
             .keep_env(false)
             .kill_grace(opts.kill_grace)
             .create()?;
@@ -675,6 +697,18 @@ mod tests {
         for (row, name, want) in cases {
             assert_eq!(tag_safe(name), want, "{row}");
         }
+    }
+
+    #[test]
+    fn a_runs_site_is_its_command() {
+        let mut run = Run::new("cargo");
+        run.arg("test").arg("--workspace");
+        assert_eq!(run.site(), "sandkeeper run -- cargo test --workspace");
+        let mut long = Run::new("x");
+        for _ in 0..300 {
+            long.arg("é");
+        }
+        assert!(long.site().len() <= 200 && long.site().ends_with("..."));
     }
 
     #[test]

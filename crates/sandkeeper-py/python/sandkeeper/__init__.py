@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +52,7 @@ __version__: str = _native.__version__
 
 __all__ = [
     "Sandbox",
+    "teardown_on_signals",
     "scan",
     "reap",
     "ScanReport",
@@ -139,6 +141,86 @@ def _close_all_at_exit() -> None:
 atexit.register(_close_all_at_exit)
 
 
+_TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def teardown_on_signals() -> None:
+    """Makes SIGTERM, SIGINT and SIGHUP tear the open sandboxes down in
+    order, then exit with the conventional status (128 + the signal).
+
+    Python dies on SIGTERM and SIGHUP without running ``with`` blocks,
+    ``ExitStack`` exits or ``atexit``: a CI runner cancelling a job left
+    the VM running and its run dir behind. After this call such a signal
+    raises ``SystemExit(128 + signal)`` in the main thread: every ``with``
+    block unwinds (last entered first: the VM stopped, then unmounted,
+    then its sandbox removed), then the sandboxes nobody closed are
+    closed at exit. SIGINT keeps Python's ``KeyboardInterrupt`` unless
+    the program set a handler of its own.
+
+    It composes: a handler the program had installed is called first,
+    and if it returns, the teardown follows (it is never silently
+    replaced). Handlers run in the main thread between bytecodes, as
+    Python runs every signal handler, so threads are safe; call it from
+    the main thread (Python allows no other). Calling it again does
+    nothing more.
+    """
+    for name in _TEARDOWN_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue  # (Windows has no SIGHUP)
+        previous = signal.getsignal(signum)
+        if getattr(previous, "_sandkeeper_teardown", False):
+            continue
+        if signum == signal.SIGINT and previous is signal.default_int_handler:
+            continue  # KeyboardInterrupt unwinds already
+
+        def handler(sig: int, frame: Any, previous: Any = previous) -> None:
+            if callable(previous) and previous not in (signal.SIG_DFL, signal.SIG_IGN):
+                previous(sig, frame)
+            elif previous == signal.SIG_IGN:
+                return
+            raise SystemExit(128 + sig)
+
+        handler._sandkeeper_teardown = True  # type: ignore[attr-defined]
+        signal.signal(signum, handler)
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent``
+    dies (``prctl(PR_SET_PDEATHSIG)``), and not start at all when
+    ``parent`` is already gone (it was reparented before the call: nobody
+    would signal it). Everything is looked up before the fork; the child
+    only calls."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    pr_set_pdeathsig = 1
+    kill = int(signal.SIGKILL)
+    getppid = os.getppid
+    exit_now = os._exit
+
+    def preexec() -> None:
+        if prctl(pr_set_pdeathsig, kill, 0, 0, 0) != 0 or getppid() != parent:
+            exit_now(127)
+
+    return preexec
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _caller_site() -> str:
+    """``file:line`` of the first frame outside this package: where the
+    caller made the sandbox (what ``sandkeeper ls`` and ``explain`` show)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
 class Sandbox:
     """A leased scratch directory, removed when closed.
 
@@ -166,6 +248,9 @@ class Sandbox:
     :param checkout: what a keyed name is derived from (default: the
         interpreter's path).
     :param mode: the directory's permissions (default ``0o700``).
+    :param site: where the sandbox was made, recorded in its lease and
+        shown by ``sandkeeper ls`` and ``explain`` (default: the caller's
+        ``file:line``, the first frame outside this package).
     :raises InvalidInput: a bad tag, keep policy or duration (naming it).
     :raises UnusableRoot: a root that does not exist or is not writable.
     """
@@ -182,6 +267,7 @@ class Sandbox:
         kill_grace: Duration = datetime.timedelta(seconds=5),
         checkout: Optional[PathLike] = None,
         mode: int = 0o700,
+        site: Optional[str] = None,
     ) -> None:
         if not isinstance(tag, str):
             raise TypeError(f"tag must be a str, not {tag!r}")
@@ -201,6 +287,7 @@ class Sandbox:
             self._keep_for,
             None if checkout is None else _path_arg(checkout, "checkout"),
             int(mode),
+            _caller_site() if site is None else str(site),
         )
         self._path = pathlib.Path(self._native.path)
         with _open_lock:
@@ -294,7 +381,12 @@ class Sandbox:
         return popen
 
     def spawn(
-        self, args: Any, *, share_lease: bool = True, **popen_kwargs: Any
+        self,
+        args: Any,
+        *,
+        share_lease: bool = True,
+        die_with_launcher: bool = True,
+        **popen_kwargs: Any,
     ) -> "subprocess.Popen[Any]":
         """Starts ``subprocess.Popen(args, **popen_kwargs)`` and
         :meth:`adopt`\\ s it: it is stopped and waited for before the
@@ -303,7 +395,24 @@ class Sandbox:
         With ``share_lease`` (the default) the child inherits a descriptor
         holding the sandbox's lease, so the directory stays ``live`` while
         the child runs even if this process is killed first; reapers take
-        it once the child is gone too."""
+        it once the child is gone too.
+
+        With ``die_with_launcher`` (the default; Linux) the kernel kills the
+        child when this process dies, however it dies (SIGKILL and OOM kills
+        included, where no teardown runs), so the lease is released and the
+        next reap takes the directory. The kernel ties it to the *thread*
+        that starts the child: call ``spawn`` from the main thread, or from
+        a thread that lives as long as the launcher. The child's own
+        children are not covered (they are reparented, not signalled).
+        Pass ``die_with_launcher=False`` for a child meant to outlive this
+        process (a VM handed over to another supervisor)."""
+        if die_with_launcher and sys.platform.startswith("linux"):
+            if "preexec_fn" in popen_kwargs:
+                raise InvalidInput(
+                    "spawn(die_with_launcher=True) sets preexec_fn itself; "
+                    "pass die_with_launcher=False to use your own"
+                )
+            popen_kwargs["preexec_fn"] = _die_with_parent(os.getpid())
         fd = None
         if share_lease:
             fd = self._native.dup_lease_fd()

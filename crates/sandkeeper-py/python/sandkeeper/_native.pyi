@@ -15,6 +15,7 @@ class _Sandbox:
         keep_for: float,
         checkout: Optional[str],
         mode: int,
+        site: str,
     ) -> None: ...
     @property
     def path(self) -> str: ...

@@ -82,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         keyed=True,
         keep="never",
         checkout=str(config.rootpath),
+        site=f"pytest --sandkeeper-basetemp in {config.rootpath}",
     )
     config.stash[_SESSION_SANDBOX] = session
     # pytest empties and recreates the basetemp it is given: a directory
@@ -94,6 +95,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         config.stash[_SESSION_SANDBOX] = None
         session.close()
+
+
+def _test_site(node: pytest.Item) -> str:
+    """The test's own ``file:line`` (pytest's locations count lines from 0)."""
+    path, line, _ = node.location
+    full = node.config.rootpath / path
+    return str(full) if line is None else f"{full}:{line + 1}"
 
 
 def _tag(nodeid: str) -> str:
@@ -129,6 +137,7 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[sandkeeper.Sandbox]:
         keep="never" if policy != "always" else "always",
         keep_for=config.getoption("--sandkeeper-keep-for"),
         checkout=str(config.rootpath),
+        site=_test_site(request.node),
     )
     request.node._sandkeeper_sandbox = sb
     try:

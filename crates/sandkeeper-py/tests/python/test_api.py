@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 import pathlib
 import shutil
@@ -24,6 +25,28 @@ def test_path_is_a_pathlib_path_and_the_dir_goes_on_close(root):
     sb.close()
     sb.close()  # twice: nothing
     assert sb.closed and not sb.path.exists()
+
+
+def _recorded_site(sb):
+    record = json.loads((sb.path / ".sandkeeper-lease").read_text())
+    return record.get("site")
+
+
+def test_the_recorded_site_is_the_callers_not_the_packages(root):
+    sb = sandkeeper.Sandbox(tag="site", root=root); line = sys._getframe().f_lineno
+    try:
+        assert _recorded_site(sb) == f"{__file__}:{line}"
+    finally:
+        sb.close()
+
+    def helper():
+        return sandkeeper.Sandbox(tag="site", root=root, site="my launcher, job 7")
+
+    sb = helper()
+    try:
+        assert _recorded_site(sb) == "my launcher, job 7"
+    finally:
+        sb.close()
 
 
 def test_defer_runs_last_first_and_close_raises_what_it_raised(root):

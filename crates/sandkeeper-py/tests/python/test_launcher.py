@@ -69,16 +69,51 @@ with contextlib.ExitStack() as stack:
     disk = sb.path / "rootfs.ext4"
     with open(disk, "wb") as f:
         f.truncate(1 << 30)
-    vm = sb.spawn([sys.executable, "-c", VM, str(disk)], stdout=subprocess.PIPE)
+    vm = sb.spawn([sys.executable, "-c", VM, str(disk)], stdout=subprocess.PIPE{extra})
     vm.stdout.readline()
     print(sb.path, vm.pid, flush=True)
     time.sleep(600)
 """
 
 
+def wait_dead(pid, seconds=5.0):
+    """Reaps `pid` (our child: we are PID 1 of the namespace) once it is
+    dead; its wait status, or None if it still runs after `seconds`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return status
+        time.sleep(0.02)
+    return None
+
+
 @needs_namespace
-def test_killed_launcher_leaves_a_live_dir_until_the_child_is_gone(root):
-    launcher = python(LAUNCHER.format(vm=VM), str(root))
+def test_a_killed_launchers_vm_dies_with_it_and_the_next_reap_takes_the_dir(root):
+    launcher = python(LAUNCHER.format(vm=VM, extra=""), str(root))
+    path, vm_pid = launcher.stdout.readline().split()
+    vm_pid = int(vm_pid)
+    launcher.kill()
+    launcher.wait()
+    # No teardown ran; the kernel killed the VM when its launcher died.
+    status = wait_dead(vm_pid)
+    if status is None:
+        os.kill(vm_pid, signal.SIGKILL)
+        os.waitpid(vm_pid, 0)
+        pytest.fail("the VM outlived its SIGKILLed launcher")
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    # A reap with the default options (a grace of 60 s): a proven orphan
+    # goes at once.
+    report = sandkeeper.reap(root)
+    assert [str(p) for p in report.removed_paths()] == [path]
+    assert os.listdir(root) == []
+
+
+@needs_namespace
+def test_a_vm_meant_to_outlive_its_launcher_keeps_the_dir_live_until_it_ends(root):
+    launcher = python(LAUNCHER.format(vm=VM, extra=", die_with_launcher=False"), str(root))
     path, vm_pid = launcher.stdout.readline().split()
     vm_pid = int(vm_pid)
     launcher.kill()
@@ -105,3 +140,41 @@ def test_killed_launcher_leaves_a_live_dir_until_the_child_is_gone(root):
     assert [str(p) for p in report.removed_paths()] == [path]
     assert not os.path.exists(path)
     assert os.listdir(root) == []
+
+
+SIGNALLED = """
+import contextlib, subprocess, sys, time
+import sandkeeper
+sandkeeper.teardown_on_signals()
+VM = {vm!r}
+with contextlib.ExitStack() as stack:
+    sb = stack.enter_context(sandkeeper.Sandbox(tag="vm", root=sys.argv[1]))
+    disk = sb.path / "rootfs.ext4"
+    with open(disk, "wb") as f:
+        f.truncate(1 << 30)
+    vm = sb.spawn([sys.executable, "-c", VM, str(disk)], stdout=subprocess.PIPE)
+    vm.stdout.readline()
+    stack.callback(print, "teardown ran", flush=True)
+    print(sb.path, vm.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_termination_signal_tears_down_in_order(root, signame):
+    launcher = python(SIGNALLED.format(vm=VM), str(root))
+    path, vm_pid = launcher.stdout.readline().split()
+    vm_pid = int(vm_pid)
+    signum = getattr(signal, signame)
+    launcher.send_signal(signum)
+    rest = launcher.stdout.read()
+    launcher.wait(timeout=30)
+    assert "teardown ran" in rest, rest
+    # SystemExit(128 + n) for SIGTERM and SIGHUP; SIGINT's
+    # KeyboardInterrupt ends the interpreter by the signal itself.
+    assert launcher.returncode in (128 + signum, -signum), launcher.returncode
+    assert not os.path.exists(path)
+    assert os.listdir(root) == []
+    # The VM was stopped by the teardown (not left to the kernel).
+    with pytest.raises(ProcessLookupError):
+        os.kill(vm_pid, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,6 +112,13 @@ def test_a_killed_test_leaves_an_orphan_the_next_run_reclaims(suite, root):
     assert len(left) == 1 and "test_killed" in left[0], left
     path = root / left[0]
     assert (path / "half-done").exists()
+    # Its lease names the test's own file and line, not the plugin's.
+    record = json.loads((path / ".sandkeeper-lease").read_text())
+    source = suite / "test_suite.py"
+    line = next(
+        n for n, text in enumerate(source.read_text().splitlines(), 1) if "def test_killed" in text
+    )
+    assert record["site"] == f"{source}:{line}", record
     if os.environ.get("SK_PY_NAMESPACE") == "1":
         assert sandkeeper.scan(root, entries=True).find(path).state == "orphaned"
     out = run(suite, root, "-k", "killed")

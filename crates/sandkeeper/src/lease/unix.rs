@@ -547,7 +547,15 @@ pub fn judge(identity: (u64, u64), record: RecordState, locks: &Locks) -> Look {
 ///
 /// Never opens anything but a regular file, and never follows a symlink.
 pub fn read_record(dir: BorrowedFd<'_>, dir_path: &Path) -> RecordState {
-    match read_record_file(dir, LEASE_FILE.as_ref()) {
+    let owner = match rustix::fs::fstat(dir) {
+        Ok(st) => st.st_uid,
+        Err(e) => {
+            return RecordState::Invalid(
+                Error::io("cannot inspect sandbox", e.into()).at(dir_path.to_owned()),
+            )
+        }
+    };
+    match read_record_file(dir, LEASE_FILE.as_ref(), owner) {
         Ok(None) => RecordState::Missing,
         Ok(Some(bytes)) => match LeaseRecord::parse(&bytes) {
             Ok(r) => RecordState::Valid(r),
@@ -569,12 +577,13 @@ fn read_record_beneath(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Optio
     let mut rel = OsString::from(name);
     rel.push("/");
     rel.push(LEASE_FILE);
-    Ok(read_record_file(parent, &rel)?.and_then(|b| LeaseRecord::parse(&b).ok()))
+    Ok(read_record_file(parent, &rel, st.st_uid)?.and_then(|b| LeaseRecord::parse(&b).ok()))
 }
 
 /// Reads a small regular file, refusing symlinks, FIFOs, devices and
-/// sockets. `Ok(None)` when it does not exist.
-fn read_record_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Vec<u8>>> {
+/// sockets, and one not owned by `owner` (the directory's). `Ok(None)`
+/// when it does not exist.
+fn read_record_file(dir: BorrowedFd<'_>, name: &OsStr, owner: u32) -> io::Result<Option<Vec<u8>>> {
     // Look before opening: a FIFO, socket or device node is never opened.
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
@@ -604,6 +613,15 @@ fn read_record_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Vec<
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "lease record is not a regular file",
+        ));
+    }
+    // The creator makes the directory and its record: a record someone
+    // else wrote into a directory they could write (a 0777 one) vouches
+    // for nothing, and must not make that directory a proven orphan.
+    if st.st_uid != owner {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "lease record is not owned by the directory's owner",
         ));
     }
     if st.st_size as u64 > MAX_RECORD_BYTES {

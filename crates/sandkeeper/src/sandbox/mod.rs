@@ -4,6 +4,7 @@ mod builder;
 mod keep;
 mod keyed;
 mod lifetime;
+mod spawn;
 mod teardown;
 #[doc(hidden)]
 pub mod test_macro;
@@ -202,6 +203,17 @@ impl Sandbox {
     /// ([`Builder::kill_grace`], default 5 s), and is waited for. Returns
     /// the child's pid.
     ///
+    /// The child dies with this process, however it dies (SIGKILL and OOM
+    /// kills included, where no teardown runs): on Linux and FreeBSD the
+    /// kernel sends it SIGKILL when its launcher is gone, so whatever it
+    /// held of the sandbox is freed and the next reap takes the directory.
+    /// Its own children (what a VM starts) are not covered: they are
+    /// reparented, not signalled; a program that starts some should set
+    /// the same for them, or be made the leader of its process group and
+    /// stop it. Use [`spawn_outliving`](Self::spawn_outliving) for a child
+    /// that must outlive the launcher. (macOS and Windows offer nothing of
+    /// the kind: there only the teardown stops the child.)
+    ///
     /// The command's working directory and environment are left as the
     /// caller set them.
     ///
@@ -217,7 +229,38 @@ impl Sandbox {
     ///
     /// When the command cannot be started.
     pub fn spawn(&self, command: &mut Command) -> Result<u32> {
-        let child = command.spawn().map_err(|e| {
+        self.spawn_registered(command, spawn::spawn_tied)
+    }
+
+    /// As [`spawn`](Self::spawn), but the child is not killed when this
+    /// process dies: for a child meant to outlive its launcher (a VM
+    /// handed over to another supervisor, a server a test leaves for the
+    /// next). The teardown still stops it when the sandbox is finished
+    /// normally; after a crash it runs on, and if it holds the lease
+    /// ([`Sandbox::share_lease_with_children`]) the directory stays live
+    /// for as long as it does.
+    ///
+    /// ```
+    /// # let sandbox = sandkeeper::Sandbox::new()?;
+    /// let pid = sandbox.spawn_outliving(std::process::Command::new("sleep").arg("600"))?;
+    /// sandbox.close()?; // stopped by the teardown all the same
+    /// # let _ = pid;
+    /// # Ok::<(), sandkeeper::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// When the command cannot be started.
+    pub fn spawn_outliving(&self, command: &mut Command) -> Result<u32> {
+        self.spawn_registered(command, Command::spawn)
+    }
+
+    fn spawn_registered(
+        &self,
+        command: &mut Command,
+        start: impl FnOnce(&mut Command) -> std::io::Result<std::process::Child>,
+    ) -> Result<u32> {
+        let child = start(command).map_err(|e| {
             Error::io(
                 format!("cannot spawn {:?} for sandbox", command.get_program()),
                 e,
