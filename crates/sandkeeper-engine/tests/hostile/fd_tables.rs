@@ -244,7 +244,31 @@ time.sleep(600)
         .iter()
         .filter(|u| u.pid == holder.pid())
         .collect();
-    assert_eq!(failed.len(), 1, "{:?}", index.uninspectable());
+    // What the kernel showed of the ring when this fails (a full-suite run
+    // saw the holder inspected clean twice, never reproduced alone).
+    let rings = || {
+        let dir = format!("/proc/{}/fdinfo", holder.pid());
+        fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| fs::read_to_string(e.path()).ok())
+                    .filter(|t| t.contains("UserFiles"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        failed.len(),
+        1,
+        "{:?}\nthe holder's rings: {:?}\nmountinfo of the holder: {:?}",
+        index.uninspectable(),
+        rings(),
+        fs::read_to_string(format!("/proc/{}/mountinfo", holder.pid()))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("sk-uring"))
+            .collect::<Vec<_>>()
+    );
     assert!(
         matches!(
             failed[0].step,
