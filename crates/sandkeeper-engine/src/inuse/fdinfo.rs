@@ -71,6 +71,14 @@ pub(super) fn parse_mount_and_inode(text: &[u8]) -> Option<(u64, u64)> {
     Some((field(b"mnt_id:")?, field(b"ino:")?))
 }
 
+/// Whether an io_uring fdinfo shows the ring at all: since Linux 6.11 the
+/// kernel prints none of the ring's fields (`SqMask:` is its first) when
+/// it could not take the ring's lock.
+pub(super) fn ring_shown(text: &[u8]) -> bool {
+    text.split(|&b| b == b'\n')
+        .any(|l| l.starts_with(b"SqMask:"))
+}
+
 /// The registered files of an io_uring fdinfo: the `UserFiles:` count and
 /// the listed paths, unescaped (`\040` for a space, as `seq_file_path`
 /// writes them), in slot order. Empty slots are not listed; when the kernel
@@ -231,5 +239,9 @@ mod tests {
             &b"UserFiles:\t3\n    0: /tmp/e/a\\040file\\011with\\012breaks\n    2: /tmp/e/b"[..]
         );
         assert_eq!(ring_files_section(b"SqMask:\t0x3\n"), b"");
+        // Linux 6.11+: a ring whose lock the kernel could not take shows
+        // nothing of itself, which is not "no files".
+        assert!(ring_shown(ring) && ring_shown(b"SqMask:\t0x3\n"));
+        assert!(!ring_shown(b"pos:\t0\nflags:\t02\nmnt_id:\t16\nino:\t1\n"));
     }
 }

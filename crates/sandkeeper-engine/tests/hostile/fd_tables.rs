@@ -278,3 +278,55 @@ time.sleep(600)
     );
     assert!(!index.is_complete());
 }
+
+/// Since Linux 6.11 an io_uring's fdinfo shows nothing of the ring (not
+/// even `UserFiles:`) when the kernel cannot take the ring's lock, and
+/// any user can keep it busy: here the holder itself reads its ring's
+/// fdinfo in a loop on four threads. Every pass must still see the
+/// registered file held, or say it could not look; never "holds
+/// nothing" (a full-suite run, where other tests' passes read the same
+/// fdinfo, once saw exactly that).
+#[test]
+fn a_ring_kept_busy_never_reads_as_holding_nothing() {
+    if !require_root("a_ring_kept_busy_never_reads_as_holding_nothing") {
+        return;
+    }
+    let sb = sandkeeper_engine::sandbox!().unwrap();
+    let file = sb.path().join("entry-busy-ring").join("data");
+    fs::create_dir(file.parent().unwrap()).unwrap();
+    let program = format!(
+        "{PRELUDE}{}",
+        r#"
+SYS_io_uring_setup, SYS_io_uring_register, IORING_REGISTER_FILES = 425, 427, 2
+params = (ctypes.c_uint32 * 30)()
+ring = check(libc.syscall(SYS_io_uring_setup, 4, params), "io_uring_setup")
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+files = (ctypes.c_int * 1)(fd)
+check(libc.syscall(SYS_io_uring_register, ring, IORING_REGISTER_FILES, files, 1),
+      "IORING_REGISTER_FILES")
+os.close(fd)
+def busy():
+    path = "/proc/self/fdinfo/%d" % ring
+    while True:
+        with open(path, "rb") as f:
+            f.read()
+for _ in range(4):
+    threading.Thread(target=busy, daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"#
+    );
+    let holder = python(&program, &[&file]);
+    for pass in 0..20 {
+        let index = collect();
+        let seen = holds(&index, &file, holder.pid())
+            .iter()
+            .any(|h| matches!(h, HoldKind::IoUringFile(_)));
+        let blind = index.uninspectable().iter().any(|u| u.pid == holder.pid());
+        assert!(
+            seen || blind,
+            "pass {pass}: the busy ring's registered file was not seen and the holder not named: {:?}",
+            index.uninspectable()
+        );
+    }
+}

@@ -82,9 +82,19 @@ fn anon_holds(
             // changed while its paths were resolved is read and resolved
             // again (a ring whose files are being swapped settles within a
             // few tries); only one that never holds still fails.
+            //
+            // Since Linux 6.11 a ring whose lock the kernel could not take
+            // shows *nothing* of itself (no `SqMask:`, no `UserFiles:`):
+            // another reader of its fdinfo, or its owner busy in the ring,
+            // is enough, and any user can arrange either. That is read
+            // again, and fails closed, never as "no files".
             let mut tries = 0;
             loop {
-                let Some((count, paths)) = fdinfo::parse_ring_files(info) else {
+                let listed = fdinfo::parse_ring_files(info).or_else(|| {
+                    // Not shown: counted as holding files, none listed.
+                    (!fdinfo::ring_shown(info)).then(|| (u64::MAX, Vec::new()))
+                });
+                let Some((count, paths)) = listed else {
                     return; // a kernel that does not list registered files
                 };
                 if count == 0 {
