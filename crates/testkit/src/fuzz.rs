@@ -41,21 +41,8 @@ pub fn hostile_value() -> impl Strategy<Value = Value> {
     })
 }
 
-/// The fields of a lease record (protocol v1).
-pub const FIELDS: [&str; 12] = [
-    "v",
-    "pid",
-    "start_ticks",
-    "boot_id",
-    "uid",
-    "host",
-    "created_ms",
-    "tag",
-    "site",
-    "cmd",
-    "checkout",
-    "keep_until_ms",
-];
+/// The fields of a lease record (protocol v1): the codec's own list.
+pub use sandkeeper_engine::lease::RECORD_FIELDS as FIELDS;
 
 /// A record-shaped object: each known field present or not, with a value
 /// of the right type or any other; now and then a field nobody knows.

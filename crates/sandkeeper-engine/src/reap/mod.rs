@@ -645,8 +645,15 @@ impl Reaper {
         // batch comes. Past the scan's budget of names, the names of the
         // kept entries and of the candidates are loaded back a batch at a
         // time (`scan::listing`).
+        // Counted first, so each list is allocated once, at its size (no
+        // doubling while a million numbers are pushed).
+        let reap_count = (0..decisions.len())
+            .filter(|&i| matches!(decisions.verdict(i), Some(Verdict::Reap(_))))
+            .count();
         let mut candidates: Vec<u32> = Vec::new();
+        candidates.reserve_exact(reap_count);
         let mut kept: Vec<u32> = Vec::new();
+        kept.reserve_exact(decisions.len() - reap_count);
         for i in 0..decisions.len() {
             match decisions.verdict(i) {
                 Some(Verdict::Reap(_)) => candidates.push(i as u32),
@@ -654,7 +661,6 @@ impl Reaper {
                 None => {}
             }
         }
-        candidates.shrink_to_fit();
         for batch in decisions.name_batches(&kept) {
             decisions.load_names(dir, &path, batch)?;
             for &i in batch {

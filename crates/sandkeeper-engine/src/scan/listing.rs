@@ -103,10 +103,10 @@ fn held_cost(name: &[u8]) -> usize {
     name.len() + 8
 }
 
-/// What a name in a window's heap costs: its bytes and its box, with the
-/// allocator's rounding.
-fn window_cost(name: &[u8]) -> usize {
-    name.len().next_multiple_of(16) + 32
+/// What a name of `len` bytes costs in a window's heap: its bytes and its
+/// box, with the allocator's rounding.
+fn window_cost(len: usize) -> usize {
+    len.next_multiple_of(16) + 32
 }
 
 /// Keyed fingerprints of names.
@@ -149,7 +149,7 @@ pub(crate) fn each_name(
     Ok(())
 }
 
-fn too_many(path: &Path) -> Error {
+pub(crate) fn too_many(path: &Path) -> Error {
     Error::io(
         "cannot list root: its names take more than 4 GiB",
         std::io::Error::from(std::io::ErrorKind::OutOfMemory),
@@ -314,11 +314,11 @@ impl Windowed {
             {
                 return Ok(ControlFlow::Continue(()));
             }
-            bytes += window_cost(name);
+            bytes += window_cost(name.len());
             heap.push(name.into());
             while bytes > self.window_bytes && heap.len() > 1 {
                 let top = heap.pop().expect("more than one");
-                bytes -= window_cost(&top);
+                bytes -= window_cost(top.len());
                 ceiling = Some(top);
             }
             Ok(ControlFlow::Continue(()))
@@ -390,7 +390,9 @@ impl ScanNames {
         let mut out = Vec::new();
         let (mut start, mut bytes) = (0, 0usize);
         for (k, &i) in numbers.iter().enumerate() {
-            let cost = window_cost(&[0; 0]) + usize::from(r.lens[i as usize]) + 16;
+            // Its bytes as loaded, where it ends, and its entries in the
+            // maps of fingerprints and numbers.
+            let cost = usize::from(r.lens[i as usize]) + 48;
             if bytes + cost > r.batch_bytes && k > start {
                 out.push(&numbers[start..k]);
                 (start, bytes) = (k, 0);

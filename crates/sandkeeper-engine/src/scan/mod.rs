@@ -1089,11 +1089,7 @@ pub(crate) fn read_names_where(
     let mut names = Names::new();
     listing::each_name(dir, path, |name| {
         if keep(name) && !names.push(name) {
-            return Err(Error::io(
-                "cannot list root: its names take more than 4 GiB",
-                std::io::Error::from(std::io::ErrorKind::OutOfMemory),
-            )
-            .at(path));
+            return Err(listing::too_many(path));
         }
         Ok(std::ops::ControlFlow::Continue(()))
     })?;

@@ -60,6 +60,19 @@ def check(r, what):
     return r
 "#;
 
+/// Sets up an io_uring `ring` with the file `sys.argv[1]` (made if need
+/// be) registered, its descriptor closed: only the ring holds it.
+const RING_WITH_ONE_FILE: &str = r#"
+SYS_io_uring_setup, SYS_io_uring_register, IORING_REGISTER_FILES = 425, 427, 2
+params = (ctypes.c_uint32 * 30)()
+ring = check(libc.syscall(SYS_io_uring_setup, 4, params), "io_uring_setup")
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+files = (ctypes.c_int * 1)(fd)
+check(libc.syscall(SYS_io_uring_register, ring, IORING_REGISTER_FILES, files, 1),
+      "IORING_REGISTER_FILES")
+os.close(fd)
+"#;
+
 /// A thread that unshares its descriptor table and opens the file there:
 /// the process's `/proc/PID/fd` (the main thread's table) does not show it.
 #[test]
@@ -215,16 +228,8 @@ fn an_io_uring_file_that_cannot_be_resolved_fails_closed() {
     let mnt = sb.path().join("entry-uring-ns").join("mnt");
     fs::create_dir_all(&mnt).unwrap();
     let program = format!(
-        "{PRELUDE}{}",
+        "{PRELUDE}{RING_WITH_ONE_FILE}{}",
         r#"
-SYS_io_uring_setup, SYS_io_uring_register, IORING_REGISTER_FILES = 425, 427, 2
-params = (ctypes.c_uint32 * 30)()
-ring = check(libc.syscall(SYS_io_uring_setup, 4, params), "io_uring_setup")
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-files = (ctypes.c_int * 1)(fd)
-check(libc.syscall(SYS_io_uring_register, ring, IORING_REGISTER_FILES, files, 1),
-      "IORING_REGISTER_FILES")
-os.close(fd)
 print("ready", flush=True)
 time.sleep(600)
 "#
@@ -295,16 +300,8 @@ fn a_ring_kept_busy_never_reads_as_holding_nothing() {
     let file = sb.path().join("entry-busy-ring").join("data");
     fs::create_dir(file.parent().unwrap()).unwrap();
     let program = format!(
-        "{PRELUDE}{}",
+        "{PRELUDE}{RING_WITH_ONE_FILE}{}",
         r#"
-SYS_io_uring_setup, SYS_io_uring_register, IORING_REGISTER_FILES = 425, 427, 2
-params = (ctypes.c_uint32 * 30)()
-ring = check(libc.syscall(SYS_io_uring_setup, 4, params), "io_uring_setup")
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
-files = (ctypes.c_int * 1)(fd)
-check(libc.syscall(SYS_io_uring_register, ring, IORING_REGISTER_FILES, files, 1),
-      "IORING_REGISTER_FILES")
-os.close(fd)
 def busy():
     path = "/proc/self/fdinfo/%d" % ring
     while True:

@@ -55,6 +55,11 @@ mod locks;
 
 mod record_json;
 
+/// The fields of a record (protocol v1), in the order they are written;
+/// the first eight are required. (For the engine's fuzzers.)
+#[doc(hidden)]
+pub const RECORD_FIELDS: [&str; 12] = record_json::FIELDS;
+
 #[cfg(unix)]
 pub use locks::{lock_holders, Locks};
 #[doc(hidden)]

@@ -123,7 +123,7 @@ impl std::error::Error for DecodeError {}
 type Res<T> = Result<T, DecodeError>;
 
 /// Field names in declaration order; the first eight are required.
-const FIELDS: [&str; 12] = [
+pub(crate) const FIELDS: [&str; 12] = [
     "v",
     "pid",
     "start_ticks",

@@ -385,7 +385,7 @@ impl Builder {
             )
         };
         if o.root.is_some() {
-            let root_fd = open_root(base)?;
+            let root_fd = lease::open_root_dir(base)?;
             if !is_shared(&root_fd, base)? {
                 let lease = claim(base, &root_fd)?;
                 return Ok((base.to_owned(), lease, false));
@@ -435,7 +435,7 @@ fn create_unique(
     record: &LeaseRecord,
     mode: u32,
 ) -> Result<(PathBuf, Lease)> {
-    let root_fd = open_root(root)?;
+    let root_fd = lease::open_root_dir(root)?;
     for _ in 0..100 {
         let name = format!("{tag}-{}", lease::name_suffix());
         if let Created::New(lease) =
@@ -449,11 +449,6 @@ fn create_unique(
         "cannot find a free name for a sandbox after 100 attempts",
     )
     .at(root))
-}
-
-/// Opens a sandbox root (following symlinks: the caller chose it).
-fn open_root(root: &Path) -> Result<RootDir> {
-    lease::open_root_dir(root)
 }
 
 /// `$SANDKEEPER_ROOT`, else the system temp directory.
