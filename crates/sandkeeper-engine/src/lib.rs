@@ -106,7 +106,9 @@ pub mod walk;
 pub mod watch;
 
 pub use error::{Error, ErrorKind, Result};
-pub use sandkeeper::{sandbox, Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
+pub use sandkeeper::{
+    sandbox, teardown_on_signals, Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV,
+};
 
 /// The README's examples, run as doctests.
 #[cfg(doctest)]

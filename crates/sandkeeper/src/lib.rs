@@ -16,6 +16,9 @@
 //!   ([`Builder::process_lifetime`]) works in a `static`;
 //! - [`sandbox!`] gives each test its own keyed sandbox, named after the
 //!   unit test or the integration test's file;
+//! - a launcher's VM started with [`Sandbox::spawn`] dies with the
+//!   launcher, however it dies, and [`teardown_on_signals`] makes SIGTERM,
+//!   SIGINT and SIGHUP tear down in order (`docs/launchers.md`);
 //!
 //! ```toml
 //! [dev-dependencies]   # or [dependencies], for a launcher
@@ -98,7 +101,7 @@ mod sandbox;
 mod sys;
 
 pub use error::{Error, ErrorKind, Result};
-pub use sandbox::{Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
+pub use sandbox::{teardown_on_signals, Builder, KeepPolicy, Sandbox, WhenHeld, KEEP_ENV};
 
 #[doc(hidden)]
 pub mod __private {

@@ -1,5 +1,6 @@
-//! The one C call the sandbox needs that rustix does not offer. All of
-//! the crate's `unsafe` is here.
+//! The C calls the sandbox needs that rustix does not offer (`atexit`, the
+//! parent-death signal's `pre_exec`, signal dispositions). All of the
+//! crate's `unsafe` is here.
 
 #![allow(unsafe_code)]
 
@@ -59,5 +60,75 @@ pub(crate) fn die_with_parent(command: &mut std::process::Command) {
             }
             Ok(())
         });
+    }
+}
+
+/// The signals [`teardown_on_signals`](crate::teardown_on_signals) handles.
+#[cfg(unix)]
+pub(crate) const TEARDOWN_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// Whether `signal` is ignored (`SIG_IGN`, as `nohup` sets SIGHUP), asked
+/// without changing it.
+#[cfg(unix)]
+pub(crate) fn signal_is_ignored(signal: i32) -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action only reads the current one into
+    // `current`, which is large enough and zero-initialised.
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: sigaction filled it (and it was zeroed before).
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// Runs `action` in the handler of `signal`, after the handler that was
+/// there before (chained, never replaced). `action` must be
+/// async-signal-safe: system calls only, no allocation, no lock.
+///
+/// Chaining handlers correctly (the previous one's `SA_SIGINFO`, its mask,
+/// handlers added by other libraries later) is what `signal-hook-registry`
+/// is made for; it is the one dependency of this crate beyond rustix.
+#[cfg(unix)]
+pub(crate) fn on_signal(
+    signal: i32,
+    action: impl Fn() + Send + Sync + 'static,
+) -> std::io::Result<()> {
+    // SAFETY: the callers' actions are async-signal-safe (see above), and
+    // `signal` is one of TEARDOWN_SIGNALS, none of them forbidden.
+    unsafe { signal_hook_registry::register(signal, action) }.map(drop)
+}
+
+/// Ends the process by `signal` with its default action (so the parent
+/// sees it killed by that signal), or with status 128 + `signal` should
+/// the signal not end it.
+#[cfg(unix)]
+pub(crate) fn die_by_signal(signal: i32) -> ! {
+    // SAFETY: plain calls on this process with valid arguments; the
+    // signal set is initialised by sigemptyset before it is used.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, set.as_ptr(), std::ptr::null_mut());
+        libc::raise(signal);
+        libc::_exit(128 + signal)
+    }
+}
+
+/// A pipe, both ends close-on-exec.
+#[cfg(unix)]
+pub(crate) fn cloexec_pipe() -> std::io::Result<(rustix::fd::OwnedFd, rustix::fd::OwnedFd)> {
+    #[cfg(any(target_os = "linux", target_os = "freebsd"))]
+    {
+        Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "freebsd")))]
+    {
+        // (No pipe2 on macOS: a child forked between the two calls keeps
+        // the ends until it execs, which costs nothing here.)
+        let (reader, writer) = rustix::pipe::pipe()?;
+        for end in [&reader, &writer] {
+            rustix::io::fcntl_setfd(end, rustix::io::FdFlags::CLOEXEC)?;
+        }
+        Ok((reader, writer))
     }
 }

@@ -50,6 +50,8 @@ pub struct Helper {
 pub struct Exit {
     /// Whether it exited successfully.
     pub success: bool,
+    /// How it ended (a signal's number: `std::os::unix::process::ExitStatusExt`).
+    pub status: std::process::ExitStatus,
     /// Its stdout lines not yet taken by [`Helper::expect`].
     pub stdout: Vec<String>,
     /// Everything it wrote to stderr.
@@ -184,6 +186,7 @@ impl Helper {
             .unwrap_or_default();
         Exit {
             success: status.success(),
+            status,
             stdout,
             stderr,
         }

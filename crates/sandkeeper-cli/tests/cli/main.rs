@@ -5,6 +5,7 @@ mod completions;
 mod config;
 mod consistency;
 mod job_control;
+mod launcher;
 mod nextest;
 mod origins;
 mod reap;

@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import pathlib
+import queue
 import signal
 import subprocess
 import sys
@@ -204,6 +205,41 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
             exit_now(127)
 
     return preexec
+
+
+_spawner_lock = threading.Lock()
+_spawner_jobs: "Optional[queue.SimpleQueue[Any]]" = None
+
+
+def _popen_from_lasting_thread(args: Any, kwargs: Dict[str, Any]) -> "subprocess.Popen[Any]":
+    """``subprocess.Popen(args, **kwargs)`` forked from a thread that lives
+    as long as the process: the main thread, or else one spawner thread
+    started on first use. ``PR_SET_PDEATHSIG`` fires when the thread that
+    forked ends, so a child forked from a short-lived worker thread would
+    be killed with the worker, not with the launcher."""
+    global _spawner_jobs
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(args, **kwargs)
+    with _spawner_lock:
+        if _spawner_jobs is None:
+            jobs: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+
+            def spawner() -> None:
+                while True:
+                    job_args, job_kwargs, reply = jobs.get()
+                    try:
+                        reply.put((subprocess.Popen(job_args, **job_kwargs), None))
+                    except BaseException as e:  # handed to the caller
+                        reply.put((None, e))
+
+            threading.Thread(target=spawner, name="sandkeeper-spawner", daemon=True).start()
+            _spawner_jobs = jobs
+    reply: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+    _spawner_jobs.put((args, kwargs, reply))
+    popen, error = reply.get()
+    if error is not None:
+        raise error
+    return popen
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -400,10 +436,12 @@ class Sandbox:
         With ``die_with_launcher`` (the default; Linux) the kernel kills the
         child when this process dies, however it dies (SIGKILL and OOM kills
         included, where no teardown runs), so the lease is released and the
-        next reap takes the directory. The kernel ties it to the *thread*
-        that starts the child: call ``spawn`` from the main thread, or from
-        a thread that lives as long as the launcher. The child's own
-        children are not covered (they are reparented, not signalled).
+        next reap takes the directory. (The kernel ties that to the
+        *thread* that forks, so a ``spawn`` from any thread but the main one
+        forks from a thread of this package's that lives as long as the
+        process: a child started from a worker thread does not die when
+        the worker ends.) The child's own children are not covered (they
+        are reparented, not signalled).
         Pass ``die_with_launcher=False`` for a child meant to outlive this
         process (a VM handed over to another supervisor)."""
         if die_with_launcher and sys.platform.startswith("linux"):
@@ -418,7 +456,10 @@ class Sandbox:
             fd = self._native.dup_lease_fd()
             popen_kwargs["pass_fds"] = tuple(popen_kwargs.get("pass_fds", ())) + (fd,)
         try:
-            popen = subprocess.Popen(args, **popen_kwargs)
+            if die_with_launcher:
+                popen = _popen_from_lasting_thread(args, popen_kwargs)
+            else:
+                popen = subprocess.Popen(args, **popen_kwargs)
         finally:
             if fd is not None:
                 os.close(fd)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import sandkeeper
-from conftest import needs_namespace, python
+from conftest import cli, needs_namespace, python
 
 # The "VM": holds the disk image open until killed.
 VM = "import sys, time; f = open(sys.argv[1], 'rb'); print('ready', flush=True); time.sleep(600)"
@@ -178,3 +178,231 @@ def test_a_termination_signal_tears_down_in_order(root, signame):
     # The VM was stopped by the teardown (not left to the kernel).
     with pytest.raises(ProcessLookupError):
         os.kill(vm_pid, 0)
+
+
+# --- Every ending, end to end (issue 27's "done when") -----------------------
+
+# The recipe of docs/launchers.md, for real: a sparse 1 GiB ext4 image
+# mounted on an autoclear loop device (`mount -o loop`) in the launcher's
+# own mount namespace, and a stand-in VM holding a file inside the mount.
+RECIPE = """
+import contextlib, subprocess, sys, time
+import sandkeeper
+
+sandkeeper.teardown_on_signals()
+root, ending = sys.argv[1], sys.argv[2]
+with contextlib.ExitStack() as stack:
+    sb = stack.enter_context(sandkeeper.Sandbox(tag="vm", root=root))
+    sb.defer(lambda: print("TEARDOWN done", flush=True))  # runs last
+    image = sb.path / "rootfs.img"
+    with open(image, "wb") as f:
+        f.truncate(1 << 30)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    mnt = sb.path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    sb.defer(lambda: subprocess.run(["umount", str(mnt)], check=True))
+    (mnt / "state").write_text("booted")
+    with open(mnt / "state") as state:
+        vm = sb.spawn(["sleep", "600"], stdin=state)
+    print("READY", sb.path, vm.pid, flush=True)
+    if ending == "error":
+        raise RuntimeError("the VM failed to boot")
+    if ending == "hog":
+        taken = []
+        while True:
+            taken.append(bytearray(1 << 20))
+    if ending == "wait":
+        time.sleep(600)
+"""
+
+
+class MemoryBox:
+    """A memory cgroup (v2 or v1) of `limit` bytes, removed by `remove`."""
+
+    def __init__(self, limit: int):
+        own = open("/proc/self/cgroup").read().splitlines()
+        name = f"sandkeeper-pytest-{os.getpid()}"
+        controllers = "/sys/fs/cgroup/cgroup.controllers"
+        if os.path.exists(controllers) and "memory" in open(controllers).read().split():
+            at = next((l[3:] for l in own if l.startswith("0::")), "/")
+            self.path = os.path.join("/sys/fs/cgroup", at.lstrip("/"), name)
+            os.mkdir(self.path)
+            self._write("memory.max", limit)
+            self._write("memory.swap.max", 0, optional=True)
+        elif os.path.isdir("/sys/fs/cgroup/memory"):
+            at = next((l.split(":memory:", 1)[1] for l in own if ":memory:" in l), "/")
+            self.path = os.path.join("/sys/fs/cgroup/memory", at.lstrip("/"), name)
+            os.mkdir(self.path)
+            self._write("memory.limit_in_bytes", limit)
+            self._write("memory.memsw.limit_in_bytes", limit, optional=True)
+        else:
+            raise OSError("no memory cgroup controller (neither v2 nor v1) is mounted")
+
+    def _write(self, name: str, value: int, optional: bool = False) -> None:
+        try:
+            with open(os.path.join(self.path, name), "w") as f:
+                f.write(str(value))
+        except OSError:
+            if not optional:
+                raise
+
+    def oom_kills(self) -> int:
+        total = 0
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = open(os.path.join(self.path, name)).read()
+            except OSError:
+                continue
+            total += sum(int(l.split()[1]) for l in text.splitlines() if l.startswith("oom_kill "))
+        return total
+
+    def wrapper(self) -> list:
+        return ["sh", "-c", f"echo $$ > '{self.path}/cgroup.procs' && exec \"$@\"", "sh"]
+
+    def remove(self) -> None:
+        import time
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+
+def start_recipe(root, ending, wrapper=()):
+    """The recipe in a launcher process of its own mount namespace; its
+    Popen, run dir and VM pid."""
+    cmd = [*wrapper, "unshare", "--mount", "--propagation", "private"]
+    cmd += [sys.executable, "-c", RECIPE, str(root), ending]
+    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = launcher.stdout.readline().split()
+    assert line and line[0] == "READY", line
+    return launcher, line[1], int(line[2])
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie (reaping the zombies reparented to us:
+    we are PID 1 of the namespace)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def loop_backed_in(path: str) -> bool:
+    for dev in os.listdir("/sys/block"):
+        try:
+            backing = open(f"/sys/block/{dev}/loop/backing_file").read().strip()
+        except OSError:
+            continue
+        if backing.startswith(path.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def eventually(what, check, seconds=30.0):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@needs_namespace
+@pytest.mark.parametrize("ending", ["clean", "error", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "OOM"])
+def test_every_ending_leaves_nothing_after_one_reap(root, ending):
+    live, live_run, live_vm = start_recipe(root, "wait")
+    memory = None
+    try:
+        if ending == "OOM":
+            try:
+                memory = MemoryBox(160 << 20)
+            except OSError as e:
+                if os.environ.get("CI"):
+                    raise
+                pytest.skip(f"cannot make a memory cgroup: {e}")
+            launcher, run, vm = start_recipe(root, "hog", memory.wrapper())
+        elif ending in ("clean", "error"):
+            launcher, run, vm = start_recipe(root, ending)
+        else:
+            launcher, run, vm = start_recipe(root, "wait")
+            launcher.send_signal(getattr(signal, ending))
+        rest = launcher.stdout.read()
+        launcher.wait(timeout=60)
+        said = f"{ending}: exit {launcher.returncode}, said {rest!r}"
+        tore_down = "TEARDOWN done" in rest
+        if ending == "clean":
+            assert launcher.returncode == 0 and tore_down, said
+        elif ending == "error":
+            assert launcher.returncode == 1 and tore_down, said
+        elif ending in ("SIGTERM", "SIGHUP"):
+            assert launcher.returncode == 128 + getattr(signal, ending) and tore_down, said
+        elif ending == "SIGINT":
+            # KeyboardInterrupt unwinds, then the interpreter ends by SIGINT.
+            assert launcher.returncode == -signal.SIGINT and tore_down, said
+        else:
+            assert launcher.returncode == -signal.SIGKILL and not tore_down, said
+        if ending == "OOM":
+            assert memory.oom_kills() > 0, f"{said}: the cgroup counted no OOM kill"
+        if tore_down:
+            assert not os.path.exists(run), f"{said}: the teardown left the run dir"
+        # No process of its own is left, however it ended.
+        eventually(f"{ending}: the VM to be gone", lambda: not alive(vm))
+        # The kernel undid the mount with the launcher's namespace and
+        # detached the autoclear loop device.
+        eventually(f"{ending}: the loop device to go", lambda: not loop_backed_in(run))
+        # One reap, default options (the CLI, as an operator's timer runs it).
+        out = subprocess.run(cli() + ["reap", str(root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert out.returncode == 0, out.stdout
+        assert not os.path.exists(run), f"{said}\nreap: {out.stdout}"
+        # The live launcher beside lost nothing: its dir, its VM, its mount.
+        assert os.listdir(root) == [os.path.basename(live_run)], out.stdout
+        assert alive(live_vm)
+        assert os.path.exists(f"/proc/{live.pid}/root{live_run}/mnt/state")
+    finally:
+        live.send_signal(signal.SIGTERM)
+        rest = live.stdout.read()
+        live.wait(timeout=60)
+        if memory is not None:
+            memory.remove()
+    assert "TEARDOWN done" in rest
+    assert os.listdir(root) == []
+
+
+@needs_namespace
+def test_a_child_spawned_from_a_worker_thread_outlives_the_thread_not_the_launcher(root):
+    code = """
+    import subprocess, sys, threading, time
+    import sandkeeper
+    sb = sandkeeper.Sandbox(tag="vm", root=sys.argv[1])
+    out = {}
+    worker = threading.Thread(target=lambda: out.setdefault("vm", sb.spawn(["sleep", "600"])))
+    worker.start()
+    worker.join()
+    time.sleep(0.3)  # the worker thread is gone
+    print(sb.path, out["vm"].pid, out["vm"].poll(), flush=True)
+    time.sleep(600)
+    """
+    launcher = python(code, str(root))
+    path, vm, status = launcher.stdout.readline().split()
+    vm = int(vm)
+    assert status == "None", "the child died with the thread that spawned it"
+    assert alive(vm)
+    launcher.kill()
+    launcher.wait()
+    eventually("the VM to die with its launcher", lambda: not alive(vm))
+    out = subprocess.run(cli() + ["reap", str(root)], stdout=subprocess.PIPE, text=True)
+    assert out.returncode == 0 and not os.path.exists(path), out.stdout

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::keep::KeepPolicy;
 use super::keyed::{self, WhenHeld};
-use super::{lifetime, test_macro, worktree, Inner, Sandbox, State};
+use super::{open, test_macro, worktree, Inner, Sandbox, State};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, Created, Lease, LeaseRecord, RootDir};
 
@@ -349,9 +349,7 @@ impl Builder {
                 finished: false,
             }),
         });
-        if o.process_lifetime {
-            lifetime::register(&inner);
-        }
+        open::register(&inner, o.process_lifetime);
         Ok(Sandbox { inner })
     }
 

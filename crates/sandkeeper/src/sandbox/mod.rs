@@ -3,7 +3,8 @@
 mod builder;
 mod keep;
 mod keyed;
-mod lifetime;
+mod open;
+mod signals;
 mod spawn;
 mod teardown;
 #[doc(hidden)]
@@ -21,6 +22,7 @@ use std::time::Duration;
 pub use builder::Builder;
 pub use keep::{KeepPolicy, KEEP_ENV};
 pub use keyed::WhenHeld;
+pub use signals::teardown_on_signals;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{self, Lease, LeaseRecord};
@@ -83,8 +85,8 @@ pub struct Sandbox {
     inner: Arc<Inner>,
 }
 
-/// The shared state of a sandbox (shared with the exit hook for
-/// process-lifetime sandboxes).
+/// The shared state of a sandbox (shared with the registry of open
+/// sandboxes: `open.rs`).
 struct Inner {
     path: PathBuf,
     parent: PathBuf,
@@ -310,6 +312,7 @@ impl Sandbox {
     #[must_use = "the kept directory is no longer removed; use its path"]
     pub fn keep(self) -> PathBuf {
         let inner = &self.inner;
+        let _finishing = open::Finishing::begin();
         if let Some((mut lease, actions)) = inner.take_for_finish() {
             teardown::run_stack(actions, inner.kill_grace);
             let _ = lease.forget_record();
@@ -411,6 +414,7 @@ impl Sandbox {
     /// When the record cannot be rewritten; the directory is kept anyway.
     pub fn persist_for(self, keep_for: Duration) -> Result<PathBuf> {
         let inner = &self.inner;
+        let _finishing = open::Finishing::begin();
         if let Some((lease, actions)) = inner.take_for_finish() {
             teardown::run_stack(actions, inner.kill_grace);
             mark_kept(lease, keep_for)?;
@@ -463,6 +467,7 @@ impl Inner {
 
     /// Teardown, then keep or remove.
     fn finish(&self, panicking: bool) -> Result<()> {
+        let _finishing = open::Finishing::begin();
         let Some((mut lease, actions)) = self.take_for_finish() else {
             return Ok(());
         };
@@ -589,7 +594,14 @@ impl Drop for Sandbox {
     /// a drop cannot hear of it otherwise, and a leftover nobody hears of
     /// is a leak.
     fn drop(&mut self) {
-        if let Err(e) = self.inner.finish(std::thread::panicking()) {
+        self.inner.finish_and_say_if(std::thread::panicking());
+    }
+}
+
+impl Inner {
+    /// Finishes, saying on stderr what could not be removed.
+    fn finish_and_say_if(&self, panicking: bool) {
+        if let Err(e) = self.finish(panicking) {
             #[allow(clippy::print_stderr)]
             {
                 let hint = e.hint().map(|h| format!(" ({h})")).unwrap_or_default();
