@@ -294,7 +294,7 @@ pub fn help_text() -> String {
 }
 
 /// Exit statuses of `run`.
-const RUN_HELP: &str = "Exit status: the command's (128+N if it died of signal N); 127 command not found; 126 not executable; 2 bad usage or the run directory could not be made (the command did not run).";
+const RUN_HELP: &str = "Exit status: the command's (128+N if it died of signal N); 127 command not found; 126 not executable; 2 bad usage or the run directory could not be made (the command did not run; with --nextest it runs all the same, with its own status).";
 
 /// When `run` keeps the directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -338,6 +338,17 @@ pub struct RunArgs {
     /// the leftover line is not printed. `sandkeeper report DIR` sums them up.
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
+
+    /// Run as cargo-nextest's wrapper script (docs/nextest.md): write the
+    /// run's record as --report-dir does, into --report-dir DIR if given,
+    /// else into `sandkeeper-leaks` in the cargo target directory
+    /// ($CARGO_TARGET_DIR when absolute, else the one the test binary CMD
+    /// was built in); and never fail the test for a problem of
+    /// sandkeeper's own (a record that cannot be written, a TMPDIR that
+    /// cannot be made, a bad option): the test runs, its exit status is
+    /// kept, and one warning on stderr says what was missed.
+    #[arg(long)]
+    pub nextest: bool,
 
     /// Give the command a private tmpfs as TMPDIR, in its own mount namespace:
     /// the kernel frees it when the run's last process exits, and it cannot

@@ -32,8 +32,25 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match cli::Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
+        Err(err) if err.use_stderr() => {
+            // `run --nextest … -- CMD` with a bad option: the test runs all
+            // the same, the error is one warning (commands/nextest.rs).
+            if let Some(command) = commands::nextest::command_after_usage_error(&args) {
+                let printer = printer::Printer::new(false, false);
+                let text = err.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                printer.warning(&format!(
+                    "sandkeeper run --nextest: the test runs without sandkeeper (no TMPDIR of its own, no leak record): {}",
+                    first.strip_prefix("error: ").unwrap_or(first)
+                ));
+                return commands::nextest::exec_plainly(command, &printer).0;
+            }
+            let _ = err.print();
+            return u8::try_from(err.exit_code()).unwrap_or(exit_codes::USAGE.0);
+        }
         Err(err) => {
             // clap's own rendering (and its exit status: 2 usage, 0 for
             // --help/--version); a closed output is not an error here.

@@ -72,14 +72,83 @@ pub fn man(args: &ManArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     Ok(exit_codes::SUCCESS)
 }
 
-/// Every page as (file name, roff), the top-level one first.
+/// Every page as (file name, roff), the top-level one first, the config
+/// file's `sandkeeper.toml(5)` last.
 fn pages() -> io::Result<Vec<(String, Vec<u8>)>> {
     // As clap_mangen::generate_to: no page for clap's `help` subcommand.
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut pages = Vec::new();
     collect(&cmd, &mut pages)?;
+    pages.push(("sandkeeper.toml.5".to_owned(), config_page()?));
     Ok(pages)
+}
+
+/// `sandkeeper.toml(5)`, rendered from the engine's list of config keys
+/// (`config::reference`, which its tests hold against the parser).
+fn config_page() -> io::Result<Vec<u8>> {
+    use sandkeeper_engine::config::reference::{KEYS, SECTIONS};
+    let mut roff = Roff::new();
+    let version = format!("{BIN} {}", env!("CARGO_PKG_VERSION"));
+    roff.control("TH", ["sandkeeper.toml", "5", "", version.as_str()]);
+    roff.control("SH", ["NAME"]);
+    roff.text([roman(
+        "sandkeeper.toml - the config file of sandkeeper watch and sandkeeper reap",
+    )]);
+    roff.control("SH", ["SYNOPSIS"]);
+    roff.text([
+        bold("/etc/sandkeeper/config.toml"),
+        roman(", else "),
+        bold("$XDG_CONFIG_HOME/sandkeeper/config.toml"),
+        roman(", or the file given to "),
+        bold("--config"),
+        roman("."),
+    ]);
+    roff.control("SH", ["DESCRIPTION"]);
+    roff.text([roman(
+        "A TOML file that says which directories (roots) to keep clean, what may be removed \
+         from them, and when to reap under disk pressure. A file is checked completely before \
+         anything runs: an unknown key, a bad duration or size, a glob that does not parse, an \
+         unknown user, a root that is / or not absolute, overlapping roots and watermarks the \
+         wrong way round are errors naming the line, with exit status 2. \
+         sandkeeper watch --check checks a file; a running watch reloads it on SIGHUP and keeps \
+         the previous one if the new one is bad. Durations are written as \"90s\", \"15m\", \
+         \"2h\" or \"7d\"; sizes as \"2GiB\".",
+    )]);
+    for section in SECTIONS {
+        let title = match section {
+            "" => "TOP LEVEL".to_owned(),
+            s => s.to_owned(),
+        };
+        roff.control("SH", [title.as_str()]);
+        for key in KEYS.iter().filter(|k| k.section == section) {
+            roff.control("TP", []);
+            roff.text([
+                bold(key.name),
+                roman(format!(" (default: {})", key.default)),
+            ]);
+            roff.text([roman(key.text)]);
+        }
+    }
+    roff.control("SH", ["EXAMPLE"]);
+    roff.control("nf", []);
+    roff.text([roman(
+        "interval = \"5m\"\n\n[[root]]\npath = \"/tmp\"\nhigh_watermark = \"90%\"\n\
+         low_watermark = \"75%\"\n\n[[root.rule]]\nmatch = \"app-*\"\nolder_than = \"2h\"",
+    )]);
+    roff.control("fi", []);
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([
+        bold("sandkeeper-watch"),
+        roman("(1), "),
+        bold("sandkeeper-reap"),
+        roman("(1), "),
+        bold("systemd.timer"),
+        roman("(5)"),
+    ]);
+    let mut out = Vec::new();
+    roff.to_writer(&mut out)?;
+    Ok(out)
 }
 
 fn collect(cmd: &clap::Command, pages: &mut Vec<(String, Vec<u8>)>) -> io::Result<()> {

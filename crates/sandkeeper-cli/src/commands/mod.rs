@@ -4,6 +4,7 @@
 pub mod completions;
 pub mod explain;
 pub mod ls;
+pub mod nextest;
 pub mod reap;
 pub mod report;
 pub mod run;

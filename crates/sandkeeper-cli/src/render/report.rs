@@ -141,7 +141,7 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
     }
     if read.records.is_empty() && read.problem_count == 0 {
         out.push(format!(
-            "no records in {dir}: did the tests run under `sandkeeper run --report-dir {dir}`?"
+            "no records in {dir}: did the tests run under `sandkeeper run --nextest` (docs/nextest.md) or `--report-dir {dir}`? (under `--nextest`, a test that wrote none says why on its stderr)"
         ));
     }
     out

@@ -132,6 +132,7 @@ fn man_pages_for_the_command_and_every_subcommand() {
             .map(|s| (format!("sandkeeper-{s}.1"), vec![s.as_str()])),
     );
     let mut want: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+    want.push("sandkeeper.toml.5");
     let mut got: Vec<String> = fs::read_dir(&out_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -168,6 +169,24 @@ fn man_pages_for_the_command_and_every_subcommand() {
                 assert!(page.contains(&link), "{name} lists {sub}: {text}");
             }
             assert!(page.contains("130interrupted"), "{name}: {text}");
+        }
+    }
+    // sandkeeper.toml(5): every key of the config file, with its default.
+    let config = out_dir.join("sandkeeper.toml.5");
+    assert_eq!(
+        fs::metadata(&config).unwrap().permissions().mode() & 0o777,
+        0o644
+    );
+    if let Some(text) = render(&config) {
+        rendered += 1;
+        let page = letters(&text);
+        for key in sandkeeper_engine::config::reference::KEYS {
+            let entry = letters(&format!("{} (default: {})", key.name, key.default));
+            assert!(
+                page.contains(&entry),
+                "sandkeeper.toml.5 lacks {}: {text}",
+                key.name
+            );
         }
     }
     if rendered == 0 {

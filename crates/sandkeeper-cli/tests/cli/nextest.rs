@@ -1,14 +1,19 @@
-//! `sandkeeper run --report-dir` as cargo-nextest's wrapper script, and
-//! `sandkeeper report` over what it wrote (issue 17, part 1): a small
-//! workspace with a leaking test, a test that leaves a daemon, and clean
-//! tests; the report names exactly the leaking two, the daemon is dead.
+//! `sandkeeper run` as cargo-nextest's wrapper script, and `sandkeeper
+//! report` over what it wrote (issue 17, part 1; issue 28): the set-up
+//! docs/nextest.md gives, read from it as it stands, run on small projects
+//! with a leaking test, a test that leaves a daemon and clean tests: a
+//! single crate, a workspace of two packages, a `CARGO_TARGET_DIR` outside
+//! the project; the report names exactly the leaking tests, the daemons are
+//! dead. A wrapper problem (a record directory that cannot be used,
+//! sandkeeper missing) is never a failed test.
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use sandkeeper_engine::sandbox;
+use sandkeeper_engine::{sandbox, Sandbox};
 use sandkeeper_testkit::process::{pid_exists, wait_with_deadline};
 use sandkeeper_testkit::tree::names;
 use serde_json::Value;
@@ -38,7 +43,8 @@ mod tests {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let pids = std::env::var("FIXTURE_PID_FILE").unwrap();
+        let pids = std::path::Path::new(&std::env::var_os("FIXTURE_PID_DIR").unwrap())
+            .join(concat!(env!("CARGO_PKG_NAME"), ".pid"));
         std::fs::write(pids, child.id().to_string()).unwrap();
         std::mem::forget(child);
     }
@@ -53,6 +59,11 @@ mod tests {
     #[test]
     fn touches_nothing() {
         assert_eq!(1 + 1, 2);
+    }
+
+    #[test]
+    fn fails_when_asked() {
+        assert!(std::env::var_os("FIXTURE_FAIL").is_none(), "failing on purpose");
     }
 }
 "#;
@@ -76,46 +87,492 @@ fn nextest_available() -> bool {
     ok
 }
 
-fn write_fixture(ws: &Path, wrapper: &[String]) {
-    fs::create_dir_all(ws.join("src")).unwrap();
-    fs::create_dir_all(ws.join(".config")).unwrap();
-    fs::write(
-        ws.join("Cargo.toml"),
-        "[package]\nname = \"fixture\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[workspace]\n",
-    )
+/// The `.config/nextest.toml` docs/nextest.md gives under "Set up", as
+/// written there.
+fn documented_config() -> String {
+    let doc = fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/nextest.md"
+    ))
     .unwrap();
-    fs::write(ws.join("src/lib.rs"), FIXTURE_LIB).unwrap();
-    // The configuration docs/nextest.md documents, with absolute paths.
-    let command: Vec<String> = wrapper.iter().map(|a| format!("{a:?}")).collect();
+    let setup = &doc[doc.find("\n## Set up").expect("docs/nextest.md: ## Set up")..];
+    let start = setup.find("```toml\n").expect("a toml block under Set up") + "```toml\n".len();
+    let len = setup[start..].find("```").unwrap();
+    let toml = setup[start..start + len].to_owned();
+    assert!(toml.contains("sandkeeper run --nextest --"), "{toml}");
+    toml
+}
+
+/// A package `name` with the fixture's tests, in `dir`; `standalone` makes
+/// it a workspace of its own.
+fn write_package(dir: &Path, name: &str, standalone: bool) {
+    fs::create_dir_all(dir.join("src")).unwrap();
+    let workspace = if standalone { "\n[workspace]\n" } else { "" };
     fs::write(
-        ws.join(".config/nextest.toml"),
+        dir.join("Cargo.toml"),
         format!(
-            "experimental = [\"wrapper-scripts\"]\n\n\
-             [scripts.wrapper.sandkeeper]\ncommand = [{}]\n\n\
-             [[profile.default.scripts]]\nfilter = \"all()\"\nrun-wrapper = \"sandkeeper\"\n",
-            command.join(", ")
+            "[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2021\"\n{workspace}"
         ),
     )
     .unwrap();
+    fs::write(dir.join("src/lib.rs"), FIXTURE_LIB).unwrap();
 }
 
+/// A `.config/nextest.toml` wrapping every test in `command` (TOML).
+fn wrapper_config(command: &str) -> String {
+    format!(
+        "experimental = [\"wrapper-scripts\"]\n\n\
+         [scripts.wrapper.sandkeeper]\ncommand = {command}\n\n\
+         [[profile.default.scripts]]\nfilter = \"all()\"\nrun-wrapper = \"sandkeeper\"\n"
+    )
+}
+
+fn write_config(ws: &Path, toml: &str) {
+    fs::create_dir_all(ws.join(".config")).unwrap();
+    fs::write(ws.join(".config/nextest.toml"), toml).unwrap();
+}
+
+/// A scratch directory for one nextest run: the project (`ws`), the
+/// `TMPDIR` cargo and nextest get, and where the daemon tests write their
+/// pids. All of it goes with the sandbox.
+struct Scratch {
+    sandbox: Sandbox,
+    ws: PathBuf,
+    cargo_tmp: PathBuf,
+    pids: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        let sandbox = sandbox!().unwrap();
+        let ws = sandbox.path().join("ws");
+        let cargo_tmp = sandbox.path().join("cargo-tmp");
+        let pids = sandbox.path().join("pids");
+        for dir in [&ws, &cargo_tmp, &pids] {
+            fs::create_dir(dir).unwrap();
+        }
+        Scratch {
+            sandbox,
+            ws,
+            cargo_tmp,
+            pids,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.sandbox.path()
+    }
+
+    /// `program args` in the project as a user runs it: the fixture's
+    /// variables, `TMPDIR` the scratch one, no target directory of the
+    /// suite's own, none of nextest's variables (when this suite runs
+    /// under nextest), `PATH` as given.
+    fn command(&self, program: &OsStr, args: &[&str], path: &OsStr) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(&self.ws)
+            .env("PATH", path)
+            // No dependencies, no debug info: a build of seconds.
+            .env("CARGO_PROFILE_DEV_DEBUG", "0")
+            .env("TMPDIR", &self.cargo_tmp)
+            .env("FIXTURE_PID_DIR", &self.pids)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, _) in std::env::vars_os() {
+            let key_text = key.to_string_lossy();
+            if key_text.starts_with("NEXTEST")
+                || key_text.starts_with("SANDKEEPER")
+                || key_text.starts_with("FIXTURE")
+                || [
+                    "CARGO_TARGET_DIR",
+                    "CARGO_BUILD_TARGET_DIR",
+                    "CARGO_BUILD_BUILD_DIR",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_MANIFEST_DIR",
+                ]
+                .contains(&&*key_text)
+            {
+                cmd.env_remove(key);
+            }
+        }
+        cmd
+    }
+
+    /// `cargo nextest run --no-fail-fast args`, with this suite's
+    /// `sandkeeper` first on `PATH`.
+    fn nextest_run(&self, args: &[&str], env: &[(&str, &OsStr)]) -> Output {
+        let mut all = vec![
+            "nextest",
+            "run",
+            "--offline",
+            "--no-fail-fast",
+            "--color",
+            "never",
+        ];
+        all.extend_from_slice(args);
+        let mut cmd = self.command(OsStr::new("cargo"), &all, &path_with_sandkeeper());
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        wait_with_deadline(&mut cmd.spawn().unwrap(), Duration::from_secs(600))
+    }
+
+    /// Every daemon the fixture's packages started is dead.
+    fn assert_daemons_dead(&self, packages: &[&str]) {
+        for package in packages {
+            let pid: u32 = fs::read_to_string(self.pids.join(format!("{package}.pid")))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(!pid_exists(pid), "{package}'s daemon {pid} was killed");
+        }
+    }
+}
+
+/// `PATH` with the directory of this suite's `sandkeeper` first.
+fn path_with_sandkeeper() -> OsString {
+    let bin = Path::new(env!("CARGO_BIN_EXE_sandkeeper"))
+        .parent()
+        .unwrap();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(bin.to_owned()).chain(std::env::split_paths(&rest)))
+        .unwrap()
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `sandkeeper report --json DIR`: its exit status and document.
+fn report(dir: &Path) -> (Option<i32>, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args(["report", "--json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), doc)
+}
+
+/// The tests a report says leaked, as (binary id, test name), sorted.
+fn leaked(doc: &Value) -> Vec<(String, String)> {
+    let mut tests: Vec<(String, String)> = doc["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["binary_id"].as_str().unwrap().to_owned(),
+                t["test_name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    tests.sort();
+    tests
+}
+
+/// The report of a passing run of the fixture's `packages` under the
+/// documented set-up, read from `records`: exactly the leaking tests of
+/// each package, with what they left.
+fn assert_reported(records: &Path, packages: &[&str]) {
+    let (status, doc) = report(records);
+    assert_eq!(status, Some(1), "leaks found: exit 1; {doc}");
+    assert_eq!(doc["schema"], "sandkeeper.report/v1");
+    assert_eq!(doc["runs"], 5 * packages.len());
+    assert_eq!(doc["tests"], 5 * packages.len());
+    let mut expected = Vec::new();
+    for package in packages {
+        expected.push((package.to_string(), "tests::leaks_a_dir".to_owned()));
+        expected.push((package.to_string(), "tests::leaves_a_daemon".to_owned()));
+    }
+    expected.sort();
+    assert_eq!(leaked(&doc), expected);
+    for t in doc["leaks"].as_array().unwrap() {
+        if t["test_name"] == "tests::leaks_a_dir" {
+            assert_eq!(t["entries"], 1);
+            assert!(t["disk_bytes"].as_u64().unwrap() >= 64 * 1024);
+            assert_eq!(t["families"][0]["pattern"], "fixture-cache-*");
+        } else {
+            assert_eq!(t["daemons"], 1);
+            assert_eq!(t["entries"], 0);
+        }
+    }
+}
+
+/// No test's `TMPDIR` is left in the `TMPDIR` nextest ran with.
+fn assert_no_run_dirs(cargo_tmp: &Path) {
+    let left: Vec<OsString> = names(cargo_tmp)
+        .into_iter()
+        .filter(|n| n.to_string_lossy().starts_with("run-"))
+        .collect();
+    assert_eq!(left, Vec::<OsString>::new(), "every test's TMPDIR is gone");
+}
+
+/// Issue 28 (a): a single crate, its target directory in place.
 #[test]
-fn nextest_wrapper_reports_exactly_the_leaking_tests() {
+fn documented_setup_single_crate() {
     if !nextest_available() {
         return;
     }
-    let scratch = sandbox!().unwrap();
-    let ws = scratch.path().join("ws");
+    let scratch = Scratch::new();
+    write_package(&scratch.ws, "fixture", true);
+    write_config(&scratch.ws, &documented_config());
+
+    let out = scratch.nextest_run(&[], &[]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "cargo nextest run: {err}");
+    assert!(err.contains("5 passed"), "{err}");
+    assert!(!err.contains("warning:"), "no wrapper problem: {err}");
+    scratch.assert_daemons_dead(&["fixture"]);
+    assert_no_run_dirs(&scratch.cargo_tmp);
+    assert_reported(&scratch.ws.join("target/sandkeeper-leaks"), &["fixture"]);
+}
+
+/// Issue 28 (b): a workspace of two packages; nextest starts each test in
+/// its package's directory, the records all land in the workspace's
+/// `target/`.
+#[test]
+fn documented_setup_workspace() {
+    if !nextest_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    fs::write(
+        scratch.ws.join("Cargo.toml"),
+        "[workspace]\nmembers = [\"alpha\", \"beta\"]\nresolver = \"2\"\n",
+    )
+    .unwrap();
+    write_package(&scratch.ws.join("alpha"), "alpha", false);
+    write_package(&scratch.ws.join("beta"), "beta", false);
+    write_config(&scratch.ws, &documented_config());
+
+    let out = scratch.nextest_run(&[], &[]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "cargo nextest run: {err}");
+    assert!(err.contains("10 passed"), "{err}");
+    assert!(!err.contains("warning:"), "no wrapper problem: {err}");
+    scratch.assert_daemons_dead(&["alpha", "beta"]);
+    assert_no_run_dirs(&scratch.cargo_tmp);
+    for package in ["alpha", "beta"] {
+        assert!(!scratch.ws.join(package).join("target").exists());
+    }
+    assert_reported(
+        &scratch.ws.join("target/sandkeeper-leaks"),
+        &["alpha", "beta"],
+    );
+}
+
+/// Issue 28 (c): `CARGO_TARGET_DIR` outside the project (where the old
+/// set-up failed every test with "output directory does not exist:
+/// target"); the records go there and nothing is made in the project.
+#[test]
+fn documented_setup_custom_target_dir() {
+    if !nextest_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    write_package(&scratch.ws, "fixture", true);
+    write_config(&scratch.ws, &documented_config());
+    let target = scratch.path().join("elsewhere/target");
+
+    let out = scratch.nextest_run(&[], &[("CARGO_TARGET_DIR", target.as_os_str())]);
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "cargo nextest run: {err}");
+    assert!(err.contains("5 passed"), "{err}");
+    assert!(!err.contains("warning:"), "no wrapper problem: {err}");
+    assert!(
+        !scratch.ws.join("target").exists(),
+        "nothing made in the project"
+    );
+    scratch.assert_daemons_dead(&["fixture"]);
+    assert_no_run_dirs(&scratch.cargo_tmp);
+    assert_reported(&target.join("sandkeeper-leaks"), &["fixture"]);
+
+    // The set-up this page gave before: every test failed, for the
+    // wrapper's sake. Refused now still (it asked for a directory that is
+    // not there), but the hint says what to use.
+    write_config(
+        &scratch.ws,
+        &wrapper_config("\"sandkeeper run --report-dir target/sandkeeper-leaks --\""),
+    );
+    let out = scratch.nextest_run(
+        &["-E", "test(=tests::touches_nothing)"],
+        &[("CARGO_TARGET_DIR", target.as_os_str())],
+    );
+    let err = stderr_of(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("output directory does not exist: target"),
+        "{err}"
+    );
+    assert!(
+        err.contains("sandkeeper run --nextest --"),
+        "the hint: {err}"
+    );
+}
+
+/// Issue 28 (d): a record directory that cannot be used (a file where it
+/// should be) is one warning per test; every test runs and keeps its own
+/// status (the one that fails on purpose still fails, with its own
+/// message), the daemons are still stopped; the report refuses the path.
+#[test]
+fn wrapper_problem_is_not_a_test_failure() {
+    if !nextest_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    write_package(&scratch.ws, "fixture", true);
+    write_config(&scratch.ws, &documented_config());
+    let target = scratch.path().join("target");
+    fs::create_dir(&target).unwrap();
+    fs::write(target.join("sandkeeper-leaks"), b"not a directory").unwrap();
+
+    let out = scratch.nextest_run(
+        &[
+            "--success-output",
+            "immediate",
+            "--failure-output",
+            "immediate",
+        ],
+        &[
+            ("CARGO_TARGET_DIR", target.as_os_str()),
+            ("FIXTURE_FAIL", OsStr::new("1")),
+        ],
+    );
+    let err = stderr_of(&out);
+    assert!(!out.status.success(), "one test fails on purpose: {err}");
+    assert!(err.contains("4 passed, 1 failed"), "{err}");
+    assert!(
+        err.contains("FAIL") && err.contains("tests::fails_when_asked"),
+        "{err}"
+    );
+    assert!(
+        err.contains("failing on purpose"),
+        "the test's own failure: {err}"
+    );
+    let warning = "warning: sandkeeper run --nextest: no leak record for this test: refusing a report directory that is a symlink or not a directory";
+    assert_eq!(
+        err.matches(warning).count(),
+        5,
+        "one warning per test: {err}"
+    );
+    scratch.assert_daemons_dead(&["fixture"]);
+    assert_no_run_dirs(&scratch.cargo_tmp);
+    assert_eq!(
+        fs::read(target.join("sandkeeper-leaks")).unwrap(),
+        b"not a directory"
+    );
+    let (status, _) = report(&target.join("sandkeeper-leaks"));
+    assert_eq!(status, Some(2), "the report says the run's problem");
+}
+
+/// Issue 28 (d): sandkeeper not on `PATH`: the documented `sh` line runs
+/// each test as it is, with one warning each, and they pass. (Built and
+/// archived with the full `PATH`, run from the archive with a `PATH` of
+/// `sh` alone, so no installed sandkeeper can be found.)
+#[test]
+fn sandkeeper_missing_is_not_a_test_failure() {
+    if !nextest_available() {
+        return;
+    }
+    let Some(cargo_nextest) = find_cargo_nextest() else {
+        eprintln!("skipped: cargo-nextest not found on PATH or in CARGO_HOME/bin");
+        return;
+    };
+    let scratch = Scratch::new();
+    write_package(&scratch.ws, "fixture", true);
+    write_config(&scratch.ws, &documented_config());
+    let target = scratch.path().join("target");
+    let archive = scratch.path().join("fixture.tar.zst");
+    let mut cmd = scratch.command(
+        OsStr::new("cargo"),
+        &[
+            "nextest",
+            "archive",
+            "--offline",
+            "--archive-file",
+            archive.to_str().unwrap(),
+        ],
+        &std::env::var_os("PATH").unwrap_or_default(),
+    );
+    cmd.env("CARGO_TARGET_DIR", &target);
+    let out = wait_with_deadline(&mut cmd.spawn().unwrap(), Duration::from_secs(600));
+    assert!(
+        out.status.success(),
+        "cargo nextest archive: {}",
+        stderr_of(&out)
+    );
+
+    let bin = scratch.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(fs::canonicalize("/bin/sh").unwrap(), bin.join("sh")).unwrap();
+    let extracted = scratch.path().join("extracted");
+    fs::create_dir(&extracted).unwrap();
+    let mut cmd = scratch.command(
+        cargo_nextest.as_os_str(),
+        &[
+            "nextest",
+            "run",
+            "--archive-file",
+            archive.to_str().unwrap(),
+            "--extract-to",
+            extracted.to_str().unwrap(),
+            "--no-fail-fast",
+            "--color",
+            "never",
+            "--success-output",
+            "immediate",
+            // Its daemon is `sleep`, which this PATH has not.
+            "-E",
+            "not test(=tests::leaves_a_daemon)",
+        ],
+        bin.as_os_str(),
+    );
+    let out = wait_with_deadline(&mut cmd.spawn().unwrap(), Duration::from_secs(600));
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "cargo nextest run: {err}");
+    assert!(err.contains("4 passed"), "{err}");
+    let warning = "warning: sandkeeper run --nextest: sandkeeper is not on PATH; the test runs without it (no leak record)";
+    assert_eq!(
+        err.matches(warning).count(),
+        4,
+        "one warning per test: {err}"
+    );
+    assert!(!target.join("sandkeeper-leaks").exists());
+}
+
+/// The `cargo-nextest` binary `cargo nextest` runs: on `PATH`, or in
+/// `$CARGO_HOME/bin` (where cargo also looks).
+fn find_cargo_nextest() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    std::env::split_paths(&path)
+        .chain(cargo_home.map(|h| h.join("bin")))
+        .map(|dir| dir.join("cargo-nextest"))
+        .find(|p| p.is_file())
+}
+
+/// `run --report-dir DIR --root R --kill-grace G` given explicitly (not the
+/// documented set-up): the records go to `DIR`, each test's `TMPDIR` into
+/// `R`, gone afterwards.
+#[test]
+fn nextest_wrapper_with_explicit_options() {
+    if !nextest_available() {
+        return;
+    }
+    let scratch = Scratch::new();
     let runs = scratch.path().join("runs");
-    let cargo_tmp = scratch.path().join("cargo-tmp");
     let leaks = scratch.path().join("leaks");
-    let pid_file = scratch.path().join("daemon.pid");
     fs::create_dir(&runs).unwrap();
-    fs::create_dir(&cargo_tmp).unwrap();
-    let bin = env!("CARGO_BIN_EXE_sandkeeper");
-    let wrapper: Vec<String> = [
-        bin,
+    write_package(&scratch.ws, "fixture", true);
+    let wrapper = [
+        env!("CARGO_BIN_EXE_sandkeeper"),
         "run",
+        "--nextest",
         "--kill-grace",
         "2s",
         "--root",
@@ -123,95 +580,31 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
         "--report-dir",
         leaks.to_str().unwrap(),
         "--",
-    ]
-    .map(String::from)
-    .to_vec();
-    write_fixture(&ws, &wrapper);
-
-    let mut cargo = Command::new("cargo");
-    cargo
-        .args([
-            "nextest",
-            "run",
-            "--offline",
-            "--no-fail-fast",
-            "--color",
-            "never",
-        ])
-        .current_dir(&ws)
-        // No dependencies, no debug info: a build of seconds.
-        .env("CARGO_TARGET_DIR", scratch.path().join("target"))
-        .env("CARGO_PROFILE_DEV_DEBUG", "0")
-        .env("TMPDIR", &cargo_tmp)
-        .env("FIXTURE_PID_FILE", &pid_file)
-        .env_remove("SANDKEEPER_KEEP")
-        .env_remove("CARGO_TARGET_TMPDIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // When this suite itself runs under nextest, its variables are not the
-    // fixture's.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("NEXTEST") {
-            cargo.env_remove(key);
-        }
-    }
-    let out = wait_with_deadline(&mut cargo.spawn().unwrap(), Duration::from_secs(600));
-    let err = String::from_utf8_lossy(&out.stderr);
+    ];
+    let command: Vec<String> = wrapper.iter().map(|a| format!("{a:?}")).collect();
+    write_config(
+        &scratch.ws,
+        &wrapper_config(&format!("[{}]", command.join(", "))),
+    );
+    let target = scratch.path().join("target");
+    let out = scratch.nextest_run(&[], &[("CARGO_TARGET_DIR", target.as_os_str())]);
+    let err = stderr_of(&out);
     assert!(out.status.success(), "cargo nextest run: {err}");
-    assert!(err.contains("4 passed"), "{err}");
+    assert!(err.contains("5 passed"), "{err}");
     assert!(
         !err.contains("left 1 entr"),
         "--report-dir keeps the test output clean: {err}"
     );
-
-    // The daemon was stopped when its test ended.
-    let pid: u32 = fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!pid_exists(pid), "the daemon {pid} was killed");
+    scratch.assert_daemons_dead(&["fixture"]);
     // Every test's TMPDIR is gone.
-    assert_eq!(names(&runs), Vec::<std::ffi::OsString>::new());
-
-    let report = Command::new(bin)
-        .args(["report", "--json"])
-        .arg(&leaks)
-        .output()
-        .unwrap();
-    assert_eq!(report.status.code(), Some(1), "leaks found: exit 1");
-    let doc: Value = serde_json::from_slice(&report.stdout).unwrap();
-    assert_eq!(doc["schema"], "sandkeeper.report/v1");
-    assert_eq!(doc["runs"], 4);
-    assert_eq!(doc["tests"], 4);
-    let leaked: Vec<(&str, &str)> = doc["leaks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["binary_id"].as_str().unwrap(),
-                t["test_name"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    // Worst first: the one with bytes, then the daemon.
-    assert_eq!(
-        leaked,
-        [
-            ("fixture", "tests::leaks_a_dir"),
-            ("fixture", "tests::leaves_a_daemon")
-        ]
+    assert_eq!(names(&runs), Vec::<OsString>::new());
+    assert!(
+        !target.join("sandkeeper-leaks").exists(),
+        "--report-dir wins"
     );
-    let dir_leak = &doc["leaks"][0];
-    assert_eq!(dir_leak["entries"], 1);
-    assert!(dir_leak["disk_bytes"].as_u64().unwrap() >= 64 * 1024);
-    assert_eq!(dir_leak["families"][0]["pattern"], "fixture-cache-*");
-    assert_eq!(doc["leaks"][1]["daemons"], 1);
-    assert_eq!(doc["leaks"][1]["entries"], 0);
+    assert_reported(&leaks, &["fixture"]);
 
-    let text = Command::new(bin)
+    let text = Command::new(env!("CARGO_BIN_EXE_sandkeeper"))
         .arg("report")
         .arg(&leaks)
         .output()
@@ -225,7 +618,7 @@ fn nextest_wrapper_reports_exactly_the_leaking_tests() {
         text.contains("fixture tests::leaves_a_daemon: 1 daemon killed"),
         "{text}"
     );
-    assert!(text.contains("2 of 4 tests leaked"), "{text}");
+    assert!(text.contains("2 of 5 tests leaked"), "{text}");
 }
 
 /// Records are hostile input: escapes in names are shown escaped, files

@@ -2,7 +2,8 @@
 //! [`watch`](crate::watch) share: the roots, their rules, watermarks and
 //! limits, parsed and then checked into typed data. Every error names the
 //! file, the line and what is wrong ([`ConfigError`]); nothing runs on a
-//! bad file. The keys are documented in `docs/config.md`.
+//! bad file. The keys are documented in `docs/config.md` and listed in
+//! [`reference`] (what `sandkeeper.toml(5)` is rendered from).
 //!
 //! Behind the cargo feature `config` (on by default), with
 //! [`watch`](crate::watch) and [`metrics`](crate::metrics).
@@ -56,6 +57,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod reference;
 pub mod value;
 
 /// The system-wide config file, used when it exists.
