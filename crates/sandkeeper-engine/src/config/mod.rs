@@ -3,7 +3,7 @@
 //! limits, parsed and then checked into typed data. Every error names the
 //! file, the line and what is wrong ([`ConfigError`]); nothing runs on a
 //! bad file. The keys are documented in `docs/config.md` and listed in
-//! [`reference`] (what `sandkeeper.toml(5)` is rendered from).
+//! [`reference`](mod@reference) (what `sandkeeper.toml(5)` is rendered from).
 //!
 //! Behind the cargo feature `config` (on by default), with
 //! [`watch`](crate::watch) and [`metrics`](crate::metrics).
