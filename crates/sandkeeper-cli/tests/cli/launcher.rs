@@ -213,6 +213,7 @@ fn start(root: &Path, ending: &str, wrapper: &[&str]) -> Launcher {
     cmd.env(ROOT_ENV, root)
         .env(ENDING_ENV, ending)
         .env_remove("SANDKEEPER_KEEP");
+    default_termination_signals(&mut cmd);
     let helper = Helper::spawn(cmd);
     let ready = helper.expect("READY");
     let (run, vm) = ready.rsplit_once(' ').expect("READY <run dir> <vm pid>");
@@ -220,6 +221,24 @@ fn start(root: &Path, ending: &str, wrapper: &[&str]) -> Launcher {
         run: PathBuf::from(run),
         vm: vm.parse().expect("vm pid"),
         helper,
+    }
+}
+
+/// Starts `cmd` with the termination signals at their default action: a
+/// suite run under `nohup` (SIGHUP ignored, and inherited) must not make
+/// the launcher ignore the SIGHUP the test sends. (Ignored signals stay
+/// ignored by `teardown_on_signals`, on purpose.)
+#[allow(unsafe_code)]
+fn default_termination_signals(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec, signal(2) only: async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
     }
 }
 

@@ -76,6 +76,15 @@ with contextlib.ExitStack() as stack:
 """
 
 
+def default_termination_signals() -> None:
+    """preexec_fn: the termination signals at their default action, so a
+    suite run under `nohup` (SIGHUP ignored, and inherited) does not make
+    the launcher ignore the SIGHUP a test sends (teardown_on_signals keeps
+    an ignored signal ignored, on purpose)."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def wait_dead(pid, seconds=5.0):
     """Reaps `pid` (our child: we are PID 1 of the namespace) once it is
     dead; its wait status, or None if it still runs after `seconds`."""
@@ -162,7 +171,7 @@ with contextlib.ExitStack() as stack:
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_termination_signal_tears_down_in_order(root, signame):
-    launcher = python(SIGNALLED.format(vm=VM), str(root))
+    launcher = python(SIGNALLED.format(vm=VM), str(root), preexec_fn=default_termination_signals)
     path, vm_pid = launcher.stdout.readline().split()
     vm_pid = int(vm_pid)
     signum = getattr(signal, signame)
@@ -279,7 +288,7 @@ def start_recipe(root, ending, wrapper=()):
     Popen, run dir and VM pid."""
     cmd = [*wrapper, "unshare", "--mount", "--propagation", "private"]
     cmd += [sys.executable, "-c", RECIPE, str(root), ending]
-    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    launcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=default_termination_signals)
     line = launcher.stdout.readline().split()
     assert line and line[0] == "READY", line
     return launcher, line[1], int(line[2])
