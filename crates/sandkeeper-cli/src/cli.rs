@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use sandkeeper_engine::defaults;
 use sandkeeper_engine::reap::{FreeInodes, FreeTarget};
 
 use crate::{config, exit_codes};
@@ -133,11 +134,11 @@ pub struct RuleArgs {
     /// Honour a sandbox's "keep until" (SANDKEEPER_KEEP) for at most this
     /// long after its newest change: its lease record says how long, and
     /// whoever made it wrote that.
-    #[arg(long, value_name = "DURATION", default_value = "7d", allow_hyphen_values = true, value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::MAX_KEEP_TEXT, allow_hyphen_values = true, value_parser = config::duration)]
     pub max_keep: Duration,
 
     /// Never remove anything younger than this.
-    #[arg(long, value_name = "DURATION", default_value = "60s", allow_hyphen_values = true, value_parser = config::duration)]
+    #[arg(long, value_name = "DURATION", default_value = defaults::GRACE_TEXT, allow_hyphen_values = true, value_parser = config::duration)]
     pub grace: Duration,
 
     /// Vouch for a process that cannot be inspected (repeatable).

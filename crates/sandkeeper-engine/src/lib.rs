@@ -76,6 +76,8 @@
 
 #[cfg(feature = "config")]
 pub mod config;
+pub mod defaults;
+mod dirlist;
 mod error {
     //! The error type is the `sandkeeper` crate's: one type across both.
     pub use sandkeeper::__engine::IoResultExt;

@@ -283,7 +283,7 @@ impl Root {
     pub fn user_dirs(&self, which: UserDirs) -> Vec<Root> {
         // Only the names of per-user roots are kept: a root of a million
         // long names is not held twice.
-        let Ok(names) = crate::scan::read_names_where(self.fd(), &self.path, |name| {
+        let Ok(names) = crate::dirlist::read_names_where(self.fd(), &self.path, |name| {
             user_root_uid(name).is_some()
         }) else {
             return Vec::new();

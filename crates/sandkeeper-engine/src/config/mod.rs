@@ -63,12 +63,12 @@ pub mod value;
 /// The system-wide config file, used when it exists.
 pub const SYSTEM_PATH: &str = "/etc/sandkeeper/config.toml";
 
-/// The default full-cycle interval.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
-/// The default watermark poll.
-pub const DEFAULT_POLL: Duration = Duration::from_secs(5);
-/// The default grace period.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+/// The default full-cycle interval ([`defaults::INTERVAL`](crate::defaults::INTERVAL)).
+pub const DEFAULT_INTERVAL: Duration = crate::defaults::INTERVAL;
+/// The default watermark poll ([`defaults::POLL`](crate::defaults::POLL)).
+pub const DEFAULT_POLL: Duration = crate::defaults::POLL;
+/// The default grace period ([`defaults::GRACE`](crate::defaults::GRACE)).
+pub const DEFAULT_GRACE: Duration = crate::defaults::GRACE;
 
 /// A checked configuration.
 #[derive(Debug, Clone, PartialEq)]

@@ -156,6 +156,13 @@ pub fn human_size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_default_texts_say_the_defaults() {
+        use crate::defaults::{GRACE, GRACE_TEXT, MAX_KEEP, MAX_KEEP_TEXT};
+        assert_eq!(super::duration(GRACE_TEXT), Ok(GRACE));
+        assert_eq!(super::duration(MAX_KEEP_TEXT), Ok(MAX_KEEP));
+    }
+
     use super::*;
 
     #[test]

@@ -281,34 +281,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-impl crate::scan::CreatorKey {
-    /// The key of `origin`'s creator: its name, its first argv elements
-    /// (a `sandkeeper run`'s command), its unit (or cgroup) and cwd, each
-    /// bounded.
-    pub fn of(origin: &Origin) -> crate::scan::CreatorKey {
-        use crate::scan::creators::cut;
-        use crate::scan::{CreatorKey, KEY_ARGS};
-        match &origin.creator {
-            Creator::Process(p) => {
-                let unit = p.unit().map(cut);
-                CreatorKey::Process {
-                    name: p.name().map(cut).unwrap_or_default(),
-                    command: p.argv.iter().take(KEY_ARGS).map(|a| cut(a)).collect(),
-                    more_args: p.argv.len() > KEY_ARGS || p.argv_truncated,
-                    cgroup: match unit {
-                        Some(_) => None,
-                        None => p.cgroup.as_deref().map(cut),
-                    },
-                    unit,
-                    cwd: p.cwd.as_deref().map(cut),
-                }
-            }
-            Creator::Exited { .. } => CreatorKey::Exited,
-            _ => CreatorKey::Unknown,
-        }
-    }
-}
-
 /// What [`write()`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {

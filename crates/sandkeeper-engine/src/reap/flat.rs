@@ -772,7 +772,7 @@ mod tests {
                 creators: None,
             });
         }
-        let mut names = crate::scan::Names::new();
+        let mut names = crate::dirlist::Names::new();
         for e in &entries {
             names.push(e.name.as_encoded_bytes());
         }

@@ -102,7 +102,7 @@ impl Filters {
 
 /// The default cap on how long a lease's `keep_until_ms` is honoured: 7
 /// days from the entry's newest change ([`PolicyBuilder::max_keep`]).
-pub const DEFAULT_MAX_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+pub const DEFAULT_MAX_KEEP: Duration = crate::defaults::MAX_KEEP;
 
 /// The rules of a reap. Build one with [`Policy::builder`].
 ///
@@ -228,7 +228,7 @@ pub struct PolicyBuilder {
 impl Default for PolicyBuilder {
     fn default() -> Self {
         PolicyBuilder {
-            grace: Duration::from_secs(60),
+            grace: crate::defaults::GRACE,
             globs: Vec::new(),
             rule_filters: Vec::new(),
             filters: Filters::new(),

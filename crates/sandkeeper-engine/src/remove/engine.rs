@@ -24,7 +24,8 @@ use rustix::io::Errno;
 
 use super::node::Node;
 use super::report::{LeftReason, Op, Tally};
-use super::walk::{Child, Walker};
+use super::plan::Plan;
+use super::worker::{Child, Walker};
 use crate::fs_at::{self, Fence};
 
 /// How deep below the root a directory may still be shared.
@@ -34,20 +35,6 @@ const MAX_NODES: usize = 64;
 /// How often a shared directory still not empty after all its tasks (a
 /// concurrent writer) is emptied again before it is reported.
 const MAX_SWEEPS: usize = 3;
-
-/// How a removal runs.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Plan {
-    /// Worker threads, the calling one included (at least 1).
-    pub(crate) threads: usize,
-    /// Directory descriptors each worker keeps open.
-    pub(crate) max_open: usize,
-    /// Whether to `statx` every file to count the bytes freed.
-    pub(crate) count_bytes: bool,
-    /// Whether opening a quarantine looks for earlier runs' ones (and
-    /// finishes what they left) when the one used last is gone.
-    pub(crate) find_leftovers: bool,
-}
 
 /// A subdirectory waiting to be removed.
 struct Task {

@@ -74,9 +74,10 @@ mod engine;
 mod entry;
 mod finish;
 mod node;
+mod plan;
 mod quarantine;
 mod report;
-mod walk;
+mod worker;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -186,7 +187,7 @@ impl RemoveOptions {
         self
     }
 
-    fn plan(&self) -> engine::Plan {
+    fn plan(&self) -> plan::Plan {
         let threads = match self.threads {
             0 => crate::walk::cores().min(AUTO_THREADS_MAX),
             n => n,
@@ -195,7 +196,7 @@ impl RemoveOptions {
             0 => 32,
             n => n.max(2),
         };
-        engine::Plan {
+        plan::Plan {
             threads,
             max_open,
             count_bytes: self.count_bytes,

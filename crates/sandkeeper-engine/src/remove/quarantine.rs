@@ -93,10 +93,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
-use super::engine::Plan;
+use super::plan::Plan;
 use super::node::Node;
 use super::report::Tally;
-use super::walk::Walker;
+use super::worker::Walker;
 use super::{ATIME, NO_STATX};
 use crate::fs_at::{self, Fence, FileId, Meta, NoStatx, Opened};
 

@@ -14,6 +14,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::origin::{Creator, Origin};
+
 /// The most creators a family keeps (and a report lists).
 pub const SLOTS: usize = 32;
 /// The most distinct creators one root's tally keeps (all families).
@@ -57,6 +59,32 @@ pub enum CreatorKey {
     Exited,
     /// A creator that could not be read for another reason.
     Unknown,
+}
+
+impl CreatorKey {
+    /// The key of `origin`'s creator: its name, its first argv elements
+    /// (a `sandkeeper run`'s command), its unit (or cgroup) and cwd, each
+    /// bounded.
+    pub fn of(origin: &Origin) -> CreatorKey {
+        match &origin.creator {
+            Creator::Process(p) => {
+                let unit = p.unit().map(cut);
+                CreatorKey::Process {
+                    name: p.name().map(cut).unwrap_or_default(),
+                    command: p.argv.iter().take(KEY_ARGS).map(|a| cut(a)).collect(),
+                    more_args: p.argv.len() > KEY_ARGS || p.argv_truncated,
+                    cgroup: match unit {
+                        Some(_) => None,
+                        None => p.cgroup.as_deref().map(cut),
+                    },
+                    unit,
+                    cwd: p.cwd.as_deref().map(cut),
+                }
+            }
+            Creator::Exited { .. } => CreatorKey::Exited,
+            _ => CreatorKey::Unknown,
+        }
+    }
 }
 
 /// `s`, at most [`KEY_FIELD`] bytes.

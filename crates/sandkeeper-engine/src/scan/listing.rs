@@ -40,9 +40,7 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rustix::fs::{Mode, OFlags};
-
-use super::names::Names;
+use crate::dirlist::{each_name, too_many, Names};
 use crate::error::{Error, Result};
 
 /// The default of [`Scanner::name_memory`](super::Scanner::name_memory):
@@ -117,44 +115,6 @@ impl Fingerprint {
     fn of(&self, name: &[u8]) -> u64 {
         self.0.hash_one(name)
     }
-}
-
-/// Calls `each` with every name in `dir` but `.` and `..`, in directory
-/// order, until it breaks. One fresh open description, so that two
-/// listings never share a position.
-pub(crate) fn each_name(
-    dir: BorrowedFd<'_>,
-    path: &Path,
-    mut each: impl FnMut(&[u8]) -> Result<ControlFlow<()>>,
-) -> Result<()> {
-    let fd = rustix::fs::openat(
-        dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut iter = rustix::fs::RawDir::new(&fd, buf.spare_capacity_mut());
-    while let Some(entry) = iter.next() {
-        let entry = entry.map_err(|e| Error::io("cannot list root", e.into()).at(path))?;
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        if each(name)?.is_break() {
-            break;
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn too_many(path: &Path) -> Error {
-    Error::io(
-        "cannot list root: its names take more than 4 GiB",
-        std::io::Error::from(std::io::ErrorKind::OutOfMemory),
-    )
-    .at(path)
 }
 
 /// A root's first listing: its names held, or their fingerprints.

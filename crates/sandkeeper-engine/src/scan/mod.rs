@@ -55,7 +55,6 @@ mod claims;
 pub(crate) mod creators;
 pub(crate) mod filesystem;
 pub(crate) mod listing;
-mod names;
 mod report;
 mod state;
 
@@ -80,7 +79,6 @@ use crate::inuse::{InUse, InUseOptions};
 use crate::lease::{self, Look, RecordState};
 use crate::root::Root;
 use crate::walk::{self, FileKind, WalkState};
-pub(crate) use names::Names;
 use state::Facts;
 
 /// A progress callback: `(entries started, entries in all)`.
@@ -235,7 +233,7 @@ impl Scanner {
     /// A flag another thread (or a signal handler) raises to stop a scan
     /// early (default: none): the walks stop at their next inode and the
     /// scan fails with [`ErrorKind::Stopped`](crate::ErrorKind::Stopped).
-    /// A [`Reaper`](crate::reap::Reaper) passes its policy's flag on.
+    /// A reaper passes its policy's flag on.
     pub fn stop_flag(&mut self, stop: Arc<AtomicBool>) -> &mut Scanner {
         self.stop = Some(stop);
         self
@@ -1077,23 +1075,6 @@ pub(crate) fn list_names(
         !crate::root::is_own_dir(dir, OsStr::from_bytes(name))
     })?;
     Ok((names, leftovers))
-}
-
-/// The names in `dir` but `.` and `..` for which `keep` is true, in
-/// directory order; the others are never stored.
-pub(crate) fn read_names_where(
-    dir: BorrowedFd<'_>,
-    path: &Path,
-    mut keep: impl FnMut(&[u8]) -> bool,
-) -> Result<Names> {
-    let mut names = Names::new();
-    listing::each_name(dir, path, |name| {
-        if keep(name) && !names.push(name) {
-            return Err(listing::too_many(path));
-        }
-        Ok(std::ops::ControlFlow::Continue(()))
-    })?;
-    Ok(names)
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::filesystem::Filesystem;
-use super::names::Names;
 use super::state::{EntryState, StateReason};
+use crate::dirlist::Names;
 use crate::inuse::{BlindSpot, Holder, KernelUse, Uninspectable};
 use crate::lease::LeaseRecord;
 use crate::pattern;
@@ -175,7 +175,7 @@ pub struct Group {
     pub reclaimable_bytes: u64,
     /// Members kept on purpose (`SANDKEEPER_KEEP`) at the time of the scan,
     /// under the default cap ([`Entry::kept_until`] with
-    /// [`DEFAULT_MAX_KEEP`](crate::reap::DEFAULT_MAX_KEEP)): counted in
+    /// [`DEFAULT_MAX_KEEP`](crate::defaults::MAX_KEEP)): counted in
     /// their state (`orphaned`), never in `reclaimable_bytes`, since a
     /// reap keeps them.
     pub kept: u64,
@@ -364,7 +364,7 @@ impl Families {
         group.states.add(entry.state);
         group.state_disk_bytes.add_n(entry.state, entry.disk_bytes);
         if entry
-            .kept_until(self.now_ms, crate::reap::DEFAULT_MAX_KEEP)
+            .kept_until(self.now_ms, crate::defaults::MAX_KEEP)
             .is_some()
         {
             group.kept += 1;

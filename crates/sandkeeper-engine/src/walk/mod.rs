@@ -86,6 +86,7 @@
 //! `openat` and checks device and mount id afterwards.
 
 mod links;
+mod many;
 mod walker;
 
 use std::ffi::OsStr;
@@ -94,9 +95,9 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
-pub(crate) use links::cores;
-pub(crate) use links::usage_many_after;
-pub use links::{usage_many, HardLinks};
+pub use links::HardLinks;
+pub(crate) use many::{cores, usage_many_after};
+pub use many::usage_many;
 pub use walker::{Visit, Walker};
 
 use crate::error::Result;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use rustix::fs::Mode;
 use rustix::io::Errno;
 
-use super::engine::{self, Plan};
+use super::engine;
+use super::plan::Plan;
 use super::node::Node;
 use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};

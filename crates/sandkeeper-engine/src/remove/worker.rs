@@ -24,7 +24,7 @@ use std::sync::atomic::Ordering;
 use rustix::fs::{FileType, RawDir};
 use rustix::io::Errno;
 
-use super::engine::Plan;
+use super::plan::Plan;
 use super::node::Node;
 use super::report::{LeftReason, Op, Tally};
 use super::{ATIME, NO_STATX};
