@@ -109,59 +109,54 @@
 //! of the group is kept, saying why.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
-use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
+use super::check::{check_entry, check_quarantined, Check, Guard, SETTLE, TOUCHED_DURING_CHECK};
 use super::events::Recorder;
-use super::flat::Decisions;
-use super::touches::Touches;
+use super::decisions::Decisions;
+use super::pool::{CloseOnDrop, Done, Fed, Lane, Outbox, Queue, Task, Work};
 use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
 use crate::error::{Error, Result};
-use crate::inuse::{cwds, InUse};
-use crate::lease::{self, Claim, Locks, Probe};
+use crate::lease::{self, Claim, Probe};
 use crate::remove::{self, LeftBy, Quarantined, RemovalReport, RemoveOptions, Restore};
 use crate::scan::{self, Entry, EntryState};
-use crate::walk::{self, FileKind, WalkState};
-use rustix::fs::FileType;
+use crate::walk::{self, FileKind};
 
 /// The most worker threads a root's pool starts (as the remover's own
 /// automatic choice: unlinking contends on filesystem locks).
-const POOL_MAX: usize = 8;
+pub(super) const POOL_MAX: usize = 8;
 
 /// How much nicer than the calling thread the workers are (they inherit
 /// its priority, then add this; a failure leaves them as they are).
-const WORKER_NICE: i32 = 5;
+pub(super) const WORKER_NICE: i32 = 5;
 
 /// Entries with at least this many files and directories (as scanned) may
 /// use the remover's helper threads besides their worker; smaller ones
 /// are deleted on their worker alone.
-const LARGE: u64 = 512;
+pub(super) const LARGE: u64 = 512;
 
 /// Entries with fewer files and directories than this (as scanned) are
 /// checked and deleted in one walk (`remove::Quarantined::list`); the listing
 /// itself stops at twice as many, handing the entry back to the two
 /// walks (it grew since the scan).
-const SMALL: u64 = 4096;
+pub(super) const SMALL: u64 = 4096;
 
 /// Directories such a listing holds open at most (each until it is
 /// deleted); an entry with more is checked and deleted by the two walks.
 /// Lower when the descriptor limit is low: the pool's workers together
 /// hold at most a quarter of it ([`small_dirs`]).
-const SMALL_DIRS: u64 = 128;
+pub(super) const SMALL_DIRS: u64 = 128;
 
 /// [`SMALL_DIRS`], or less, so that `workers` listings together hold at
 /// most a quarter of the soft `RLIMIT_NOFILE` (1024 by default for a
 /// service: 8 workers then list up to 32 directories each). Besides them,
 /// the entries in flight hold one descriptor each (their claim's, which
 /// the move and the removal use): at most two batches' worth.
-fn small_dirs(workers: usize) -> u64 {
+pub(super) fn small_dirs(workers: usize) -> u64 {
     (soft_nofile() / 4 / workers.max(1) as u64).min(SMALL_DIRS)
 }
 
@@ -177,16 +172,16 @@ pub(super) fn soft_nofile() -> u64 {
 /// An entry of a batch that is in the quarantine. A directory's claim
 /// went with it: its locked descriptor is the handle's (the lock is let go
 /// when the entry is removed or put back).
-struct Moved<'d> {
-    entry: Entry,
-    reason: ReapReason,
-    q: Quarantined<'d>,
+pub(super) struct Moved<'d> {
+    pub(super) entry: Entry,
+    pub(super) reason: ReapReason,
+    pub(super) q: Quarantined<'d>,
 }
 
 /// A checked entry nothing holds, renamed to its condemned name: only its
 /// deletion is left (or, when a stop or the target comes first, its way
 /// back to its name).
-enum Doomed<'d> {
+pub(super) enum Doomed<'d> {
     /// Listed whole by its check: deleted from the listing.
     Listed(remove::Listing<'d>),
     /// Checked by a walk: deleted by the remover's own.
@@ -194,21 +189,21 @@ enum Doomed<'d> {
 }
 
 impl<'d> Doomed<'d> {
-    fn condemn(&mut self) -> Result<()> {
+    pub(super) fn condemn(&mut self) -> Result<()> {
         match self {
             Doomed::Listed(l) => l.condemn(),
             Doomed::Walked(q) => q.condemn(),
         }
     }
 
-    fn delete(self) -> Result<RemovalReport> {
+    pub(super) fn delete(self) -> Result<RemovalReport> {
         match self {
             Doomed::Listed(l) => l.remove(),
             Doomed::Walked(q) => q.remove(),
         }
     }
 
-    fn into_quarantined(self) -> Quarantined<'d> {
+    pub(super) fn into_quarantined(self) -> Quarantined<'d> {
         match self {
             Doomed::Listed(l) => l.into_quarantined(),
             Doomed::Walked(q) => q,
@@ -217,7 +212,7 @@ impl<'d> Doomed<'d> {
 }
 
 /// What a check decided for a moved entry.
-enum Checked<'d> {
+pub(super) enum Checked<'d> {
     /// Something holds it, or the check cannot tell: why.
     Held(String, Quarantined<'d>),
     /// Nothing holds it.
@@ -225,7 +220,7 @@ enum Checked<'d> {
 }
 
 /// What became of an entry of a batch.
-enum Outcome {
+pub(super) enum Outcome {
     /// Checked, found unused, and deleted (or what deleting it left).
     Removed(Result<RemovalReport>),
     /// Kept: put back (or left pending), and why.
@@ -236,449 +231,17 @@ enum Outcome {
 
 /// A record of a batch's claims and moves, told only once the batch
 /// before it is recorded (so the records stay in the batches' order).
-enum Note {
+pub(super) enum Note {
     Kept(Skipped),
     Failed(ReapError),
 }
 
-fn tell(notes: Vec<Note>, result: &mut Recorder<'_>) {
+pub(super) fn tell(notes: Vec<Note>, result: &mut Recorder<'_>) {
     for note in notes {
         match note {
             Note::Kept(s) => result.kept(s),
             Note::Failed(e) => result.failed(e),
         }
-    }
-}
-
-/// A condemned entry for the pool: which batch, where in it.
-struct Task<'d> {
-    batch: usize,
-    at: usize,
-    entry: Entry,
-    reason: ReapReason,
-    doomed: Doomed<'d>,
-}
-
-/// What a worker did with a [`Task`].
-struct Done {
-    batch: usize,
-    at: usize,
-    entry: Entry,
-    reason: ReapReason,
-    outcome: Outcome,
-}
-
-/// The pool's tasks, batch after batch; closed when the root is done (or
-/// its reap ends early): a worker then starts nothing more.
-struct Queue<'d> {
-    state: Mutex<(VecDeque<Task<'d>>, bool)>,
-    ready: Condvar,
-}
-
-impl<'d> Queue<'d> {
-    fn new() -> Queue<'d> {
-        Queue {
-            state: Mutex::new((VecDeque::new(), false)),
-            ready: Condvar::new(),
-        }
-    }
-
-    fn push(&self, tasks: Vec<Task<'d>>) {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
-            .extend(tasks);
-        self.ready.notify_all();
-    }
-
-    /// The next task, waiting for one while the queue is open; `None` once
-    /// it is closed (what is left in it then stays condemned in the
-    /// quarantine, which any later remover finishes).
-    fn next(&self) -> Option<Task<'d>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if state.1 {
-                return None;
-            }
-            if let Some(task) = state.0.pop_front() {
-                return Some(task);
-            }
-            state = self
-                .ready
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-
-    /// The next task, if there is one now.
-    fn try_next(&self) -> Option<Task<'d>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        match state.1 {
-            true => None,
-            false => state.0.pop_front(),
-        }
-    }
-
-    fn close(&self) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
-        self.ready.notify_all();
-    }
-}
-
-/// Closes the queue when dropped: the calling thread's, on every way out
-/// of a root's reap (an error, a panic in the caller's `on_event`), so no
-/// worker waits for tasks that will not come.
-struct CloseOnDrop<'q, 'd>(&'q Queue<'d>);
-
-impl Drop for CloseOnDrop<'_, '_> {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
-/// Where the workers leave what they did. The calling thread is woken
-/// when a batch is complete (or no worker is left), not for every entry:
-/// each wake-up would take a core from a worker for a moment.
-struct Outbox {
-    state: Mutex<Outgoing>,
-    ready: Condvar,
-}
-
-struct Outgoing {
-    done: Vec<Done>,
-    /// Batches with tasks not done yet, and how many (at most two).
-    open: Vec<(usize, usize)>,
-    /// Workers that have not left.
-    serving: usize,
-}
-
-impl Outbox {
-    fn new() -> Outbox {
-        Outbox {
-            state: Mutex::new(Outgoing {
-                done: Vec::new(),
-                open: Vec::new(),
-                serving: 0,
-            }),
-            ready: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Outgoing> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A worker's outcome; wakes the calling thread if it completes its
-    /// batch.
-    fn deliver(&self, done: Done) {
-        let mut state = self.lock();
-        let batch = done.batch;
-        state.done.push(done);
-        if let Some(at) = state.open.iter().position(|&(b, _)| b == batch) {
-            state.open[at].1 -= 1;
-            if state.open[at].1 == 0 {
-                state.open.remove(at);
-                self.ready.notify_all();
-            }
-        }
-    }
-}
-
-/// A worker's leaving (at the end, or when it panics: then the queue is
-/// closed, so the other workers stop too), told to the calling thread.
-struct Leaving<'q, 'd>(&'q Queue<'d>, &'q Outbox);
-
-impl Drop for Leaving<'_, '_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.close();
-        }
-        self.1.lock().serving -= 1;
-        self.1.ready.notify_all();
-    }
-}
-
-/// What a root's workers share: where they work, the free-space target
-/// (then there is one worker) and whether it is met.
-struct Work<'s> {
-    reaper: &'s Reaper,
-    dir: BorrowedFd<'s>,
-    path: &'s Path,
-    target: Option<Target>,
-    /// Set by the worker whose removal met the target; looked at before
-    /// every entry is started.
-    met: AtomicBool,
-    small_dirs: u64,
-}
-
-impl Work<'_> {
-    /// A worker: takes tasks until the queue is closed.
-    fn serve(&self, queue: &Queue<'_>, outbox: &Outbox) {
-        let _leaving = Leaving(queue, outbox);
-        // Deleting is throughput; the calling thread's checks are the time
-        // entries are away from their names: on a busy host they go first.
-        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), WORKER_NICE);
-        while let Some(task) = queue.next() {
-            outbox.deliver(self.carry_out(task));
-        }
-    }
-
-    /// Deletes a condemned entry; unless a stop was asked for, or the
-    /// target met, before it was started: after that no new removal
-    /// starts (the ones under way on other workers finish), and it goes
-    /// back to its name.
-    fn carry_out(&self, task: Task<'_>) -> Done {
-        let Task {
-            batch,
-            at,
-            entry,
-            reason,
-            doomed,
-        } = task;
-        let outcome = match self.reaper.halted(self.met.load(Ordering::Acquire)) {
-            Some(why) => Outcome::Kept(put_back(self.path, &entry, doomed.into_quarantined(), why)),
-            None => {
-                let ours = self.target.map(|_| match &doomed {
-                    Doomed::Listed(l) => own_quarantine(self.dir, l.quarantined()),
-                    Doomed::Walked(q) => own_quarantine(self.dir, q),
-                });
-                let removal = doomed.delete();
-                if let Some(t) = self.target {
-                    // The entry's directory was held open by its claim's
-                    // descriptor, which the removal had and closed: its
-                    // inode is freed. Unlinked-but-open files free
-                    // nothing: measured, not counted. The quarantine
-                    // itself goes when the batch is done.
-                    let free = scan::filesystem::free(self.dir)
-                        .map(|free| free.plus(ours.unwrap_or_default()));
-                    if free.is_ok_and(|free| t.met(free)) {
-                        self.met.store(true, Ordering::Release);
-                    }
-                }
-                Outcome::Removed(removal)
-            }
-        };
-        Done {
-            batch,
-            at,
-            entry,
-            reason,
-            outcome,
-        }
-    }
-}
-
-/// A batch whose condemned entries were handed to the pool, its slots
-/// filled as its outcomes come back (those kept by the check at once).
-struct Fed {
-    batch: usize,
-    slots: Vec<Option<Done>>,
-}
-
-impl Fed {
-    fn complete(&self) -> bool {
-        self.slots.iter().all(Option::is_some)
-    }
-}
-
-/// Puts an outcome in its batch's slot: `fed`'s, or `later`'s (the batch
-/// fed after it).
-fn place(fed: &mut Fed, later: &mut Option<&mut Fed>, done: Done) {
-    let slots = match later {
-        Some(l) if l.batch == done.batch => &mut l.slots,
-        _ => &mut fed.slots,
-    };
-    let at = done.at;
-    slots[at] = Some(done);
-}
-
-/// The calling thread's side of the pool.
-struct Lane<'q, 'd> {
-    queue: &'q Queue<'d>,
-    outbox: &'q Outbox,
-    /// No worker could be started: this thread carries out every task
-    /// itself.
-    alone: bool,
-}
-
-impl<'d> Lane<'_, 'd> {
-    /// Whether every worker has left before the end (one panicked: the
-    /// panic is passed on when the root's reap ends): nothing more is
-    /// claimed or moved then.
-    fn broken(&self) -> bool {
-        !self.alone && self.outbox.lock().serving == 0
-    }
-
-    /// Hands a batch's condemned entries to the workers (largest first,
-    /// so that no worker is left with a large one at the end while the
-    /// others idle; in the batch's order with a target: the oldest
-    /// first); `slots` holds the outcomes already known.
-    fn feed(
-        &self,
-        batch: usize,
-        slots: Vec<Option<Done>>,
-        mut tasks: Vec<Task<'d>>,
-        ordered: bool,
-    ) -> Fed {
-        if !ordered {
-            tasks.sort_by_key(|t| Reverse(t.entry.files.saturating_add(t.entry.dirs)));
-        }
-        if !self.alone && !tasks.is_empty() {
-            self.outbox.lock().open.push((batch, tasks.len()));
-        }
-        self.queue.push(tasks);
-        Fed { batch, slots }
-    }
-
-    /// Waits until the workers are done with `fed`, then records every
-    /// outcome in its batch's order; outcomes of `later`, the batch fed
-    /// after it, that came back meanwhile wait in its slots.
-    fn finish(
-        &self,
-        work: &Work<'_>,
-        mut fed: Fed,
-        mut later: Option<&mut Fed>,
-        result: &mut Recorder<'_>,
-    ) {
-        if self.alone {
-            while !fed.complete() {
-                let Some(task) = self.queue.try_next() else {
-                    break;
-                };
-                place(&mut fed, &mut later, work.carry_out(task));
-            }
-        } else {
-            let mut state = self.outbox.lock();
-            loop {
-                for done in std::mem::take(&mut state.done) {
-                    place(&mut fed, &mut later, done);
-                }
-                if fed.complete() || state.serving == 0 {
-                    break;
-                }
-                state = self
-                    .outbox
-                    .ready
-                    .wait(state)
-                    .unwrap_or_else(PoisonError::into_inner);
-            }
-        }
-        // Only when a worker panicked (the panic is passed on by the
-        // scope) could a slot stay empty; what its task held stays
-        // condemned in the quarantine, which any later remover finishes.
-        for done in fed.slots.into_iter().flatten() {
-            record(work.path, done, result);
-        }
-    }
-}
-
-/// How a group's moved entries are known untouched since they left their
-/// names: as root, by a pass taken **before** the moves and what fanotify
-/// and a re-read of the working directories say of the time since (so the
-/// entries are away from their names for the moves and their checks, not
-/// for a pass); otherwise by a pass taken after the moves.
-struct Guard<'d> {
-    touches: Option<Touches<'d>>,
-    /// The pass the touches count from, when it was begun, what it cost.
-    pass: Option<(Arc<InUse>, Instant, Duration)>,
-    proc: Option<OwnedFd>,
-    dev: u64,
-}
-
-/// Why an entry is kept whose inodes another process touched while its
-/// group was checked ([`Check::late_touches`]).
-const TOUCHED_DURING_CHECK: &str =
-    "another process opened something in it, or changed its names, during its check";
-
-/// The least time between a group's moves and the last reading of the
-/// events its verdicts stand on (see [`Reaper::give_verdicts`]).
-const SETTLE: Duration = Duration::from_millis(2);
-
-/// A pass before the moves serves groups until it is this old, or four
-/// times as old as it took to take, whichever is later: the events since
-/// it began are what the checks stand on, and fewer passes are what
-/// keeps a reap beside a thousand processes from being mostly passes.
-const PASS_FRESH: Duration = Duration::from_millis(250);
-
-impl<'d> Guard<'d> {
-    fn new(dir: BorrowedFd<'d>) -> Guard<'d> {
-        let dev = rustix::fs::fstat(dir).map(|st| st.st_dev).unwrap_or(0);
-        let proc = rustix::fs::open(
-            "/proc",
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )
-        .ok();
-        let touches = match proc {
-            Some(_) => Touches::start(dir, dev),
-            None => None,
-        };
-        Guard {
-            touches,
-            pass: None,
-            proc,
-            dev,
-        }
-    }
-
-    fn ahead(&self) -> bool {
-        self.touches.is_some()
-    }
-
-    /// Before a group's moves: a fresh pass when the one in use is stale
-    /// (or the events since it began cannot vouch for anything).
-    fn before_moves(&mut self, reaper: &Reaper) -> Result<()> {
-        let Some(touches) = &self.touches else {
-            return Ok(());
-        };
-        let stale = match &self.pass {
-            None => true,
-            Some((_, at, cost)) => {
-                touches.blind().is_some() || at.elapsed() > PASS_FRESH.max(*cost * 4)
-            }
-        };
-        if stale {
-            self.pass = None;
-            // Whatever is queued now happened before this pass began.
-            touches.restart();
-            let begun = Instant::now();
-            let pass = reaper.scanner.in_use()?;
-            self.pass = Some((Arc::new(pass), begun, begun.elapsed()));
-        }
-        Ok(())
-    }
-
-    /// After a group's moves: the check its entries get.
-    fn check(&self, reaper: &Reaper) -> Result<Check<'_>> {
-        if let (Some(touches), Some((pass, _, _)), Some(proc)) =
-            (&self.touches, &self.pass, &self.proc)
-        {
-            touches.drain();
-            if touches.blind().is_none() {
-                let skip = |pid: u32| {
-                    pass.uninspectable()
-                        .iter()
-                        .chain(pass.assumed())
-                        .any(|u| u.pid == pid)
-                };
-                let cwds = cwds::working_dirs(proc.as_fd(), self.dev, &skip)
-                    .map_err(|e| Error::io("cannot list /proc", e.into()).at("/proc"))?;
-                let mark = touches.mark();
-                return Ok(Check::new(
-                    Arc::clone(pass),
-                    Some(Ahead {
-                        cwds,
-                        touches,
-                        mark,
-                    }),
-                ));
-            }
-        }
-        // No events to stand on: a pass taken after the moves.
-        Ok(Check::new(Arc::new(reaper.scanner.in_use()?), None))
     }
 }
 
@@ -760,7 +323,7 @@ impl Reaper {
     /// verdict, feeds the condemned ones to the workers, then records
     /// group N (which they were deleting meanwhile), then the claims of
     /// N+1 that kept or failed an entry.
-    fn run_batches<'w: 'd, 'd>(
+    pub(super) fn run_batches<'w: 'd, 'd>(
         &self,
         work: &Work<'w>,
         lane: &Lane<'_, 'd>,
@@ -879,7 +442,7 @@ impl Reaper {
     /// With a check that stands on events, the events that came during
     /// the checks are read once more before the verdicts: an entry one of
     /// whose inodes they name is held after all.
-    fn give_verdicts<'d>(
+    pub(super) fn give_verdicts<'d>(
         &self,
         work: &Work<'_>,
         check: Check<'_>,
@@ -1008,7 +571,7 @@ impl Reaper {
     /// opened and checked, once for the batch; every entry's own checks
     /// stay per entry). Returns the moved entries, and the records of
     /// those kept or failed on the way, in the batch's order.
-    fn claim_and_move<'d>(
+    pub(super) fn claim_and_move<'d>(
         &self,
         dir: BorrowedFd<'d>,
         path: &Path,
@@ -1171,7 +734,7 @@ impl Reaper {
 
 /// Records what a worker did with an entry, putting it back if it is
 /// held or was not started (which lets its claim go).
-fn record(path: &Path, done: Done, result: &mut Recorder<'_>) {
+pub(super) fn record(path: &Path, done: Done, result: &mut Recorder<'_>) {
     let Done {
         entry,
         reason,
@@ -1186,7 +749,13 @@ fn record(path: &Path, done: Done, result: &mut Recorder<'_>) {
 }
 
 /// The outcome of an entry its check kept (already put back).
-fn kept_done(batch: usize, at: usize, entry: Entry, reason: ReapReason, kept: Skipped) -> Done {
+pub(super) fn kept_done(
+    batch: usize,
+    at: usize,
+    entry: Entry,
+    reason: ReapReason,
+    kept: Skipped,
+) -> Done {
     Done {
         batch,
         at,
@@ -1199,7 +768,7 @@ fn kept_done(batch: usize, at: usize, entry: Entry, reason: ReapReason, kept: Sk
 /// What the batch's quarantine itself takes on the filesystem (one inode
 /// and its blocks), freed when the batch is done; nothing when the entry
 /// is its own quarantine (a full filesystem).
-fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem::Free {
+pub(super) fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem::Free {
     match (rustix::fs::fstat(q.dir()), rustix::fs::fstat(dir)) {
         (Ok(qst), Ok(parent)) if (qst.st_dev, qst.st_ino) != (parent.st_dev, parent.st_ino) => {
             scan::filesystem::Free {
@@ -1213,7 +782,7 @@ fn own_quarantine(dir: BorrowedFd<'_>, q: &Quarantined<'_>) -> scan::filesystem:
 
 /// Records a removal's outcome: removed, what was left of it, or why it
 /// could not be started.
-fn record_outcome(
+pub(super) fn record_outcome(
     root: &Path,
     entry: &Entry,
     reason: ReapReason,
@@ -1231,7 +800,13 @@ fn record_outcome(
 
 /// Keeps a pending leftover of an interrupted reap: put back, or left in
 /// the quarantine when its name is taken or unknown.
-fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantined<'_>, why: &str) {
+pub(super) fn keep_leftover(
+    out: &mut Recorder<'_>,
+    root: &Path,
+    shown: &Path,
+    q: Quarantined<'_>,
+    why: &str,
+) {
     let left = match q.left_by() {
         LeftBy::NotPutBack => {
             "kept in the quarantine by an earlier reap (in use then, its name could not be given back)"
@@ -1251,7 +826,7 @@ fn keep_leftover(out: &mut Recorder<'_>, root: &Path, shown: &Path, q: Quarantin
 /// Puts a quarantined entry back, and returns the record of why it stays.
 /// If its name was taken meanwhile it stays pending in the quarantine
 /// (never deleted without a fresh check), and the record says where.
-fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason) -> Skipped {
+pub(super) fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason) -> Skipped {
     let why = match q.restore() {
         Restore::Restored => why,
         other => KeepReason::Changed(format!("{}; {}", why_text(&why), other.describe(root))),
@@ -1259,7 +834,7 @@ fn put_back(root: &Path, entry: &Entry, q: Quarantined<'_>, why: KeepReason) -> 
     skipped(root, entry, why)
 }
 
-fn why_text(why: &KeepReason) -> String {
+pub(super) fn why_text(why: &KeepReason) -> String {
     match why {
         KeepReason::Changed(what) => what.clone(),
         other => other.to_string(),
@@ -1267,7 +842,7 @@ fn why_text(why: &KeepReason) -> String {
 }
 
 /// Records a finished removal: removed, or what was left of it.
-fn record_removal(
+pub(super) fn record_removal(
     root: &Path,
     entry: &Entry,
     reason: ReapReason,
@@ -1304,7 +879,7 @@ fn record_removal(
 /// nothing now: what has the name was never scanned, so it is left alone
 /// (a benign race, `changed`; the next reap judges it afresh). Any other
 /// failure on the scanned inode is the removal's own: an error.
-fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
+pub(super) fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<String> {
     const RECREATED: &str = "re-created under its name during the reap (a race with its owner); \
                              the new one is left alone";
     if err.replaced() {
@@ -1318,13 +893,13 @@ fn raced_by_owner(dir: BorrowedFd<'_>, entry: &Entry, err: &Error) -> Option<Str
     }
 }
 
-fn is_not_found(e: &Error) -> bool {
+pub(super) fn is_not_found(e: &Error) -> bool {
     e.io_error()
         .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Why an entry could not be claimed.
-enum ClaimFailure {
+pub(super) enum ClaimFailure {
     /// It vanished: someone else removed it; nothing to report.
     Gone,
     /// It became live, or is not what was scanned.
@@ -1335,7 +910,7 @@ use ClaimFailure::{Changed, Gone};
 /// Takes the entry's lock (directories) and checks it is the scanned inode.
 /// Anything else (a file, socket, symlink) has no lock: its identity is
 /// checked, and the move into the quarantine checks it again.
-fn claim(
+pub(super) fn claim(
     dir: BorrowedFd<'_>,
     root: &Path,
     entry: &Entry,
@@ -1355,275 +930,5 @@ fn claim(
         Ok(_) => Err(Changed("it can no longer be opened".into())),
         Err(e) if is_not_found(&e) => Err(Gone),
         Err(e) => Err(Changed(e.to_string())),
-    }
-}
-
-/// What a group's checks share: the in-use index (taken after the group's
-/// moves; or, as root, before them, with [`Ahead`] for the time since)
-/// and, when some processes' holdings were not read, one reading of
-/// `/proc/locks` taken after the moves (for
-/// [`open_elsewhere`](crate::inuse::open_elsewhere), which answers "open"
-/// for a file that has a lock or lease without opening it).
-struct Check<'t> {
-    inuse: Arc<InUse>,
-    /// `None` when every process was read (no file is asked).
-    locks: Option<std::result::Result<Locks, String>>,
-    ahead: Option<Ahead<'t>>,
-}
-
-/// What stands in for a pass after the moves when the pass was taken
-/// before them: every working and root directory re-read after the moves,
-/// and what other processes opened or changed names in since the pass
-/// began (`mark`: how many touched inodes the checks were given).
-struct Ahead<'t> {
-    cwds: cwds::WorkingDirs,
-    touches: &'t Touches<'t>,
-    mark: usize,
-}
-
-impl<'t> Check<'t> {
-    fn new(inuse: Arc<InUse>, ahead: Option<Ahead<'t>>) -> Check<'t> {
-        let locks = inuse
-            .has_unread_processes()
-            .then(|| Locks::read().map_err(|e| e.to_string()));
-        Check {
-            inuse,
-            locks,
-            ahead,
-        }
-    }
-
-    /// The entries (numbers in the group, sorted) one of whose inodes
-    /// (`inodes`: as the checks saw them, with their entry's number)
-    /// another process touched after the checks were given the events:
-    /// read now, just before the verdicts. Sorts `inodes`.
-    fn late_touches(&self, inodes: &mut [(u64, u32)]) -> Vec<usize> {
-        let Some(ahead) = &self.ahead else {
-            return Vec::new();
-        };
-        // What came during the checks.
-        ahead.touches.drain();
-        let late = ahead.touches.since(ahead.mark);
-        if late.is_empty() {
-            return Vec::new();
-        }
-        inodes.sort_unstable();
-        let mut found: Vec<usize> = late
-            .iter()
-            .flat_map(|&ino| {
-                let from = inodes.partition_point(|&(i, _)| i < ino);
-                inodes[from..]
-                    .iter()
-                    .take_while(move |&&(i, _)| i == ino)
-                    .map(|&(_, at)| at as usize)
-            })
-            .collect();
-        found.sort_unstable();
-        found.dedup();
-        found
-    }
-
-    /// What holds the entry by path (mounts, loop devices, overlays, bound
-    /// unix sockets, asked about its old path, when known, and its path in
-    /// the quarantine: mounts of other mount namespaces move with it), or
-    /// why it cannot be told; before any walk.
-    fn by_path(
-        &self,
-        root: &Path,
-        original: Option<&OsStr>,
-        q: &Quarantined<'_>,
-    ) -> Option<String> {
-        if !self.inuse.is_complete() {
-            return Some("some processes cannot be inspected".into());
-        }
-        if let Some(Err(e)) = &self.locks {
-            return Some(format!("cannot read /proc/locks ({e})"));
-        }
-        if let Some((pid, e)) = self.ahead.as_ref().and_then(|a| a.cwds.unread()) {
-            return Some(format!(
-                "the working or root directory of pid {pid} cannot be read ({e})"
-            ));
-        }
-        let paths = original
-            .map(|name| root.join(name))
-            .into_iter()
-            .chain([root.join(q.path_in_parent())]);
-        for path in paths {
-            if let Some(k) = self.inuse.kernel_users_under(&path).first() {
-                return Some(k.to_string());
-            }
-            if let Some(s) = self.inuse.socket_paths_under(&path).first() {
-                return Some(format!("unix socket {}", s.display()));
-            }
-        }
-        None
-    }
-
-    /// What holds the inode `id` (of type `kind`, the name `name` in the
-    /// open directory `dir`, shown as `shown`): a process, a kernel user,
-    /// a process that works there or touched it since the pass (as root),
-    /// or — when some processes were not read — a regular file open
-    /// elsewhere or that cannot be asked.
-    fn inode(
-        &self,
-        id: (u64, u64),
-        is_file: bool,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        shown: &dyn Fn() -> PathBuf,
-    ) -> Option<String> {
-        if let Some(h) = self.inuse.holders(id.0, id.1).first() {
-            return Some(h.to_string());
-        }
-        if let Some(k) = self.inuse.kernel_users_of(id.0, id.1).next() {
-            return Some(k.to_string());
-        }
-        if let Some(ahead) = &self.ahead {
-            if ahead.cwds.holds(id) {
-                return Some(format!(
-                    "a process works in {} (or is rooted there)",
-                    shown().display()
-                ));
-            }
-            if ahead.touches.touched(id) {
-                return Some(format!(
-                    "another process opened {} (or changed names in it) during the reap",
-                    shown().display()
-                ));
-            }
-        }
-        let (Some(Ok(locks)), true) = (&self.locks, is_file) else {
-            return None;
-        };
-        match crate::inuse::open_elsewhere(dir, name, id, locks) {
-            crate::inuse::OpenElsewhere::No => None,
-            crate::inuse::OpenElsewhere::Yes => Some(format!(
-                "{} is open in a process that could not be inspected",
-                shown().display()
-            )),
-            crate::inuse::OpenElsewhere::CannotTell(why) => Some(format!(
-                "{} cannot be asked whether it is open: {why}",
-                shown().display()
-            )),
-        }
-    }
-}
-
-/// Checks a quarantined entry against its group's check (`seen` is told
-/// every inode number it looks at): a small one ([`SMALL`]) in one walk
-/// that lists it and checks every inode, any other (or one that could not
-/// be listed exactly) by the check walk. [`Checked::Held`] when anything
-/// holds it, or the check cannot tell; nothing is removed either way.
-fn check_entry<'d>(
-    root: &Path,
-    entry: &Entry,
-    q: Quarantined<'d>,
-    check: &Check<'_>,
-    small_dirs: u64,
-    walker: &mut walk::Walker,
-    seen: &mut dyn FnMut(u64),
-) -> Checked<'d> {
-    if let Some(what) = check.by_path(root, Some(&entry.name), &q) {
-        return Checked::Held(what, q);
-    }
-    let q = match entry.files.saturating_add(entry.dirs) < SMALL && entry.dirs <= small_dirs {
-        false => q,
-        true => {
-            let limits = remove::Limits {
-                inodes: 2 * SMALL as usize,
-                dirs: small_dirs as usize,
-            };
-            let qname = PathBuf::from(q.name_in_quarantine());
-            let listed = q.list(limits, &mut |s: &remove::Seen<'_>| {
-                seen(s.id.1);
-                let name = OsStr::from_bytes(s.name.to_bytes());
-                let shown = || qname.join(s.path());
-                check.inode(
-                    s.id,
-                    s.kind == FileType::RegularFile,
-                    s.parent,
-                    name,
-                    &shown,
-                )
-            });
-            match listed {
-                // Every inode listed and checked, nothing found: it may be
-                // deleted from the listing.
-                remove::Listed::Clear(listing) => return Checked::Clear(Doomed::Listed(listing)),
-                remove::Listed::Kept(what, q) => return Checked::Held(what, q),
-                remove::Listed::Unlisted(q) => q,
-            }
-        }
-    };
-    match walk_check(&q, check, walker, seen) {
-        Some(what) => Checked::Held(what, q),
-        // The check walked all of it and found nothing.
-        None => Checked::Clear(Doomed::Walked(q)),
-    }
-}
-
-/// The check of a quarantined entry (`original`: its old name, when
-/// known): by path ([`Check::by_path`]), then every inode found by walking
-/// it in the quarantine through descriptors. `Some(what)` if anything
-/// holds it, or the index cannot tell.
-fn check_quarantined(
-    root: &Path,
-    original: Option<&OsStr>,
-    q: &Quarantined<'_>,
-    check: &Check<'_>,
-    walker: &mut walk::Walker,
-) -> Option<String> {
-    check
-        .by_path(root, original, q)
-        .or_else(|| walk_check(q, check, walker, &mut |_| {}))
-}
-
-/// The walk of [`check_quarantined`]; `seen` is told every inode number.
-fn walk_check(
-    q: &Quarantined<'_>,
-    check: &Check<'_>,
-    walker: &mut walk::Walker,
-    seen: &mut dyn FnMut(u64),
-) -> Option<String> {
-    let mut found: Option<String> = None;
-    let mut links = walk::HardLinks::new();
-    let walked = walker.usage_at(q.dir(), q.name_in_quarantine(), &mut links, &mut |v| {
-        if v.is_mount_point() {
-            // Something is mounted on it: in use by definition.
-            found = Some("a filesystem is mounted on it".into());
-            return WalkState::Quit;
-        }
-        seen(v.ino());
-        // Regular files are asked through the quarantine by their path
-        // below it (`openat2` beneath it, through no link and no mount).
-        let below = || match v.depth() {
-            0 => PathBuf::from(q.name_in_quarantine()),
-            _ => Path::new(q.name_in_quarantine()).join(v.path()),
-        };
-        let is_file = v.kind() == FileKind::File;
-        let name = match is_file {
-            true => below().into_os_string(),
-            false => std::ffi::OsString::new(),
-        };
-        match check.inode((v.dev(), v.ino()), is_file, q.dir(), &name, &below) {
-            Some(what) => {
-                found = Some(what);
-                WalkState::Quit
-            }
-            None => WalkState::Continue,
-        }
-    });
-    match walked {
-        Ok(_) if found.is_some() => found,
-        Ok(usage) if usage.error_count > 0 => Some(format!(
-            "{} inside cannot be read",
-            crate::human::plural(usage.error_count, "place", "places")
-        )),
-        Ok(usage) if !usage.mount_points.is_empty() => Some(format!(
-            "a mount point inside ({})",
-            usage.mount_points[0].display()
-        )),
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
     }
 }

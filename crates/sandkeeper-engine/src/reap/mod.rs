@@ -105,11 +105,13 @@
 //! # Ok::<(), sandkeeper_engine::Error>(())
 //! ```
 
+mod check;
 mod clock;
 mod events;
 mod execute;
-mod flat;
+mod decisions;
 mod policy;
+mod pool;
 #[cfg(target_os = "linux")]
 mod touches;
 mod verdict;
@@ -565,7 +567,7 @@ impl Reaper {
             refuse_filesystem_root(root)?;
         }
         // The scan streams each root's entries into compact decisions
-        // ([`flat`]): no root's entries are held as a whole.
+        // ([`decisions`]): no root's entries are held as a whole.
         let started_ms = crate::lease::now_ms() as i64;
         if let Some(first) = roots.first() {
             if self.policy.stop_requested() {
@@ -576,7 +578,7 @@ impl Reaper {
         let mut reports = Vec::with_capacity(roots.len());
         let mut decided = Vec::with_capacity(roots.len());
         for root in roots {
-            let mut decisions = flat::Decisions::new(&self.policy, started_ms);
+            let mut decisions = decisions::Decisions::new(&self.policy, started_ms);
             let (report, streamed) =
                 self.scanner
                     .scan_root_streamed(root, &inuse, &mut |step| match step {
@@ -613,7 +615,7 @@ impl Reaper {
         &self,
         root: &Root,
         report: &RootReport,
-        mut decisions: flat::Decisions<'_>,
+        mut decisions: decisions::Decisions<'_>,
         leftovers: bool,
         on_event: &mut dyn FnMut(ReapEvent<'_>),
     ) -> Result<RootReap> {

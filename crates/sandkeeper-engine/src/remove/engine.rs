@@ -23,8 +23,8 @@ use std::thread::{self, Scope};
 use rustix::io::Errno;
 
 use super::node::Node;
-use super::report::{LeftReason, Op, Tally};
 use super::plan::Plan;
+use super::report::{LeftReason, Op, Tally};
 use super::worker::{Child, Walker};
 use crate::fs_at::{self, Fence};
 

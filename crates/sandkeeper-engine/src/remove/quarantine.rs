@@ -93,8 +93,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{FlockOperation, Mode};
 use rustix::io::Errno;
 
-use super::plan::Plan;
 use super::node::Node;
+use super::plan::Plan;
 use super::report::Tally;
 use super::worker::Walker;
 use super::{ATIME, NO_STATX};

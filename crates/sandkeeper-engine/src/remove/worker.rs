@@ -24,8 +24,8 @@ use std::sync::atomic::Ordering;
 use rustix::fs::{FileType, RawDir};
 use rustix::io::Errno;
 
-use super::plan::Plan;
 use super::node::Node;
+use super::plan::Plan;
 use super::report::{LeftReason, Op, Tally};
 use super::{ATIME, NO_STATX};
 use crate::fs_at::{self, Fence, Meta, Opened};

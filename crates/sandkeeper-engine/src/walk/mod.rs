@@ -96,8 +96,8 @@ use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 
 pub use links::HardLinks;
-pub(crate) use many::{cores, usage_many_after};
 pub use many::usage_many;
+pub(crate) use many::{cores, usage_many_after};
 pub use walker::{Visit, Walker};
 
 use crate::error::Result;

@@ -13,8 +13,8 @@ use rustix::fs::Mode;
 use rustix::io::Errno;
 
 use super::engine;
-use super::plan::Plan;
 use super::node::Node;
+use super::plan::Plan;
 use super::quarantine::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
