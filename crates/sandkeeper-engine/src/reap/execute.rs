@@ -116,8 +116,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use super::check::{check_entry, check_quarantined, Check, Guard, SETTLE, TOUCHED_DURING_CHECK};
-use super::events::Recorder;
 use super::decisions::Decisions;
+use super::events::Recorder;
 use super::pool::{CloseOnDrop, Done, Fed, Lane, Outbox, Queue, Task, Work};
 use super::{removed, skipped, KeepReason, ReapError, ReapReason, Reaper, Skipped, Target};
 use crate::error::{Error, Result};

@@ -107,9 +107,9 @@
 
 mod check;
 mod clock;
+mod decisions;
 mod events;
 mod execute;
-mod decisions;
 mod policy;
 mod pool;
 #[cfg(target_os = "linux")]
