@@ -184,12 +184,9 @@ fn unopenable_directory_falls_back_to_the_record() {
     if !require_root("unopenable_directory_falls_back_to_the_record") {
         return;
     }
-    // `nobody` must be able to reach it: not under a private checkout.
-    let root = sandkeeper_engine::Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("lease-unopenable")
-        .create()
-        .unwrap();
+    // `nobody` must be able to reach it: not under a private checkout or
+    // TMPDIR.
+    let root = sandkeeper_testkit::scratch::Scratch::reachable_by_others("lease-unopenable");
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let record = LeaseRecord::for_current_process("locked-up");
     let lease = lease::Lease::create(root.path(), "locked-up".as_ref(), &record, 0o711).unwrap();

@@ -439,7 +439,8 @@ fn read_only_trees_are_removed_completely() {
     // As root, permissions do not stop anything; the interesting case is
     // an owner without root. Run it as root and, when root, again as an
     // unprivileged user on a tree that user owns.
-    // The second half works as `nobody`: not under a private checkout.
+    // The second half works as `nobody`: not under a private checkout or
+    // TMPDIR.
     let scratch = Scratch::reachable_by_others("readonly");
     build_read_only_tree(&scratch.join("tree"));
     let report = remove(&scratch, "tree", &parallel());

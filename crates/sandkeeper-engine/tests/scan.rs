@@ -156,12 +156,8 @@ fn inner_uninspectable() {
     if !in_namespace() {
         return;
     }
-    // `nobody` scans it: not under a private checkout.
-    let root = Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("scan-uninspectable")
-        .create()
-        .unwrap();
+    // `nobody` scans it: not under a private checkout or TMPDIR.
+    let root = sandkeeper_testkit::scratch::Scratch::reachable_by_others("scan-uninspectable");
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     fs::create_dir(root.path().join("plain")).unwrap();
     fs::set_permissions(root.path().join("plain"), fs::Permissions::from_mode(0o755)).unwrap();

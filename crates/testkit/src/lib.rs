@@ -10,8 +10,9 @@
 //! - [`mounts`]: tmpfs, bind and loop-device guards, undone on drop.
 //! - [`tree`]: building, inspecting and ageing directory trees.
 //! - [`scratch`](mod@scratch): the [`Scratch`](scratch::Scratch) sandbox
-//!   (and its [`scratch!`] macro), and where other users can reach a
-//!   test's files.
+//!   (and its [`scratch!`] macro), and the one every test that acts as
+//!   another user works in, which that user can reach
+//!   ([`Scratch::reachable_by_others`](scratch::Scratch::reachable_by_others)).
 //! - [`fuzz`]: proptest strategies for hostile input.
 //!
 //! Everything a test makes is undone: every scratch directory is a

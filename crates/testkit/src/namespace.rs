@@ -11,8 +11,7 @@ use std::time::Duration;
 use crate::privilege::require_root;
 use crate::process::{test_command, wait_with_deadline, CHILD_ENV};
 
-/// Set in a test binary re-run inside a private PID namespace.
-pub const IN_NAMESPACE_ENV: &str = "SK_IN_NAMESPACE";
+pub use crate::process::IN_NAMESPACE_ENV;
 
 /// sandkeeper's switch that trusts the PID namespace it runs in
 /// (`SANDKEEPER_TRUST_PID_NAMESPACE=1`), set for the inner half of

@@ -1,5 +1,8 @@
 //! Who a test runs as: root checks, and acting as the unprivileged user
-//! `nobody` (uid and gid 65534) on a thread or through `setpriv`.
+//! `nobody` (uid and gid 65534) on a thread or through `setpriv`. What
+//! `nobody` works on goes in a
+//! [`Scratch::reachable_by_others`](crate::scratch::Scratch::reachable_by_others):
+//! the temp directory may be private.
 
 use std::ffi::OsStr;
 use std::path::Path;

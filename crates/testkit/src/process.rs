@@ -22,7 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use crate::namespace::IN_NAMESPACE_ENV;
+/// Set in a test binary re-run inside a private PID namespace
+/// (`namespace::run_in_pid_namespace`); a helper started from there does
+/// not inherit it.
+pub const IN_NAMESPACE_ENV: &str = "SK_IN_NAMESPACE";
 
 /// The environment variable that tells a helper process what to do.
 pub const CHILD_ENV: &str = "SK_CHILD";

@@ -1,5 +1,5 @@
-//! Where a test's files go: the [`Scratch`] sandbox, and a directory that
-//! other users can reach.
+//! Where a test's files go: the [`Scratch`] sandbox, and the one for
+//! tests that act as another user ([`Scratch::reachable_by_others`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -20,8 +20,9 @@ macro_rules! scratch {
 
 /// A fresh sandbox (the project's own: it carries a lease and is removed,
 /// with the remover under test, when dropped), mode 0755 so that tests
-/// can work inside it as `nobody`. Declare mount and flag guards *after*
-/// it, so they are undone first.
+/// can work inside it as `nobody` once they can reach it (a test that acts
+/// as another user makes it with [`Scratch::reachable_by_others`]).
+/// Declare mount and flag guards *after* it, so they are undone first.
 pub struct Scratch {
     path: PathBuf,
     dir: Option<File>,
@@ -50,10 +51,24 @@ impl Scratch {
         }
     }
 
-    /// A scratch directory another user can reach (see
-    /// [`reachable_by_others`]).
+    /// A scratch directory that another user (`nobody`, uid 65534) can
+    /// reach, for every test that acts as one: each directory above it is
+    /// searchable by others. It is made in the temp directory when others
+    /// can reach that, else in `/tmp` (or `/var/tmp`): a private `TMPDIR`
+    /// (mode 0700, as `mktemp -d` and many CI systems make it) is out of
+    /// their reach, and so is `target/tmp` in a checkout under a private
+    /// home ([`scratch!`](crate::scratch!)). Like every
+    /// [`Scratch`] it is a fresh sandbox under a random name (never a
+    /// directory that was there before), mode 0755 (chmod it for more),
+    /// and removed when dropped, also when the test panics: outside
+    /// `TMPDIR` no leftover check would see it.
+    ///
+    /// # Panics
+    ///
+    /// When none of those directories can be searched by other users: the
+    /// test cannot run as written.
     pub fn reachable_by_others(tag: &str) -> Scratch {
-        Scratch::new(&reachable_by_others(), tag)
+        Scratch::new(&reachable_base(), tag)
     }
 
     /// This scratch directory made a fresh tmpfs of `size` (e.g. `"1g"`),
@@ -103,16 +118,15 @@ impl Drop for Scratch {
     }
 }
 
-/// A directory that another user (`nobody`) can reach, for tests that act
-/// as one: the temp directory if every component of its path is searchable
-/// by others, else `/tmp`. (A checkout, and so `target/tmp`, may sit under a
-/// private directory; CI makes its watched `TMPDIR` searchable.)
-///
-/// # Panics
-///
-/// When neither is reachable by others: the test cannot run as written.
-pub fn reachable_by_others() -> PathBuf {
-    let candidates = [std::env::temp_dir(), PathBuf::from("/tmp")];
+/// Where [`Scratch::reachable_by_others`] makes its directory: the first
+/// of the temp directory, `/tmp` and `/var/tmp` that every component of
+/// its path lets others search.
+fn reachable_base() -> PathBuf {
+    let candidates = [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+    ];
     candidates
         .iter()
         .find(|dir| searchable_by_others(dir))

@@ -273,11 +273,7 @@ fn watch_metrics_label_creators_with_bounded_cardinality() {
     if !require_root("watch_metrics_label_creators_with_bounded_cardinality") {
         return;
     }
-    let base = sandkeeper_engine::Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("origins-metrics")
-        .create()
-        .unwrap();
+    let base = sandkeeper_testkit::scratch::Scratch::reachable_by_others("origins-metrics");
     fs::set_permissions(base.path(), fs::Permissions::from_mode(0o1777)).unwrap();
     let out = sandbox!().unwrap();
     let root = Root::open_exact(base.path()).unwrap();

@@ -338,12 +338,9 @@ fn isolate_as_a_normal_user() {
     if !require_root("isolate_as_a_normal_user (switches to nobody)") {
         return;
     }
-    // `nobody` makes its run directory there: not under a private checkout.
-    let root = sandkeeper_engine::Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("run-as-nobody")
-        .create()
-        .unwrap();
+    // `nobody` makes its run directory there: not under a private checkout
+    // or TMPDIR.
+    let root = sandkeeper_testkit::scratch::Scratch::reachable_by_others("run-as-nobody");
     fs::set_permissions(
         root.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),

@@ -1171,12 +1171,7 @@ fn inner_kept_under_pressure() {
     }
     const MIB: usize = 1 << 20;
     // Nobody works inside: a base others can reach.
-    let base = sandkeeper_engine::Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("watch-kept")
-        .permissions(0o755)
-        .create()
-        .unwrap();
+    let base = sandkeeper_testkit::scratch::Scratch::reachable_by_others("watch-kept");
     let tmpfs = Mount::tmpfs(&base.path().join("tmpfs"), "8m");
     let root = tmpfs.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();

@@ -18,10 +18,8 @@ use crate::bin;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::age_tree;
-
-use sandkeeper_engine::Sandbox;
 
 /// Files in each entry besides the directory itself: each entry holds 10
 /// inodes.
@@ -55,13 +53,8 @@ fn free_inodes(root: &Path) -> u64 {
 /// A tmpfs with 128 inodes (sticky, world-writable) in a sandbox, holding
 /// `app-0` (the oldest) to `app-5`, 10 inodes each, then filled by uid
 /// 65534 until no inode is left.
-fn full_of_inodes(tag: &str) -> (Sandbox, Mount) {
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag(tag)
-        .permissions(0o755)
-        .create()
-        .unwrap();
+fn full_of_inodes(tag: &str) -> (Scratch, Mount) {
+    let base = Scratch::reachable_by_others(tag);
     let mnt = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=128");
     let root = mnt.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
@@ -84,7 +77,7 @@ fn full_of_inodes(tag: &str) -> (Sandbox, Mount) {
 
 /// The config of a root whose only rule is `app-*` older than 1000 days
 /// (so only a reap under pressure takes anything), with inode watermarks.
-fn inode_config(base: &Sandbox, root: &str, high: &str, low: &str) -> String {
+fn inode_config(base: &Scratch, root: &str, high: &str, low: &str) -> String {
     let config = base.path().join("config.toml");
     fs::write(
         &config,

@@ -8,12 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sandkeeper_engine::{sandbox, Sandbox};
+use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::setpriv_nobody;
 use sandkeeper_testkit::process::spawn_ready;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 fn sandkeeper(args: &[&str]) -> Output {
     crate::bin().args(args).output().expect("run sandkeeper")
@@ -61,11 +61,7 @@ fn inner_relatively_bound_socket() {
     if !in_namespace() {
         return;
     }
-    let root = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-cli-socket")
-        .create()
-        .unwrap();
+    let root = Scratch::reachable_by_others("hostile-cli-socket");
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let entry = root.path().join("app-sock");
     fs::create_dir(&entry).unwrap();

@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{nobody_sh, require_root};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 use crate::bin;
 
@@ -28,17 +28,13 @@ const SECRET: &str = "secret-project-alpha";
 /// with two private sandboxes-to-be, and a private directory for the
 /// metrics.
 struct Fixture {
-    root: Sandbox,
+    root: Scratch,
     out: Sandbox,
 }
 
 impl Fixture {
     fn new(tag: &str) -> Fixture {
-        let root = Sandbox::builder()
-            .root(reachable_by_others())
-            .tag(tag)
-            .create()
-            .unwrap();
+        let root = Scratch::reachable_by_others(tag);
         fs::set_permissions(root.path(), fs::Permissions::from_mode(0o1777)).unwrap();
         nobody_sh(
             "cd \"$R\"; mkdir -m 0700 sandkeeper-65534; \

@@ -18,7 +18,7 @@ use std::process::{Command, Output, Stdio};
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
 use sandkeeper_testkit::privilege::{require_root, NOBODY};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::age_tree;
 
 /// `sh -c script` with `$0` the binary, stderr into stdout (so the order in
@@ -73,12 +73,8 @@ fn root_is_told_what_hides_pid_1_before_the_table() {
 }
 
 /// A sandbox (0755) in a root the other test users can reach.
-fn searchable_sandbox() -> Sandbox {
-    let sb = Sandbox::builder()
-        .tag("cli-nonroot")
-        .root(reachable_by_others())
-        .create()
-        .unwrap();
+fn searchable_sandbox() -> Scratch {
+    let sb = Scratch::reachable_by_others("cli-nonroot");
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
     sb
 }

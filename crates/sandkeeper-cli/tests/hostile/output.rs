@@ -12,10 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, NOBODY, SETPRIV_NOBODY};
 use sandkeeper_testkit::process::{test_command, Spawned};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 const SECRET: &[u8] = b"root's secret\n";
 
@@ -35,7 +34,7 @@ fn nobody(args: &[&str]) {
 }
 
 struct Fixture {
-    base: Sandbox,
+    base: Scratch,
     canary: PathBuf,
     out: PathBuf,
     config: PathBuf,
@@ -46,11 +45,7 @@ impl Fixture {
     /// directory (nobody, 0755, or root with `out_mode`), an empty root to
     /// scan and a config for `watch`.
     fn new(tag: &str, out_mode: Option<u32>) -> Fixture {
-        let base = Sandbox::builder()
-            .root(reachable_by_others())
-            .tag(tag)
-            .create()
-            .unwrap();
+        let base = Scratch::reachable_by_others(tag);
         fs::set_permissions(base.path(), fs::Permissions::from_mode(0o755)).unwrap();
         let canary = base.path().join("canary");
         fs::write(&canary, SECRET).unwrap();

@@ -19,11 +19,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
-use sandkeeper_engine::Sandbox;
 use serde_json::Value;
 
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// Names `nobody` chooses: every kind of byte a terminal or a reader
 /// could be fooled by.
@@ -107,17 +107,13 @@ fn os(s: &str) -> &OsStr {
 /// the forged record) and `held` (the forged record, its lease lock held
 /// by nobody's `flock`).
 struct Hostile {
-    root: Sandbox,
+    root: Scratch,
     _holder: sandkeeper_testkit::process::Spawned,
     holder_pid: u32,
 }
 
 fn hostile_root() -> Hostile {
-    let root = Sandbox::builder()
-        .root(sandkeeper_testkit::scratch::reachable_by_others())
-        .tag("hostile-records")
-        .create()
-        .unwrap();
+    let root = Scratch::reachable_by_others("hostile-records");
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o1777)).unwrap();
     let record = forged_record();
     let make = r#"mkdir -- "$SK_ROOT/$SK_NAME" && printf '%s' "$SK_RECORD" > "$SK_ROOT/$SK_NAME/.sandkeeper-lease""#;

@@ -23,9 +23,8 @@ use std::process::Output;
 
 use serde_json::{json, Value};
 
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{as_nobody, require_root, setpriv_nobody, NOBODY};
-use sandkeeper_testkit::scratch::{reachable_by_others, Scratch};
+use sandkeeper_testkit::scratch::Scratch;
 
 use crate::bin;
 
@@ -170,11 +169,7 @@ fn report_refuses_a_directory_it_would_not_write() {
     if !require_root("report_refuses_a_directory_it_would_not_write") {
         return;
     }
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-report-dir")
-        .create()
-        .unwrap();
+    let base = Scratch::reachable_by_others("hostile-report-dir");
     fs::set_permissions(base.path(), fs::Permissions::from_mode(0o755)).unwrap();
     // Pre-created by the attacker where a CI writes its records, and
     // filled with records saying nothing leaked.

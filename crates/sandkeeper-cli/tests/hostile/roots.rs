@@ -15,6 +15,7 @@ use crate::bin;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_sh, require_root, setpriv_nobody};
 use sandkeeper_testkit::process::spawn_ready;
+use sandkeeper_testkit::scratch::Scratch;
 
 use sandkeeper_engine::Sandbox;
 
@@ -23,17 +24,12 @@ const NOBODY: &str = "65534";
 /// A sandbox reachable by uid 65534 holding `shared` (mode 1777, like
 /// `/tmp`) and `victim` (root's, with files that must survive).
 struct Scene {
-    base: Sandbox,
+    base: Scratch,
 }
 
 impl Scene {
     fn new() -> Scene {
-        let base = Sandbox::builder()
-            .tag("hostile-roots")
-            .root(sandkeeper_testkit::scratch::reachable_by_others())
-            .permissions(0o755)
-            .create()
-            .expect("scratch sandbox");
+        let base = Scratch::reachable_by_others("hostile-roots");
         let scene = Scene { base };
         fs::create_dir(scene.shared()).unwrap();
         fs::set_permissions(scene.shared(), fs::Permissions::from_mode(0o1777)).unwrap();

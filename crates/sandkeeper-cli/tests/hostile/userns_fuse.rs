@@ -24,12 +24,11 @@ use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_living_in, setpriv_nobody, NOBODY};
 use sandkeeper_testkit::process::Spawned;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// The attacker: mounts `hang_fuse.py` at `argv[2]` in its own user and
 /// mount namespace, stops it answering, then works in the mount and holds
@@ -156,11 +155,7 @@ fn inner_fuse_in_a_user_namespace() {
     if !in_namespace() {
         return;
     }
-    let base = Sandbox::builder()
-        .tag("userns-fuse")
-        .root(reachable_by_others())
-        .create()
-        .unwrap();
+    let base = Scratch::reachable_by_others("userns-fuse");
     fs::set_permissions(base.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let _fuse_node = world_usable_fuse(&base.path().join("dev"));
     let root = base.path().join("root");

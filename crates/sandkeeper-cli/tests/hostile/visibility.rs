@@ -10,11 +10,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
 use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
 use sandkeeper_testkit::process::Spawned;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// `sandkeeper ARGS` as pid 1's child in a new pid namespace with its own
 /// `/proc`, with `env` set.
@@ -54,12 +53,8 @@ fn json(out: &Output) -> serde_json::Value {
 
 /// A shared root with `held-1`, in which a nobody process lives (in the
 /// host's pid namespace), aged so that a reap rule selects it.
-fn shared_root() -> (Sandbox, Spawned) {
-    let sb = Sandbox::builder()
-        .tag("cli-visibility")
-        .root(reachable_by_others())
-        .create()
-        .expect("sandbox");
+fn shared_root() -> (Scratch, Spawned) {
+    let sb = Scratch::reachable_by_others("cli-visibility");
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let held = sb.path().join("held-1");
     fs::create_dir(&held).unwrap();

@@ -3,7 +3,7 @@
 //! checks stand on (a pass before the moves and what fanotify saw since,
 //! as root; else a pass after them), and the checks of each entry.
 
-use super::execute::{Checked, Doomed, SMALL};
+use super::fate::{Checked, Doomed, SMALL};
 use super::touches::Touches;
 use super::Reaper;
 use crate::error::{Error, Result};

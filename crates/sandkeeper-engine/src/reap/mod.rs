@@ -110,6 +110,7 @@ mod clock;
 mod decisions;
 mod events;
 mod execute;
+mod fate;
 mod policy;
 mod pool;
 #[cfg(target_os = "linux")]
@@ -147,7 +148,7 @@ const ENTRIES_PER_PROCESS: usize = 4;
 /// descriptor per entry, its claim's) hold at most a quarter of the soft
 /// `RLIMIT_NOFILE`; never fewer than [`BATCH`].
 fn most_per_batch() -> usize {
-    usize::try_from(execute::soft_nofile() / 8)
+    usize::try_from(fate::soft_nofile() / 8)
         .unwrap_or(usize::MAX)
         .clamp(BATCH, 512)
 }

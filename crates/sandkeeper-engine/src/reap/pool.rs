@@ -4,8 +4,8 @@
 //! record each group in its order.
 
 use super::events::Recorder;
-use super::execute::{own_quarantine, put_back, record, Doomed, Outcome, WORKER_NICE};
-use super::{ReapReason, Reaper, Target};
+use super::fate::{own_quarantine, put_back, record_outcome, Doomed, Outcome, WORKER_NICE};
+use super::{ReapReason, Reaper, Skipped, Target};
 use crate::scan::{self, Entry};
 use std::cmp::Reverse;
 use std::collections::VecDeque;
@@ -334,5 +334,38 @@ impl<'d> Lane<'_, 'd> {
         for done in fed.slots.into_iter().flatten() {
             record(work.path, done, result);
         }
+    }
+}
+
+/// Records what a worker did with an entry, putting it back if it is
+/// held or was not started (which lets its claim go).
+pub(super) fn record(path: &Path, done: Done, result: &mut Recorder<'_>) {
+    let Done {
+        entry,
+        reason,
+        outcome,
+        ..
+    } = done;
+    match outcome {
+        Outcome::Removed(removal) => record_outcome(path, &entry, reason, removal, result),
+        Outcome::Kept(kept) => result.kept(kept),
+        Outcome::Failed(e) => result.failed(e),
+    }
+}
+
+/// The outcome of an entry its check kept (already put back).
+pub(super) fn kept_done(
+    batch: usize,
+    at: usize,
+    entry: Entry,
+    reason: ReapReason,
+    kept: Skipped,
+) -> Done {
+    Done {
+        batch,
+        at,
+        entry,
+        reason,
+        outcome: Outcome::Kept(kept),
     }
 }

@@ -26,6 +26,7 @@ use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::setpriv_nobody;
 use sandkeeper_testkit::process::{spawn_ready, Spawned};
+use sandkeeper_testkit::scratch::Scratch;
 
 /// The seed of the storm's workload.
 const SEED: u64 = 0x5eed_0008;
@@ -135,7 +136,8 @@ for i in range(int(sys.argv[3])):
 }
 
 /// The storm: two shell loops, two thread churners, two ring churners
-/// (their files in `dir`, which nobody may write).
+/// (their files in `dir`, which `nobody` may write: a
+/// [`Scratch::reachable_by_others`], as the temp directory may be private).
 fn storm(dir: &Path) -> Vec<Spawned> {
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).unwrap();
@@ -193,7 +195,7 @@ fn inner_an_exec_storm_makes_nothing_unknown() {
     fs::create_dir(root.path().join("app-left")).unwrap();
     fs::write(root.path().join("app-left/data"), b"nobody holds this").unwrap();
 
-    let elsewhere = Sandbox::builder().tag("exec-churn-rings").create().unwrap();
+    let elsewhere = Scratch::reachable_by_others("exec-churn-rings");
     let mut storm = storm(elsewhere.path());
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut spurious = Vec::new();
@@ -271,7 +273,7 @@ time.sleep(600)
             .arg(program)
             .stdin(Stdio::null()),
     );
-    let elsewhere = Sandbox::builder().tag("exec-churn-rings").create().unwrap();
+    let elsewhere = Scratch::reachable_by_others("exec-churn-rings");
     let storm = storm(elsewhere.path());
     let report = scan(root.path());
     drop(storm);

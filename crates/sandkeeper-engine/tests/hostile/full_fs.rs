@@ -20,12 +20,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use sandkeeper_engine::reap::{Policy, Reaper};
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_sh_in, setpriv_nobody};
 use sandkeeper_testkit::process::spawn_ready;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::age_tree;
 
 /// Runs a command as root; panics with its output when it fails.
@@ -199,13 +198,8 @@ fn libc_enospc() -> i32 {
     rustix::io::Errno::NOSPC.raw_os_error()
 }
 
-fn scratch(tag: &str) -> Sandbox {
-    Sandbox::builder()
-        .root(reachable_by_others())
-        .tag(tag)
-        .permissions(0o755)
-        .create()
-        .unwrap()
+fn scratch(tag: &str) -> Scratch {
+    Scratch::reachable_by_others(tag)
 }
 
 /// Whether `script` succeeds as uid 65534 in `dir`.

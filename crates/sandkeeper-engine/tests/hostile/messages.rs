@@ -31,7 +31,7 @@ use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{require_root, setpriv_nobody, SETPRIV_NOBODY};
 use sandkeeper_testkit::process::{test_command, Helper};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// Run as the victim: makes a keyed sandbox in the per-user root under
 /// `$TMPDIR` and prints the error, its path and its hint.
@@ -54,11 +54,7 @@ fn victim_main() {
 /// A sticky 1777 base where uid 65533 plants `sandkeeper-65534` with the
 /// shell command `plant`; what the victim's keyed creation says.
 fn victim_says(tag: &str, plant: &str) -> String {
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag(tag)
-        .create()
-        .unwrap();
+    let base = Scratch::reachable_by_others(tag);
     fs::set_permissions(base.path(), fs::Permissions::from_mode(0o1777)).unwrap();
     let out = Command::new("setpriv")
         .args(["--reuid=65533", "--regid=65533", "--clear-groups", "--"])
@@ -208,11 +204,7 @@ fn inner_recreated_during_reap() {
     let mut rounds = 0;
     while rounds < ROUNDS && hits == 0 {
         rounds += 1;
-        let root = Sandbox::builder()
-            .root(reachable_by_others())
-            .tag("hostile-msg-recreate")
-            .create()
-            .unwrap();
+        let root = Scratch::reachable_by_others("hostile-msg-recreate");
         fs::set_permissions(root.path(), fs::Permissions::from_mode(0o1777)).unwrap();
         populate_as_nobody(root.path());
         let report = {

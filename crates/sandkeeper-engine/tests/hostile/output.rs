@@ -9,9 +9,9 @@ use std::os::unix::fs::{chown, lchown, symlink, PermissionsExt};
 use std::path::Path;
 
 use sandkeeper_engine::output::write_atomic;
-use sandkeeper_engine::{ErrorKind, Sandbox};
+use sandkeeper_engine::ErrorKind;
 use sandkeeper_testkit::privilege::{require_root, NOBODY};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 fn nobodys_dir(path: &Path) {
     fs::create_dir(path).unwrap();
@@ -28,11 +28,7 @@ fn nothing_owned_by_nobody_leads_into_roots_files() {
     if !require_root("nothing_owned_by_nobody_leads_into_roots_files") {
         return;
     }
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-lib-output")
-        .create()
-        .unwrap();
+    let base = Scratch::reachable_by_others("hostile-lib-output");
     let b = base.path();
     fs::set_permissions(b, fs::Permissions::from_mode(0o755)).unwrap();
     let roots = b.join("roots");

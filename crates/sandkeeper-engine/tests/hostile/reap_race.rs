@@ -23,11 +23,10 @@ use std::time::Duration;
 
 use rustix::fs::inotify;
 use sandkeeper_engine::reap::{KeepReason, Policy, ReapReport, Reaper};
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
 use sandkeeper_testkit::process::{spawn_ready, test_command, Helper};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::age_tree;
 
 /// Entries in the race: more than one batch (64) of the reaper.
@@ -43,13 +42,8 @@ fn name(i: usize) -> String {
 }
 
 /// A root that uid 65534 can reach (mode `mode`), removed on drop.
-fn shared_root(tag: &str, mode: u32) -> Sandbox {
-    let sandbox = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag(tag)
-        .permissions(0o755)
-        .create()
-        .unwrap();
+fn shared_root(tag: &str, mode: u32) -> Scratch {
+    let sandbox = Scratch::reachable_by_others(tag);
     fs::set_permissions(sandbox.path(), fs::Permissions::from_mode(mode)).unwrap();
     sandbox
 }
@@ -307,7 +301,7 @@ fn inner_used_during_the_reap() {
 /// Everything but what the attacker `held` went; once the attacker is
 /// gone, the next reap takes the rest.
 fn only_held_left_until_let_go(
-    root: &Sandbox,
+    root: &Scratch,
     held: &BTreeSet<PathBuf>,
     attacker: Attacker,
     report: &ReapReport,
@@ -415,7 +409,7 @@ fn inner_name_taken() {
 const ROUNDS: usize = 20;
 
 /// The checks of [`inner_name_taken`] once the attacker took the name.
-fn name_taken_checks(root: &Sandbox, attacker: Attacker, report: &ReapReport) {
+fn name_taken_checks(root: &Scratch, attacker: Attacker, report: &ReapReport) {
     let p = |i: usize| root.path().join(name(i));
     // The held entry got its name back (an exchange with the squatter's
     // directory), intact; the squatter's directory is beside it, as it

@@ -29,23 +29,17 @@ use sandkeeper_engine::remove::{
     finish_quarantine, pending_leftovers, LeftBy, NotRestored, QuarantineBatch, RemoveOptions,
     Restore,
 };
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::privilege::{nobody_sh_in, require_root};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// The victim's uid.
 const VICTIM: u32 = 65533;
 
 /// A sticky, world-writable root (`<sandbox>/shared`, mode 1777) that the
 /// attacker can reach, removed with the sandbox.
-fn shared_root(tag: &str) -> (Sandbox, PathBuf) {
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag(tag)
-        .permissions(0o755)
-        .create()
-        .unwrap();
+fn shared_root(tag: &str) -> (Scratch, PathBuf) {
+    let base = Scratch::reachable_by_others(tag);
     let root = base.path().join("shared");
     fs::create_dir(&root).unwrap();
     fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();

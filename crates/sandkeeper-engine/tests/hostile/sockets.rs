@@ -9,10 +9,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use sandkeeper_engine::{sandbox, Sandbox};
+use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::process::spawn_ready;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 use crate::kernel_support::{assert_in_use_and_kept, scan_via, sh};
 
@@ -53,11 +53,7 @@ fn inner_socket_bound_by_a_relative_path() {
         return;
     }
     // nobody binds it, in a shared root: no privilege needed.
-    let root = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-sockets-relative")
-        .create()
-        .unwrap();
+    let root = Scratch::reachable_by_others("hostile-sockets-relative");
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let entry = root.path().join("app-sock");
     fs::create_dir(&entry).unwrap();

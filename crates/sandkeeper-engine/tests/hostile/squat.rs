@@ -17,10 +17,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use sandkeeper_engine::reap::{Policy, Reaper};
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh_in;
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 use sandkeeper_testkit::tree::age_tree;
 
 /// Every fixed name an older remover would have used, as uid 0 or as the
@@ -61,12 +60,7 @@ fn inner_squatted_names() {
         ("open dir", "mkdir -m 0777 \"$n\""),
     ];
     for (kind, make) in kinds {
-        let base = Sandbox::builder()
-            .root(reachable_by_others())
-            .tag("hostile-squat")
-            .permissions(0o755)
-            .create()
-            .unwrap();
+        let base = Scratch::reachable_by_others("hostile-squat");
         let root = base.path().join("shared");
         fs::create_dir(&root).unwrap();
         fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
@@ -138,12 +132,7 @@ fn inner_several_quarantines() {
     if !in_namespace() {
         return;
     }
-    let base = Sandbox::builder()
-        .root(reachable_by_others())
-        .tag("hostile-squat-many")
-        .permissions(0o755)
-        .create()
-        .unwrap();
+    let base = Scratch::reachable_by_others("hostile-squat-many");
     let root = base.path().join("shared");
     fs::create_dir(&root).unwrap();
     fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();

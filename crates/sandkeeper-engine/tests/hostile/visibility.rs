@@ -17,11 +17,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace, TRUST_PID_NAMESPACE_ENV};
 use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
 use sandkeeper_testkit::process::{test_command, Spawned};
-use sandkeeper_testkit::scratch::reachable_by_others;
+use sandkeeper_testkit::scratch::Scratch;
 
 /// Tells the helper which root to scan.
 const ROOT_ENV: &str = "SK_VISIBILITY_ROOT";
@@ -117,12 +116,8 @@ fn scan_through(wrapper: &[&str], root: &Path, env: &[(&str, &str)]) -> Seen {
 }
 
 /// A shared root with `held/` (a nobody process lives in it) and `empty/`.
-fn shared_root() -> (Sandbox, Spawned) {
-    let sb = Sandbox::builder()
-        .tag("visibility")
-        .root(reachable_by_others())
-        .create()
-        .expect("sandbox");
+fn shared_root() -> (Scratch, Spawned) {
+    let sb = Scratch::reachable_by_others("visibility");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
     for dir in ["held", "empty"] {
