@@ -100,6 +100,35 @@ pub enum Command {
     Man(ManArgs),
 }
 
+/// What the in-use check may assume of processes it cannot inspect
+/// (shared by scan, ls, reap, explain and watch).
+#[derive(Debug, Args)]
+pub struct InUseArgs {
+    /// Vouch for a process that cannot be inspected: assume it uses nothing
+    /// under the roots (repeatable). Without it, such processes make entries
+    /// `unknown`.
+    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
+    pub ignore_pids: Vec<u32>,
+
+    /// Trust that every process that can reach the roots is in this pid
+    /// namespace (a container that owns its temp directory): without it, a
+    /// run in a child pid namespace calls every entry `unknown`. Reported as
+    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
+    #[arg(long)]
+    pub trust_pid_namespace: bool,
+
+    /// Assume that every process this user cannot inspect (root's, other
+    /// users') holds nothing under the roots. Regular files you own are
+    /// still asked (a write lease): one open for reading or writing in such
+    /// a process keeps its entry. What it assumes is their working
+    /// directories, roots and open directories, and files they opened with
+    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
+    /// Reported as an assumption.
+    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
+    #[arg(long)]
+    pub assume_unseen_free: bool,
+}
+
 /// Options that pick what a reap may remove (shared by reap and explain).
 #[derive(Debug, Args)]
 pub struct RuleArgs {
@@ -141,27 +170,51 @@ pub struct RuleArgs {
     #[arg(long, value_name = "DURATION", default_value = defaults::GRACE_TEXT, allow_hyphen_values = true, value_parser = config::duration)]
     pub grace: Duration,
 
-    /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
-    pub ignore_pids: Vec<u32>,
+    #[command(flatten)]
+    pub inuse: InUseArgs,
 
-    /// Trust that every process that can reach the roots is in this pid
-    /// namespace (a container that owns its temp directory): without it, a
-    /// run in a child pid namespace calls every entry `unknown`. Reported as
-    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
-    #[arg(long)]
-    pub trust_pid_namespace: bool,
+    /// The rule options given on the command line (`--grace`, `--match`,
+    /// …), as clap saw them: a default is not "given", even when it is
+    /// written out (`--grace 60s` is given). Filled by [`parse`].
+    #[arg(skip)]
+    pub given: Vec<&'static str>,
+}
 
-    /// Assume that every process this user cannot inspect (root's, other
-    /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open for reading or writing in such
-    /// a process keeps its entry. What it assumes is their working
-    /// directories, roots and open directories, and files they opened with
-    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
-    /// Reported as an assumption.
-    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
-    #[arg(long)]
-    pub assume_unseen_free: bool,
+/// The rule options that a config file replaces (`reap --config` refuses
+/// them), by clap id, with the flag users write.
+pub const RULE_FLAGS: [(&str, &str); 8] = [
+    ("globs", "--match"),
+    ("older_than", "--older-than"),
+    ("keep_last", "--keep-last"),
+    ("target_free", "--target-free"),
+    ("target_free_inodes", "--target-free-inodes"),
+    ("owner", "--owner"),
+    ("grace", "--grace"),
+    ("max_keep", "--max-keep"),
+];
+
+/// Parses the command line, with where each rule option of `reap` came
+/// from (clap's `value_source`: a default is not a given option).
+///
+/// # Errors
+///
+/// clap's: a usage error, `--help`, `--version`.
+pub fn parse(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Some(Command::Reap(reap)), Some(given)) =
+        (&mut cli.command, matches.subcommand_matches("reap"))
+    {
+        reap.rules.given = RULE_FLAGS
+            .iter()
+            .filter(|(id, _)| {
+                given.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|&(_, flag)| flag)
+            .collect();
+    }
+    Ok(cli)
 }
 
 /// `sandkeeper reap`.
@@ -203,27 +256,8 @@ pub struct LsArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
-    pub ignore_pids: Vec<u32>,
-
-    /// Trust that every process that can reach the roots is in this pid
-    /// namespace (a container that owns its temp directory): without it, a
-    /// run in a child pid namespace calls every entry `unknown`. Reported as
-    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
-    #[arg(long)]
-    pub trust_pid_namespace: bool,
-
-    /// Assume that every process this user cannot inspect (root's, other
-    /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open for reading or writing in such
-    /// a process keeps its entry. What it assumes is their working
-    /// directories, roots and open directories, and files they opened with
-    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
-    /// Reported as an assumption.
-    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
-    #[arg(long)]
-    pub assume_unseen_free: bool,
+    #[command(flatten)]
+    pub inuse: InUseArgs,
 }
 
 /// `sandkeeper explain`.
@@ -260,29 +294,8 @@ pub struct ScanArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Vouch for a process that cannot be inspected: assume it uses nothing
-    /// under the roots (repeatable). Without it, such processes make entries
-    /// `unknown`.
-    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
-    pub ignore_pids: Vec<u32>,
-
-    /// Trust that every process that can reach the roots is in this pid
-    /// namespace (a container that owns its temp directory): without it, a
-    /// run in a child pid namespace calls every entry `unknown`. Reported as
-    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
-    #[arg(long)]
-    pub trust_pid_namespace: bool,
-
-    /// Assume that every process this user cannot inspect (root's, other
-    /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open for reading or writing in such
-    /// a process keeps its entry. What it assumes is their working
-    /// directories, roots and open directories, and files they opened with
-    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
-    /// Reported as an assumption.
-    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
-    #[arg(long)]
-    pub assume_unseen_free: bool,
+    #[command(flatten)]
+    pub inuse: InUseArgs,
 
     /// Walking threads (default: one per core).
     #[arg(long, value_name = "N", default_value_t = 0, hide_default_value = true)]
@@ -412,27 +425,8 @@ pub struct WatchArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Vouch for a process that cannot be inspected (repeatable).
-    #[arg(long = "ignore-pid", value_name = "PID", allow_hyphen_values = true, value_parser = config::pid)]
-    pub ignore_pids: Vec<u32>,
-
-    /// Trust that every process that can reach the roots is in this pid
-    /// namespace (a container that owns its temp directory): without it, a
-    /// run in a child pid namespace calls every entry `unknown`. Reported as
-    /// an assumption. Same as SANDKEEPER_TRUST_PID_NAMESPACE=1.
-    #[arg(long)]
-    pub trust_pid_namespace: bool,
-
-    /// Assume that every process this user cannot inspect (root's, other
-    /// users') holds nothing under the roots. Regular files you own are
-    /// still asked (a write lease): one open for reading or writing in such
-    /// a process keeps its entry. What it assumes is their working
-    /// directories, roots and open directories, and files they opened with
-    /// access mode 3 (ioctl only) or O_PATH, which no user can check.
-    /// Reported as an assumption.
-    /// Same as SANDKEEPER_ASSUME_UNSEEN_FREE=1.
-    #[arg(long)]
-    pub assume_unseen_free: bool,
+    #[command(flatten)]
+    pub inuse: InUseArgs,
 }
 
 /// `sandkeeper completions`.

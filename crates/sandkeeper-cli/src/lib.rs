@@ -15,8 +15,6 @@ mod render;
 
 use std::ffi::OsString;
 
-use clap::Parser;
-
 use cli::Command;
 use exit_codes::ExitStatus;
 
@@ -33,7 +31,7 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let cli = match cli::Cli::try_parse_from(&args) {
+    let cli = match cli::parse(&args) {
         Ok(cli) => cli,
         Err(err) if err.use_stderr() => {
             // `run --nextest … -- CMD` with a bad option: the test runs all

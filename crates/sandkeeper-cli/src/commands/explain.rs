@@ -109,13 +109,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
         }
     };
     let mut reaper = Reaper::new(policy(&args.rules, true, true)?);
-    for &pid in &args.rules.ignore_pids {
-        reaper.scanner().ignore_pid(pid);
-    }
-    let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
-    reaper.scanner().trust_pid_namespace(trust);
-    let assume = super::assume_unseen_free(args.rules.assume_unseen_free, false)?;
-    reaper.scanner().assume_unseen_free(assume);
+    args.rules.inuse.apply(reaper.scanner())?;
     let inuse = reaper.scanner().in_use()?;
     let report = reaper.scanner().scan_root(root, &inuse)?;
     let Some(index) = report

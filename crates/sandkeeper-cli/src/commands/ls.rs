@@ -12,11 +12,7 @@ use crate::render;
 pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
-    for &pid in &args.ignore_pids {
-        scanner.ignore_pid(pid);
-    }
-    scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
-    scanner.assume_unseen_free(super::assume_unseen_free(args.assume_unseen_free, false)?);
+    args.inuse.apply(&mut scanner)?;
     let report = scanner.scan_roots(&roots)?;
     let text = if args.json {
         render::ls::json(&report)

@@ -18,28 +18,43 @@ use std::os::unix::ffi::OsStrExt;
 use sandkeeper_engine::config::{self, Config};
 use sandkeeper_engine::reap::Policy;
 use sandkeeper_engine::root::{Root, UserDirs};
+use sandkeeper_engine::scan::Scanner;
+use sandkeeper_engine::watch::ReapOptions;
 
-use crate::cli::RuleArgs;
+use crate::cli::{InUseArgs, RuleArgs};
 use crate::error::CliError;
 use crate::humanize::sanitize;
 use crate::render::escape::Untrusted;
 
-/// Whether the pid namespace is trusted: `--trust-pid-namespace`, the
-/// config's `trust_pid_namespace = true`, or
-/// `SANDKEEPER_TRUST_PID_NAMESPACE=1`, which is checked even when one of the
-/// others says yes (a bad value is an error, never silently ignored).
-pub fn trust_pid_namespace(flag: bool, config: bool) -> Result<bool, CliError> {
-    let env = sandkeeper_engine::inuse::trust_pid_namespace_from_env()?;
-    Ok(flag || config || env)
-}
+impl InUseArgs {
+    /// The in-use switches, one rule for every subcommand: a switch is on
+    /// when its flag, the config file (`config`, for `reap --config` and
+    /// `watch`) or its environment variable (`SANDKEEPER_TRUST_PID_NAMESPACE`,
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE`) says so; the environment is read,
+    /// and a bad value refused, whatever the others say. Returns the
+    /// options with the pids vouched for.
+    pub fn options(&self, config: Option<&Config>) -> Result<ReapOptions, CliError> {
+        let trust_env = sandkeeper_engine::inuse::trust_pid_namespace_from_env()?;
+        let assume_env = sandkeeper_engine::inuse::assume_unseen_free_from_env()?;
+        let mut opts = ReapOptions::new();
+        opts.ignore_pids = self.ignore_pids.clone();
+        opts.trust_pid_namespace =
+            self.trust_pid_namespace || config.is_some_and(|c| c.trust_pid_namespace) || trust_env;
+        opts.assume_unseen_free =
+            self.assume_unseen_free || config.is_some_and(|c| c.assume_unseen_free) || assume_env;
+        Ok(opts)
+    }
 
-/// Whether every uninspectable process is assumed to hold nothing:
-/// `--assume-unseen-free`, the config's `assume_unseen_free = true`, or
-/// `SANDKEEPER_ASSUME_UNSEEN_FREE=1`, which is checked even when one of the
-/// others says yes (a bad value is an error, never silently ignored).
-pub fn assume_unseen_free(flag: bool, config: bool) -> Result<bool, CliError> {
-    let env = sandkeeper_engine::inuse::assume_unseen_free_from_env()?;
-    Ok(flag || config || env)
+    /// Gives `scanner` these options ([`options`](Self::options), no config).
+    pub fn apply(&self, scanner: &mut Scanner) -> Result<(), CliError> {
+        let opts = self.options(None)?;
+        for &pid in &opts.ignore_pids {
+            scanner.ignore_pid(pid);
+        }
+        scanner.trust_pid_namespace(opts.trust_pid_namespace);
+        scanner.assume_unseen_free(opts.assume_unseen_free);
+        Ok(())
+    }
 }
 
 /// What the roots are opened for.

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper_engine::config::{self, Config};
 use sandkeeper_engine::reap::{ReapReport, Reaper};
-use sandkeeper_engine::watch::{self, Mode, ReapOptions, WatchEvent};
+use sandkeeper_engine::watch::{self, Mode, WatchEvent};
 
 use super::{config_error, load_config, open_roots, policy, Purpose};
 use crate::cli::ReapArgs;
@@ -27,13 +27,7 @@ pub fn run(args: &ReapArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         None => {
             let roots = open_roots(&args.roots, true, Purpose::Remove)?;
             let mut reaper = Reaper::new(policy(&args.rules, args.dry_run, records)?);
-            for &pid in &args.rules.ignore_pids {
-                reaper.scanner().ignore_pid(pid);
-            }
-            let trust = super::trust_pid_namespace(args.rules.trust_pid_namespace, false)?;
-            reaper.scanner().trust_pid_namespace(trust);
-            let assume = super::assume_unseen_free(args.rules.assume_unseen_free, false)?;
-            reaper.scanner().assume_unseen_free(assume);
+            args.rules.inuse.apply(reaper.scanner())?;
             reaper.reap_roots(&roots)?
         }
     };
@@ -91,14 +85,9 @@ pub fn reap_configured(
         );
         err
     })?;
-    let mut opts = ReapOptions::new();
+    let mut opts = args.rules.inuse.options(Some(config))?;
     opts.dry_run = args.dry_run;
     opts.records = records;
-    opts.ignore_pids = args.rules.ignore_pids.clone();
-    opts.trust_pid_namespace =
-        super::trust_pid_namespace(args.rules.trust_pid_namespace, config.trust_pid_namespace)?;
-    opts.assume_unseen_free =
-        super::assume_unseen_free(args.rules.assume_unseen_free, config.assume_unseen_free)?;
     let mut merged: Option<ReapReport> = None;
     for (root, open) in config.roots.iter().zip(opened) {
         let outcome = watch::reap_root(root, open, &opts, Mode::Cycle, &mut |event| {
@@ -158,28 +147,11 @@ pub fn reap_configured(
 ///
 /// `--config` together with roots or rules; a bad config file.
 pub fn config_for_reap(args: &ReapArgs) -> Result<Option<Config>, CliError> {
-    let r = &args.rules;
     let mut given = Vec::new();
     if !args.roots.is_empty() {
         given.push("ROOT");
     }
-    for (yes, flag) in [
-        (!r.globs.is_empty(), "--match"),
-        (r.older_than.is_some(), "--older-than"),
-        (r.keep_last.is_some(), "--keep-last"),
-        (r.target_free.is_some(), "--target-free"),
-        (r.target_free_inodes.is_some(), "--target-free-inodes"),
-        (r.owner.is_some(), "--owner"),
-        (r.grace != config::DEFAULT_GRACE, "--grace"),
-        (
-            r.max_keep != sandkeeper_engine::reap::DEFAULT_MAX_KEEP,
-            "--max-keep",
-        ),
-    ] {
-        if yes {
-            given.push(flag);
-        }
-    }
+    given.extend(args.rules.given.iter().copied());
     match (&args.config, given.is_empty()) {
         (Some(_), false) => {
             let mut err = CliError::usage(format!(

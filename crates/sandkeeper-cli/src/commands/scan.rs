@@ -22,11 +22,7 @@ pub fn run(args: &ScanArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     // Each family's members by creator (as root; nothing otherwise),
     // tallied as the entries stream.
     scanner.origins(true);
-    for &pid in &args.ignore_pids {
-        scanner.ignore_pid(pid);
-    }
-    scanner.trust_pid_namespace(super::trust_pid_namespace(args.trust_pid_namespace, false)?);
-    scanner.assume_unseen_free(super::assume_unseen_free(args.assume_unseen_free, false)?);
+    args.inuse.apply(&mut scanner)?;
     // A document streamed to a terminal would be drawn through by the bar.
     let streamed_here = args.json && printer.data_on_terminal();
     let bar = (printer.progress_allowed() && !streamed_here).then(progress_bar);

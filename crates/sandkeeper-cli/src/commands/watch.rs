@@ -51,10 +51,8 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
     let signals = Signals::install(Log::new(printer))
         .map_err(|e| CliError::io("cannot install signal handlers", &e))?;
     let mut opts = WatchOptions::new();
+    opts.reap = args.inuse.options(None)?;
     opts.reap.dry_run = args.dry_run;
-    opts.reap.ignore_pids = args.ignore_pids.clone();
-    opts.reap.trust_pid_namespace = super::trust_pid_namespace(args.trust_pid_namespace, false)?;
-    opts.reap.assume_unseen_free = super::assume_unseen_free(args.assume_unseen_free, false)?;
     opts.reap.stop = Some(signals.stop_flag());
     // Counted and logged as the reap goes: no record per entry, whose
     // number is whatever the root holds.

@@ -116,6 +116,11 @@ fn a_missing_config_file_and_mixed_flags_are_usage_errors() {
         vec!["--match", "app-*"],
         vec!["--older-than", "1h"],
         vec!["--grace", "5m"],
+        // Issue 29: a flag given with its default's value is given all the
+        // same (the source was once guessed from the value: these passed).
+        vec!["--grace", "60s"],
+        vec!["--max-keep", "7d"],
+        vec!["--grace=1m"],
     ] {
         let mut args = vec!["reap", "--config", &good, "--dry-run"];
         args.extend(&extra);
