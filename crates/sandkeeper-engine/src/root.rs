@@ -45,6 +45,7 @@ use rustix::fs::{FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::error::{Error, ErrorKind, Result};
+use sandkeeper::__engine::Escaped;
 
 /// The most symlinks one resolution follows (as the kernel's `MAXSYMLINKS`).
 const MAX_SYMLINKS: usize = 40;
@@ -131,6 +132,124 @@ impl UserDirs {
             UserDirs::Only(me)
         }
     }
+}
+
+/// What roots are opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Looking only: a root that is a symlink is followed (and the report
+    /// says so: [`Root::followed`]).
+    Read,
+    /// Removing: a root that is a symlink is refused ([`Root::open_exact`]).
+    Remove,
+}
+
+/// The roots a scan or a reap works on: the one rule of every face (the
+/// command, `watch`, the Python package). The given directories, each
+/// opened once, for `purpose`; `/` refused (told by device and inode,
+/// however it was named); no two that overlap (the same directory, or one
+/// inside the other, as written, as resolved, or by identity). With none
+/// given: the system temp directory (honouring `TMPDIR`) and, with
+/// `user_dirs`, the caller's per-user sandbox directories in it.
+///
+/// ```
+/// use sandkeeper_engine::root::{open_roots, Purpose};
+/// # let dir = sandkeeper_engine::Sandbox::new()?;
+/// # std::fs::create_dir(dir.path().join("inner"))?;
+/// let err = open_roots(&["/".into()], false, Purpose::Read).unwrap_err();
+/// assert!(err.to_string().contains("filesystem root"));
+/// let nested = [dir.path().to_owned(), dir.path().join("inner")];
+/// let err = open_roots(&nested, false, Purpose::Read).unwrap_err();
+/// assert!(err.to_string().contains("is inside root"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`] for `/` and for overlapping roots, naming
+/// them; what [`Root::open`] or [`Root::open_exact`] says of a root that
+/// cannot be opened.
+pub fn open_roots(given: &[PathBuf], user_dirs: bool, purpose: Purpose) -> Result<Vec<Root>> {
+    let open = |path: &Path| match purpose {
+        Purpose::Read => Root::open(path),
+        Purpose::Remove => Root::open_exact(path),
+    };
+    if given.is_empty() {
+        let tmp = open(&std::env::temp_dir())?;
+        let mut roots = match user_dirs {
+            true => tmp.user_dirs(UserDirs::for_caller()),
+            false => Vec::new(),
+        };
+        roots.insert(0, tmp);
+        return Ok(roots);
+    }
+    let roots = given
+        .iter()
+        .map(|p| open(p))
+        .collect::<Result<Vec<Root>>>()?;
+    if let Some(root) = roots.iter().find(|r| r.is_filesystem_root()) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "refusing the root {}: it is the filesystem root `/`",
+                Escaped(root.path().as_os_str().as_bytes())
+            ),
+        )
+        .with_hint("give the directory that holds the leftovers, such as /tmp"));
+    }
+    let resolved: Vec<PathBuf> = roots.iter().map(|r| r.path().to_owned()).collect();
+    let mut by_identity = std::collections::HashMap::new();
+    let same = roots.iter().enumerate().find_map(|(later, r)| {
+        by_identity
+            .insert(r.identity(), later)
+            .map(|earlier| (later, earlier, "is the same directory as"))
+    });
+    let overlap = [first_overlap(given), first_overlap(&resolved), same]
+        .into_iter()
+        .flatten()
+        .min_by_key(|&(later, _, _)| later);
+    if let Some((later, earlier, how)) = overlap {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "root {} {how} root {}: an entry may belong to one root only",
+                Escaped(given[later].as_os_str().as_bytes()),
+                Escaped(given[earlier].as_os_str().as_bytes()),
+            ),
+        )
+        .with_hint("give only one of them"));
+    }
+    Ok(roots)
+}
+
+/// The first pair of `paths` that overlap (the same directory, or one
+/// inside the other, compared by components): `(later, earlier, how the
+/// later relates to the earlier)`, the one whose later path comes first.
+/// Sorting makes it `n log n`: in component order everything inside a
+/// directory comes right after it, so an overlap always shows up between
+/// neighbours. The config file's check and [`open_roots`] both use it.
+pub(crate) fn first_overlap(paths: &[PathBuf]) -> Option<(usize, usize, &'static str)> {
+    let mut order: Vec<usize> = (0..paths.len()).collect();
+    order.sort_by(|&a, &b| paths[a].cmp(&paths[b]).then(a.cmp(&b)));
+    let mut found: Option<(usize, usize, &'static str)> = None;
+    for pair in order.windows(2) {
+        let (outer, inner) = (pair[0], pair[1]);
+        if !paths[inner].starts_with(&paths[outer]) {
+            continue;
+        }
+        let (later, earlier) = (outer.max(inner), outer.min(inner));
+        let how = if paths[inner] == paths[outer] {
+            "is the same directory as"
+        } else if later == inner {
+            "is inside"
+        } else {
+            "contains"
+        };
+        if found.is_none_or(|(l, _, _)| later < l) {
+            found = Some((later, earlier, how));
+        }
+    }
+    found
 }
 
 impl Root {

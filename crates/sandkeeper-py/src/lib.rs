@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 
 use sandkeeper_engine::config::value;
 use sandkeeper_engine::reap::{Policy, Reaper};
-use sandkeeper_engine::root::{Root, UserDirs};
+use sandkeeper_engine::root::{open_roots, Purpose};
 use sandkeeper_engine::scan::Scanner;
 use sandkeeper_engine::{ErrorKind, KeepPolicy};
 
@@ -224,34 +224,15 @@ impl PySandbox {
     }
 }
 
-/// Opens the roots as the CLI does: the given ones, else the system temp
-/// directory and the per-user sandbox directories in it.
-fn open_roots(given: &[PathBuf], exact: bool) -> sandkeeper_engine::Result<Vec<Root>> {
-    let open = |path: &std::path::Path| match exact {
-        true => Root::open_exact(path),
-        false => Root::open(path),
-    };
-    if !given.is_empty() {
-        return given.iter().map(|p| open(p)).collect();
-    }
-    let tmp = open(&std::env::temp_dir())?;
-    let mut roots = tmp.user_dirs(UserDirs::for_caller());
-    roots.insert(0, tmp);
-    Ok(roots)
-}
-
+/// The in-use switches by the rule every face shares: on when the
+/// argument or the environment says so (`False` and `None` alike leave it
+/// to the environment).
 fn trust(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
-    match given {
-        Some(yes) => Ok(yes),
-        None => sandkeeper_engine::inuse::trust_pid_namespace_from_env(),
-    }
+    sandkeeper_engine::inuse::trust_pid_namespace_switch(given.unwrap_or(false), false)
 }
 
 fn assume_unseen(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
-    match given {
-        Some(yes) => Ok(yes),
-        None => sandkeeper_engine::inuse::assume_unseen_free_from_env(),
-    }
+    sandkeeper_engine::inuse::assume_unseen_free_switch(given.unwrap_or(false), false)
 }
 
 /// `scan`: the `sandkeeper.scan/v1` document (the Python layer turns it
@@ -267,7 +248,7 @@ fn scan_json(
     assume_unseen_free: Option<bool>,
 ) -> PyResult<String> {
     py.detach(|| {
-        let roots = open_roots(&roots, false)?;
+        let roots = open_roots(&roots, true, Purpose::Read)?;
         let mut scanner = Scanner::new();
         for pid in ignore_pids {
             scanner.ignore_pid(pid);
@@ -324,7 +305,7 @@ fn reap_json(
     }
     let policy = b.build().map_err(|e| py_err(py, &e))?;
     py.detach(|| {
-        let roots = open_roots(&roots, true)?;
+        let roots = open_roots(&roots, true, Purpose::Remove)?;
         let mut reaper = Reaper::new(policy);
         for pid in ignore_pids {
             reaper.scanner().ignore_pid(pid);

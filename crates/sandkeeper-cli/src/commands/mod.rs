@@ -11,20 +11,18 @@ pub mod run;
 pub mod scan;
 pub mod watch;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper_engine::config::{self, Config};
 use sandkeeper_engine::reap::Policy;
-use sandkeeper_engine::root::{Root, UserDirs};
 use sandkeeper_engine::scan::Scanner;
 use sandkeeper_engine::watch::ReapOptions;
 
 use crate::cli::{InUseArgs, RuleArgs};
 use crate::error::CliError;
 use crate::humanize::sanitize;
-use crate::render::escape::Untrusted;
 
 impl InUseArgs {
     /// The in-use switches, one rule for every subcommand: a switch is on
@@ -34,14 +32,17 @@ impl InUseArgs {
     /// and a bad value refused, whatever the others say. Returns the
     /// options with the pids vouched for.
     pub fn options(&self, config: Option<&Config>) -> Result<ReapOptions, CliError> {
-        let trust_env = sandkeeper_engine::inuse::trust_pid_namespace_from_env()?;
-        let assume_env = sandkeeper_engine::inuse::assume_unseen_free_from_env()?;
+        use sandkeeper_engine::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
         let mut opts = ReapOptions::new();
         opts.ignore_pids = self.ignore_pids.clone();
-        opts.trust_pid_namespace =
-            self.trust_pid_namespace || config.is_some_and(|c| c.trust_pid_namespace) || trust_env;
-        opts.assume_unseen_free =
-            self.assume_unseen_free || config.is_some_and(|c| c.assume_unseen_free) || assume_env;
+        opts.trust_pid_namespace = trust_pid_namespace_switch(
+            self.trust_pid_namespace,
+            config.is_some_and(|c| c.trust_pid_namespace),
+        )?;
+        opts.assume_unseen_free = assume_unseen_free_switch(
+            self.assume_unseen_free,
+            config.is_some_and(|c| c.assume_unseen_free),
+        )?;
         Ok(opts)
     }
 
@@ -57,108 +58,7 @@ impl InUseArgs {
     }
 }
 
-/// What the roots are opened for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// Looking only: a root that is a symlink is followed (and the report
-    /// says so).
-    Read,
-    /// Removing: a root that is a symlink is refused.
-    Remove,
-}
-
-/// Opens the roots, each once: the given ones, or when none are given the
-/// system temp directory and, with `user_roots`, the per-user directories
-/// `sandkeeper-<uid>` in it where keyed sandboxes live (all of them for
-/// root, else the caller's), found relative to the temp directory's
-/// descriptor.
-///
-/// # Errors
-///
-/// A root that cannot be used or is unsafe (exit status 2), before anything
-/// is done.
-pub fn open_roots(
-    given: &[PathBuf],
-    user_roots: bool,
-    purpose: Purpose,
-) -> Result<Vec<Root>, CliError> {
-    let open = |path: &Path| match purpose {
-        Purpose::Read => Root::open(path),
-        Purpose::Remove => Root::open_exact(path),
-    };
-    if !given.is_empty() {
-        let roots = given
-            .iter()
-            .map(|p| open(p).map_err(CliError::from))
-            .collect::<Result<Vec<Root>, CliError>>()?;
-        for root in &roots {
-            refuse_filesystem_root(root)?;
-        }
-        refuse_overlaps(given, &roots)?;
-        return Ok(roots);
-    }
-    let tmp = open(&std::env::temp_dir())?;
-    let mut roots = Vec::new();
-    if user_roots {
-        roots = tmp.user_dirs(UserDirs::for_caller());
-    }
-    roots.insert(0, tmp);
-    Ok(roots)
-}
-
-/// Refuses `/` as a root, for every subcommand alike (told by device and
-/// inode, however it was named): exit status 2.
-pub fn refuse_filesystem_root(root: &Root) -> Result<(), CliError> {
-    if !root.is_filesystem_root() {
-        return Ok(());
-    }
-    let mut err = CliError::usage(format!(
-        "refusing the root {}: it is the filesystem root `/`",
-        Untrusted::path(root.path())
-    ));
-    err.hint = Some("give the directory that holds the leftovers, such as /tmp".into());
-    Err(err)
-}
-
-/// Refuses roots that overlap (the same directory, or one inside
-/// another), compared as written and as resolved: the config file's rule
-/// (an entry may belong to one root only), naming both.
-///
-/// # Errors
-///
-/// The first overlap, in the order given: exit status 2.
-pub fn refuse_overlaps(given: &[PathBuf], roots: &[Root]) -> Result<(), CliError> {
-    for later in 1..roots.len() {
-        for earlier in 0..later {
-            let pairs = [
-                (given[later].as_path(), given[earlier].as_path()),
-                (roots[later].path(), roots[earlier].path()),
-            ];
-            let same = roots[later].identity() == roots[earlier].identity();
-            let how = pairs.iter().find_map(|(l, e)| {
-                if same || l == e {
-                    Some("is the same directory as")
-                } else if l.starts_with(e) {
-                    Some("is inside")
-                } else if e.starts_with(l) {
-                    Some("contains")
-                } else {
-                    None
-                }
-            });
-            if let Some(how) = how {
-                let mut err = CliError::usage(format!(
-                    "root {} {how} root {}: an entry may belong to one root only",
-                    Untrusted::path(&given[later]),
-                    Untrusted::path(&given[earlier])
-                ));
-                err.hint = Some("give only one of them".into());
-                return Err(err);
-            }
-        }
-    }
-    Ok(())
-}
+pub use sandkeeper_engine::root::{open_roots, Purpose};
 
 /// The reap policy the rule flags describe.
 pub fn policy(rules: &RuleArgs, dry_run: bool, records: bool) -> Result<Policy, CliError> {

@@ -832,41 +832,18 @@ fn check_root_path(text: &str) -> Result<PathBuf, String> {
 
 /// The first pair of roots that overlap (the same directory, or one inside
 /// the other), compared as written and, where they exist, with symlinks
-/// resolved: `(later, earlier, how the later relates to the earlier)`.
-///
-/// Sorting makes it `n log n`: in component order everything inside a
-/// directory comes right after it, so an overlap always shows up between
-/// neighbours. Each path is resolved once.
+/// resolved (each once): `(later, earlier, how the later relates to the
+/// earlier)`, by [`root::first_overlap`](crate::root::first_overlap).
 fn first_overlap(roots: &[RootConfig]) -> Option<(usize, usize, &'static str)> {
     let written: Vec<PathBuf> = roots.iter().map(|r| r.path.clone()).collect();
     let resolved: Vec<PathBuf> = roots
         .iter()
         .map(|r| std::fs::canonicalize(&r.path).unwrap_or_else(|_| r.path.clone()))
         .collect();
-    let mut found: Option<(usize, usize, &'static str)> = None;
-    for paths in [written, resolved] {
-        let mut order: Vec<usize> = (0..paths.len()).collect();
-        order.sort_by(|&a, &b| paths[a].cmp(&paths[b]).then(a.cmp(&b)));
-        for pair in order.windows(2) {
-            let (outer, inner) = (pair[0], pair[1]);
-            if !paths[inner].starts_with(&paths[outer]) {
-                continue;
-            }
-            let (later, earlier) = (outer.max(inner), outer.min(inner));
-            let how = if paths[inner] == paths[outer] {
-                "is the same directory as"
-            } else if later == inner {
-                "is inside"
-            } else {
-                "contains"
-            };
-            // Report the overlap whose later root comes first in the file.
-            if found.is_none_or(|(l, _, _)| later < l) {
-                found = Some((later, earlier, how));
-            }
-        }
-    }
-    found
+    [written, resolved]
+        .iter()
+        .filter_map(|paths| crate::root::first_overlap(paths))
+        .min_by_key(|&(later, _, _)| later)
 }
 
 /// The 1-based line of byte `offset` in `text`.

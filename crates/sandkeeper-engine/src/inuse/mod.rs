@@ -228,8 +228,8 @@ pub(crate) use found::Found;
 pub use holds::{HoldKind, Holder, KernelUse, KernelUseKind, MountNamespace, OverlayLayer};
 pub use index::InUse;
 pub use options::{
-    assume_unseen_free_from_env, trust_pid_namespace_from_env, InUseOptions,
-    ASSUME_UNSEEN_FREE_ENV, TRUST_PID_NAMESPACE_ENV,
+    assume_unseen_free_from_env, assume_unseen_free_switch, trust_pid_namespace_from_env,
+    trust_pid_namespace_switch, InUseOptions, ASSUME_UNSEEN_FREE_ENV, TRUST_PID_NAMESPACE_ENV,
 };
 pub use unopened::{open_elsewhere, CannotTell, OpenElsewhere};
 

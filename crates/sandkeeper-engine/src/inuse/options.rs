@@ -195,3 +195,28 @@ impl InUseOptions {
         InUse::collect(self)
     }
 }
+
+/// Whether the pid namespace is trusted, by the one rule of every face
+/// (the command, `watch`, the Python package): when the caller's flag, the
+/// config file or [`TRUST_PID_NAMESPACE_ENV`] says so. The environment is
+/// read, and a bad value refused, whatever the others say.
+///
+/// # Errors
+///
+/// As [`trust_pid_namespace_from_env`].
+pub fn trust_pid_namespace_switch(flag: bool, config: bool) -> Result<bool> {
+    let env = trust_pid_namespace_from_env()?;
+    Ok(flag || config || env)
+}
+
+/// Whether the processes that cannot be inspected are assumed to hold
+/// nothing, by the same rule as [`trust_pid_namespace_switch`]: the flag,
+/// the config file or [`ASSUME_UNSEEN_FREE_ENV`].
+///
+/// # Errors
+///
+/// As [`assume_unseen_free_from_env`].
+pub fn assume_unseen_free_switch(flag: bool, config: bool) -> Result<bool> {
+    let env = assume_unseen_free_from_env()?;
+    Ok(flag || config || env)
+}

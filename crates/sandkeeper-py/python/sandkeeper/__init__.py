@@ -804,14 +804,18 @@ def scan(
     :param entries: list every top-level entry (``ScanRoot.entries``).
     :param ignore_pids: processes that cannot be inspected but are vouched for.
     :param trust_pid_namespace: trust that every process that can reach the
-        roots is in this pid namespace (default: ``SANDKEEPER_TRUST_PID_NAMESPACE``).
+        roots is in this pid namespace; trusted too when
+        ``SANDKEEPER_TRUST_PID_NAMESPACE=1``, whatever this says (the CLI's
+        rule: ``False`` is no veto).
     :param assume_unseen_free: assume that the processes this user cannot
         inspect use nothing under the roots, except regular files the
-        caller owns, which are still asked (default:
-        ``SANDKEEPER_ASSUME_UNSEEN_FREE``; ``ScanReport.assumes_unseen_free``
-        says whether it was assumed). See docs/security.md.
+        caller owns, which are still asked; assumed too when
+        ``SANDKEEPER_ASSUME_UNSEEN_FREE=1``, whatever this says
+        (``ScanReport.assumes_unseen_free`` says whether it was assumed).
+        See docs/security.md.
     :raises UnusableRoot: a root that does not exist (naming it).
-    :raises InvalidInput: ``SANDKEEPER_ASSUME_UNSEEN_FREE`` or
+    :raises InvalidInput: the filesystem root ``/`` or roots that overlap
+        (as the CLI refuses them); ``SANDKEEPER_ASSUME_UNSEEN_FREE`` or
         ``SANDKEEPER_TRUST_PID_NAMESPACE`` set to something other than ``1``.
     """
     doc = _native.scan_json(

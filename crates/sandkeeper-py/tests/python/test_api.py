@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import sandkeeper
-from conftest import python
+from conftest import cli, python
 
 
 def test_path_is_a_pathlib_path_and_the_dir_goes_on_close(root):
@@ -228,7 +228,8 @@ def test_assume_unseen_free_is_asked_for_and_told(root, monkeypatch):
     assert sandkeeper.reap(root, dry_run=True, assume_unseen_free=True).assumes_unseen_free
     monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "1")
     assert sandkeeper.scan(root).assumes_unseen_free is True
-    assert sandkeeper.scan(root, assume_unseen_free=False).assumes_unseen_free is False
+    # One rule with the CLI (issue 29): False is no veto on the environment.
+    assert sandkeeper.scan(root, assume_unseen_free=False).assumes_unseen_free is True
     monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "yes")
     with pytest.raises(sandkeeper.InvalidInput, match="yes"):
         sandkeeper.scan(root)
@@ -243,3 +244,54 @@ def test_the_module_docstring_example_runs():
 
     result = doctest.testmod(sandkeeper)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- One rule, both faces (issue 29) -------------------------------------------
+
+
+def _cli_refusal(args, env=None):
+    """`sandkeeper ARGS`: its exit status and its error line (without
+    `error: `)."""
+    out = subprocess.run(cli() + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = next((l for l in out.stderr.splitlines() if l.startswith("error: ")), "")
+    return out.returncode, first[len("error: "):]
+
+
+@pytest.mark.parametrize("how", ["filesystem root", "same twice", "nested", "nested by a link"])
+def test_bad_roots_are_refused_alike_by_python_and_the_cli(root, how):
+    inner = root / "inner"
+    inner.mkdir()
+    (root / "link").symlink_to(inner)
+    roots = {
+        "filesystem root": ["/"],
+        "same twice": [str(root), str(root)],
+        "nested": [str(root), str(inner)],
+        "nested by a link": [str(inner), str(root / "link")],
+    }[how]
+    # (Python's scan once opened roots by its own code: none of these was
+    # refused.)
+    with pytest.raises(sandkeeper.InvalidInput) as raised:
+        sandkeeper.scan(roots)
+    assert _cli_refusal(["scan", *roots]) == (2, raised.value.message)
+    # A reap refuses a root that is a link before anything else, alike.
+    with pytest.raises(sandkeeper.SandkeeperError) as raised:
+        sandkeeper.reap(roots, dry_run=True)
+    assert _cli_refusal(["reap", "--dry-run", *roots]) == (2, raised.value.message)
+
+
+def test_the_in_use_switches_combine_alike_in_python_and_the_cli(root, monkeypatch):
+    env = dict(os.environ, SANDKEEPER_ASSUME_UNSEEN_FREE="1")
+    monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "1")
+    # The environment turns it on whatever the argument says: False is not
+    # a veto (the CLI has no flag to say no either).
+    for given in (None, False, True):
+        assert sandkeeper.scan(root, assume_unseen_free=given).assumes_unseen_free is True
+    doc = json.loads(subprocess.run(cli() + ["scan", "--json", str(root)], stdout=subprocess.PIPE, text=True, env=env, check=True).stdout)
+    assert doc["assumes_unseen_free"] is True
+    # A bad value is refused alike, even when the argument says yes.
+    monkeypatch.setenv("SANDKEEPER_ASSUME_UNSEEN_FREE", "yes")
+    env["SANDKEEPER_ASSUME_UNSEEN_FREE"] = "yes"
+    with pytest.raises(sandkeeper.InvalidInput) as raised:
+        sandkeeper.scan(root, assume_unseen_free=True)
+    status, said = _cli_refusal(["scan", "--assume-unseen-free", str(root)], env=env)
+    assert (status, said) == (2, raised.value.message)
