@@ -16,7 +16,7 @@ use sandkeeper_engine::{sandbox, Builder, ErrorKind, Sandbox, WhenHeld};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::require_root;
-use sandkeeper_testkit::process::{pid_exists, test_command, Helper};
+use sandkeeper_testkit::process::{alive, pid_exists, test_command, Helper};
 use sandkeeper_testkit::tree::names;
 
 #[test]
@@ -1018,18 +1018,6 @@ fn a_killed_launchers_children_die_with_it() {
             }
         }
     }
-}
-
-/// Running and not a zombie.
-fn alive(pid: u32) -> bool {
-    pid_exists(pid)
-        && fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
 }
 
 #[test]

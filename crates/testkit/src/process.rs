@@ -319,6 +319,19 @@ pub fn pid_exists(pid: u32) -> bool {
     rustix::process::test_kill_process(pid).is_ok()
 }
 
+/// Whether `pid` is running and not a zombie (a dead process reparented
+/// to a test that is PID 1 of its namespace stays a zombie until reaped).
+pub fn alive(pid: u32) -> bool {
+    pid_exists(pid)
+        && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+}
+
 /// Open descriptors of this process right now.
 pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())

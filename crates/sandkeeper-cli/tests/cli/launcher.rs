@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::process::{pid_exists, test_command, wait_until, Helper};
+use sandkeeper_testkit::process::{alive, test_command, wait_until, Helper};
 
 use super::{sandkeeper, stdout};
 
@@ -175,18 +175,7 @@ fn the_signal_teardown_chains_to_the_programs_own_handlers() {
 
 /// A launcher without the mount (no root needed), not in a namespace.
 fn start_plain(root: &Path, ending: &str) -> Launcher {
-    let mut cmd = test_command(&[], "launcher::launcher_main");
-    cmd.env(ROOT_ENV, root)
-        .env(ENDING_ENV, ending)
-        .env_remove("SANDKEEPER_KEEP");
-    let helper = Helper::spawn(cmd);
-    let ready = helper.expect("READY");
-    let (run, vm) = ready.rsplit_once(' ').expect("READY <run dir> <vm pid>");
-    Launcher {
-        run: PathBuf::from(run),
-        vm: vm.parse().expect("vm pid"),
-        helper,
-    }
+    start_via(&[], root, ending)
 }
 
 #[test]
@@ -209,7 +198,12 @@ fn start(root: &Path, ending: &str, wrapper: &[&str]) -> Launcher {
     // Its own mount namespace: its mounts are undone by the kernel when
     // it and its VM are gone, however they went.
     wrapped.extend(["unshare", "--mount", "--propagation", "private"]);
-    let mut cmd = test_command(&wrapped, "launcher::launcher_main");
+    start_via(&wrapped, root, ending)
+}
+
+/// The launcher helper, through `wrapper`, once it said READY.
+fn start_via(wrapper: &[&str], root: &Path, ending: &str) -> Launcher {
+    let mut cmd = test_command(wrapper, "launcher::launcher_main");
     cmd.env(ROOT_ENV, root)
         .env(ENDING_ENV, ending)
         .env_remove("SANDKEEPER_KEEP");
@@ -240,19 +234,6 @@ fn default_termination_signals(cmd: &mut Command) {
             Ok(())
         });
     }
-}
-
-/// Running and not a zombie (a dead launcher's VM is reparented to us,
-/// PID 1 of the namespace, and stays a zombie until we reap it).
-fn alive(pid: u32) -> bool {
-    pid_exists(pid)
-        && fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
 }
 
 /// Reaps the zombies reparented to us (we are PID 1 of the namespace).
