@@ -86,6 +86,12 @@ fn keep_on_failure_keeps_and_prints_the_path() {
     let record = claim.record().record().unwrap().clone();
     let until = record.keep_until_ms.expect("keep_until_ms set");
     assert!(until > lease_now_ms() + 3_600_000, "kept for about a day");
+    // Issue 29: said in the words `ls` and `explain` use (not "after 86400s").
+    let phrase = sandkeeper_engine::human::kept_until(until, None);
+    assert!(
+        stderr.contains(&phrase) && stderr.contains(" from now); reapers may remove it after that"),
+        "{stderr}"
+    );
     drop(claim);
     remove_by_path(&path);
 }

@@ -95,6 +95,8 @@ mod error;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
 pub mod fs_at;
+#[doc(hidden)]
+pub mod human;
 pub mod lease;
 mod remove_tree;
 mod sandbox;
@@ -113,6 +115,7 @@ pub mod __private {
 #[doc(hidden)]
 pub mod __engine {
     pub use crate::error::{Escaped, IoResultExt};
+    pub use crate::human;
 }
 
 /// A keyed [`Sandbox`] for a test, named after the test or the call site.

@@ -417,7 +417,10 @@ impl Sandbox {
         let _finishing = open::Finishing::begin();
         if let Some((lease, actions)) = inner.take_for_finish() {
             teardown::run_stack(actions, inner.kill_grace);
-            mark_kept(lease, keep_for)?;
+            mark_kept(
+                lease,
+                lease::now_ms().saturating_add(keep_for.as_millis() as u64),
+            )?;
         }
         Ok(inner.path.clone())
     }
@@ -522,24 +525,26 @@ impl Inner {
     /// is. The one place the library prints: a kept sandbox nobody hears of
     /// is a leak, and the caller (a test that just panicked) cannot print it.
     fn keep_for_debugging(&self, lease: Lease) {
-        let _ = mark_kept(lease, self.keep_for);
+        let now = lease::now_ms();
+        let until = now.saturating_add(self.keep_for.as_millis() as u64);
+        let _ = mark_kept(lease, until);
         #[allow(clippy::print_stderr)]
         {
+            // The words `ls` and `explain` use for it.
             eprintln!(
-                "sandkeeper: kept sandbox {} ({}={}; reapers may remove it after {:?})",
+                "sandkeeper: kept sandbox {} ({}={}): {}; reapers may remove it after that",
                 self.path.display(),
                 KEEP_ENV,
                 self.keep,
-                self.keep_for
+                crate::human::kept_until(until, Some(now))
             );
         }
     }
 }
 
-/// Writes `keep_until_ms = now + keep_for` into the record, then releases
-/// the lease (by dropping it).
-fn mark_kept(mut lease: Lease, keep_for: Duration) -> Result<()> {
-    let until = lease::now_ms().saturating_add(keep_for.as_millis() as u64);
+/// Writes `keep_until_ms = until` into the record, then releases the lease
+/// (by dropping it).
+fn mark_kept(mut lease: Lease, until: u64) -> Result<()> {
     let mut record = lease.record().clone();
     record.keep_until_ms = Some(until);
     lease.update_record(record)
