@@ -19,6 +19,7 @@ use pyo3::prelude::*;
 use sandkeeper_engine::config::value;
 use sandkeeper_engine::reap::{Policy, Reaper};
 use sandkeeper_engine::root::{open_roots, Purpose};
+use sandkeeper_engine::scan::warnings::Face;
 use sandkeeper_engine::scan::Scanner;
 use sandkeeper_engine::{ErrorKind, KeepPolicy};
 
@@ -246,7 +247,7 @@ fn scan_json(
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
-) -> PyResult<String> {
+) -> PyResult<(String, Vec<String>)> {
     py.detach(|| {
         let roots = open_roots(&roots, true, Purpose::Read)?;
         let mut scanner = Scanner::new();
@@ -256,7 +257,8 @@ fn scan_json(
         scanner.trust_pid_namespace(trust(trust_pid_namespace)?);
         scanner.assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = scanner.scan_roots(&roots)?;
-        Ok(sandkeeper_engine::json::scan(&report, entries))
+        let told = report.warnings(Face::Python);
+        Ok((sandkeeper_engine::json::scan(&report, entries), told))
     })
     .map_err(|e: sandkeeper_engine::Error| py_err(py, &e))
 }
@@ -280,7 +282,7 @@ fn reap_json(
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
-) -> PyResult<String> {
+) -> PyResult<(String, Vec<String>)> {
     let mut b = Policy::builder();
     b.grace(seconds(py, "grace", grace)?)
         .max_keep(seconds(py, "max_keep", max_keep)?)
@@ -317,7 +319,8 @@ fn reap_json(
             .scanner()
             .assume_unseen_free(assume_unseen(assume_unseen_free)?);
         let report = reaper.reap_roots(&roots)?;
-        Ok(sandkeeper_engine::json::reap(&report))
+        let told = report.scan.warnings(Face::Python);
+        Ok((sandkeeper_engine::json::reap(&report), told))
     })
     .map_err(|e: sandkeeper_engine::Error| py_err(py, &e))
 }

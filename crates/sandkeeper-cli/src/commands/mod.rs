@@ -35,6 +35,11 @@ impl InUseArgs {
         use sandkeeper_engine::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
         let mut opts = ReapOptions::new();
         opts.ignore_pids = self.ignore_pids.clone();
+        for &pid in config.map_or(&[][..], |c| &c.ignore_pids) {
+            if !opts.ignore_pids.contains(&pid) {
+                opts.ignore_pids.push(pid);
+            }
+        }
         opts.trust_pid_namespace = trust_pid_namespace_switch(
             self.trust_pid_namespace,
             config.is_some_and(|c| c.trust_pid_namespace),

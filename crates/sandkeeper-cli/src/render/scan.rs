@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use sandkeeper_engine::inuse::Uninspectable;
+use sandkeeper_engine::scan::warnings::Face;
 use sandkeeper_engine::scan::{Report, RootReport};
 
 use super::escape::{self, Untrusted};
@@ -183,112 +183,17 @@ fn truncate(text: &str, width: usize) -> String {
     cut
 }
 
-/// Warnings for stderr: uninspectable processes, blind spots, assumptions,
-/// entries that could not be read. Commands print them *before* the table:
-/// the reason every entry is `unknown` is what the reader needs first.
+/// Warnings for stderr: the engine's, in the command's words
+/// ([`Report::warnings`]). Commands print them *before* the table: the
+/// reason every entry is `unknown` is what the reader needs first.
 pub fn warnings(report: &Report) -> Vec<String> {
-    let mut out = Vec::new();
-    let euid = rustix::process::geteuid().as_raw();
-    out.extend(unseen_advice(&report.uninspectable, euid));
-    let assumed_all = report.assumes_unseen_free;
-    if assumed_all && !report.assumed.is_empty() {
-        out.push(assumed_unseen(report.assumed.len()));
-    }
-    for a in report.assumed.iter().filter(|_| !assumed_all) {
-        out.push(format!("assumed to use nothing (--ignore-pid): {a}"));
-    }
-    for b in &report.assumed_blind_spots {
-        out.push(format!(
-            "assumed to use nothing (--trust-pid-namespace): {b:#}"
-        ));
-    }
-    out.extend(
-        report
-            .blind_spots
-            .iter()
-            .map(|b| format!("{b}: entries are `unknown`")),
-    );
-    for root in &report.roots {
-        out.extend(root.warnings.iter().cloned());
-    }
-    out
+    report.warnings(Face::Command)
 }
 
 /// The line that names the switch that assumes every uninspectable process
-/// holds nothing, and what it still checks; `count`: how many were assumed.
+/// holds nothing (`explain`'s).
 pub fn assumed_unseen(count: usize) -> String {
-    format!(
-        "assumed to use nothing (--assume-unseen-free, {}=1): {}; files you own were still asked (a write lease), which sees every open for reading or writing but not one with access mode 3 (ioctl only) nor an O_PATH descriptor: those, and their working directories, roots and open directories, were assumed: entries they use that way may be removed",
-        sandkeeper_engine::inuse::ASSUME_UNSEEN_FREE_ENV,
-        sandkeeper_engine::human::plural(
-            count as u64,
-            "process that could not be inspected",
-            "processes that could not be inspected"
-        )
-    )
-}
-
-/// How many to name one by one; beyond that, the count and one command.
-const SHOWN: usize = 8;
-
-/// What to say about processes that could not be inspected, by who could
-/// not inspect them (`euid`): the truth first, then every pid needed or
-/// their number and one switch.
-fn unseen_advice(unseen: &[Uninspectable], euid: u32) -> Vec<String> {
-    let n = unseen.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let first = &unseen[0];
-    let why = if euid == 0 && first.refused_by_filesystem() {
-        // /proc let root follow the link; the file's filesystem (or a
-        // security module's rule on it) refused to stat what it leads to.
-        format!(
-            "{} hold a file on a filesystem that refuses even root ({first})",
-            plural(n as u64, "process", "processes"),
-        )
-    } else if euid == 0 {
-        // Root may read every process's /proc entries unless something
-        // above root forbids it.
-        format!(
-            "{} hidden even from root: a sandbox or security module prevents reading /proc/{}/… ({first})",
-            plural(n as u64, "process", "processes"),
-            first.pid
-        )
-    } else {
-        format!(
-            "{} of other users (or root) cannot be inspected by uid {euid} ({first}); a descriptor they opened before a chmod, or received over a unix socket, needs no access to your files",
-            plural(n as u64, "process", "processes")
-        )
-    };
-    let vouch = if n <= SHOWN {
-        let flags: Vec<String> = unseen
-            .iter()
-            .map(|u| format!("--ignore-pid {}", u.pid))
-            .collect();
-        format!(
-            "if you know they use nothing under these roots, vouch for them: {}",
-            flags.join(" ")
-        )
-    } else {
-        format!(
-            "if you know none of them works in a directory under these roots, vouch for all {n} at once: run again with --assume-unseen-free (or {}=1 in the environment); files you own are still checked for opens for reading or writing",
-            sandkeeper_engine::inuse::ASSUME_UNSEEN_FREE_ENV
-        )
-    };
-    let see = if euid == 0 {
-        ""
-    } else {
-        "; to see them, run as root"
-    };
-    let mut out = vec![format!(
-        "{why}: entries they might use are `unknown`, not reclaimable{see}; {vouch}"
-    )];
-    out.extend(unseen.iter().take(SHOWN).skip(1).map(|u| format!("  {u}")));
-    if n > SHOWN {
-        out.push(format!("  … and {} more", n - SHOWN));
-    }
-    out
+    sandkeeper_engine::scan::warnings::assumed_unseen(count, Face::Command)
 }
 
 #[cfg(test)]

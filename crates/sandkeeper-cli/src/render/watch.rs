@@ -37,6 +37,13 @@ pub fn describe(config: &Config) -> Vec<String> {
             "trust_pid_namespace: every process that can reach the roots is assumed to be in this pid namespace".into(),
         );
     }
+    if !config.ignore_pids.is_empty() {
+        let pids: Vec<String> = config.ignore_pids.iter().map(u32::to_string).collect();
+        lines.push(format!(
+            "ignore_pids: {} (vouched for: assumed to use nothing under the roots)",
+            pids.join(", ")
+        ));
+    }
     for root in &config.roots {
         let mut parts = vec![format!("grace {}", crate::humanize::duration(root.grace))];
         if let Some(age) = root.orphan_age {

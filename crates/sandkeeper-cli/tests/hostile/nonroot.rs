@@ -57,7 +57,10 @@ fn root_is_told_what_hides_pid_1_before_the_table() {
     if !require_root("root_is_told_what_hides_pid_1_before_the_table") {
         return;
     }
-    if fs::read_dir("/proc/1/fd").is_ok() {
+    // (Listing /proc/1/fd may work where reading a link in it does not.)
+    let readable = fs::read_dir("/proc/1/fd")
+        .is_ok_and(|mut fds| fds.all(|fd| fd.is_ok_and(|fd| fs::read_link(fd.path()).is_ok())));
+    if readable {
         eprintln!("skipping: root can inspect pid 1 here, nothing is hidden");
         return;
     }
@@ -254,4 +257,59 @@ time.sleep(600)' "$data" > "$root/../ready" &
         "{all}"
     );
     let _ = fs::remove_file(sb.path().join("ready"));
+}
+
+/// Issue 29: the config file vouches for pid 1 as `--ignore-pid 1` does:
+/// `reap --config` and `watch --once` then say it was assumed, where
+/// without it they say it is hidden (and how to vouch for it). Skips where
+/// root can read pid 1.
+#[test]
+fn the_config_file_vouches_for_a_hidden_pid_1() {
+    if !require_root("the_config_file_vouches_for_a_hidden_pid_1") {
+        return;
+    }
+    let sb = Sandbox::builder().tag("cli-nonroot").create().unwrap();
+    let root = sb.path().join("root");
+    fs::create_dir(&root).unwrap();
+    // (Listing /proc/1/fd may work where reading a link in it does not:
+    // ask the tool itself.)
+    let plain = sh(r#"exec "$0" scan "$1" 2>&1"#, &[&root], &[]);
+    if !text(&plain).contains("hidden even from root") {
+        eprintln!("skipping: root can inspect pid 1 here, nothing is hidden");
+        return;
+    }
+    let hidden = "hidden even from root";
+    let assumed = "assumed to use nothing (--ignore-pid): pid 1";
+    for (vouched, says, not) in [(false, hidden, assumed), (true, assumed, hidden)] {
+        let config = sb.path().join(format!("vouched-{vouched}.toml"));
+        let head = if vouched { "ignore_pids = [1]\n" } else { "" };
+        fs::write(
+            &config,
+            format!("{head}[[root]]\npath = \"{}\"\n", root.display()),
+        )
+        .unwrap();
+        let check = sh(
+            r#"exec "$0" watch --check --config "$1" 2>&1"#,
+            &[&config],
+            &[],
+        );
+        assert_eq!(
+            text(&check).contains("ignore_pids: 1"),
+            vouched,
+            "{}",
+            text(&check)
+        );
+        for script in [
+            r#"exec "$0" reap --dry-run --config "$1" 2>&1"#,
+            r#"exec "$0" watch --once --dry-run --config "$1" 2>&1"#,
+        ] {
+            let out = sh(script, &[&config], &[]);
+            let all = text(&out);
+            assert!(out.status.success(), "{script}: {all}");
+            assert!(
+                all.contains(says) && !all.contains(not),
+                "{script}, vouched {vouched}:\n{all}"
+            );
+        }
+    }
 }

@@ -94,6 +94,9 @@ pub struct Config {
     /// attributes (`None`: `SANDKEEPER_ORIGIN_STORE`, else
     /// `/var/lib/sandkeeper/origins`; see `crate::origin::Store`).
     pub origin_store: Option<PathBuf>,
+    /// `ignore_pids = [1]`: processes that cannot be inspected but are
+    /// vouched for, as with `--ignore-pid` (which adds to these).
+    pub ignore_pids: Vec<u32>,
 }
 
 /// One `[[root]]`.
@@ -291,6 +294,7 @@ impl Config {
             trust_pid_namespace: false,
             assume_unseen_free: false,
             origin_store: None,
+            ignore_pids: Vec::new(),
             roots: vec![RootConfig {
                 path: std::env::temp_dir(),
                 grace: DEFAULT_GRACE,
@@ -437,6 +441,10 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         }
         Ok(d)
     };
+    let ignore_pids = match &raw.ignore_pids {
+        None => Vec::new(),
+        Some(v) => pids(v).map_err(|m| at(Some(v.span()), m))?,
+    };
     let interval = match &raw.interval {
         Some(v) => positive(v, "interval")?,
         None => DEFAULT_INTERVAL,
@@ -575,7 +583,35 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         trust_pid_namespace: raw.trust_pid_namespace.unwrap_or(false),
         assume_unseen_free: raw.assume_unseen_free.unwrap_or(false),
         origin_store,
+        ignore_pids,
     })
+}
+
+/// `ignore_pids`: a list of process ids, each from 1 up.
+fn pids(value: &Spanned<toml::Value>) -> Result<Vec<u32>, String> {
+    let want = "a list of process ids such as [1, 4242]";
+    let toml::Value::Array(items) = value.get_ref() else {
+        let other = value.get_ref();
+        return Err(format!(
+            "ignore_pids: expected {want}, found {} {other}",
+            other.type_str()
+        ));
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            toml::Value::Integer(n) => u32::try_from(*n)
+                .ok()
+                .filter(|&p| p > 0 && p < 1 << 31)
+                .ok_or_else(|| {
+                    format!("ignore_pids: {n} is not a process id; use a number from 1 up")
+                }),
+            other => Err(format!(
+                "ignore_pids: expected {want}, found {} {other} in it",
+                other.type_str()
+            )),
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]
@@ -586,6 +622,7 @@ struct RawConfig {
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
     origin_store: Option<Spanned<toml::Value>>,
+    ignore_pids: Option<Spanned<toml::Value>>,
     #[serde(default)]
     root: Vec<RawRoot>,
 }
@@ -866,7 +903,7 @@ mod tests {
         use super::super::*;
         use proptest::prelude::*;
 
-        const KEYS: [&str; 20] = [
+        const KEYS: [&str; 21] = [
             "interval",
             "poll",
             "path",
@@ -887,6 +924,7 @@ mod tests {
             "assume_unseen_free",
             "track_origins",
             "origin_store",
+            "ignore_pids",
         ];
 
         fn value() -> impl Strategy<Value = String> {
@@ -992,6 +1030,29 @@ keep_last = 3
         assert_eq!(root.rules[0].owner, Some(0));
         assert_eq!(root.rules[1].owner, Some(1000));
         assert_eq!(root.rules[1].keep_last, None);
+    }
+
+    /// Issue 29: the config carries the pids vouched for, as the flag does.
+    #[test]
+    fn ignore_pids_key() {
+        let root = "[[root]]\npath = \"/tmp\"\n";
+        assert!(parse_str(root).unwrap().ignore_pids.is_empty());
+        let on = format!("ignore_pids = [1, 4242]\n{root}");
+        assert_eq!(parse_str(&on).unwrap().ignore_pids, vec![1, 4242]);
+        for (bad, says) in [
+            ("1", "expected a list of process ids"),
+            ("[0]", "0 is not a process id"),
+            ("[-3]", "-3 is not a process id"),
+            ("[4294967296]", "is not a process id"),
+            ("[\"1\"]", "found string"),
+        ] {
+            let text = format!("ignore_pids = {bad}\n{root}");
+            let err = parse_str(&text).unwrap_err();
+            assert!(
+                err.message.contains(says) && err.line == Some(1),
+                "{bad}: {err}"
+            );
+        }
     }
 
     /// Issue 10, finding 5(a): trusting the pid namespace is one explicit

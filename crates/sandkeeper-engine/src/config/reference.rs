@@ -67,6 +67,14 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         section: "",
+        name: "ignore_pids",
+        default: "[]",
+        text: "Processes that cannot be inspected but are vouched for: assumed to use nothing \
+               under the roots, as with --ignore-pid (whose pids are added to these). A list of \
+               numbers from 1 up.",
+    },
+    Key {
+        section: "",
         name: "[[root]]",
         default: "required",
         text: "One or more roots: the directories whose top-level entries are reaped.",

@@ -57,6 +57,7 @@ pub(crate) mod filesystem;
 pub(crate) mod listing;
 mod report;
 mod state;
+pub mod warnings;
 
 use std::ffi::OsStr;
 use std::os::fd::BorrowedFd;

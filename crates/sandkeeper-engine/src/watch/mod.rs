@@ -221,10 +221,9 @@ struct RootState {
 pub struct Watcher {
     config: Config,
     opts: WatchOptions,
-    /// The caller's `trust_pid_namespace`, whatever the config says.
-    trust_caller: bool,
-    /// The caller's `assume_unseen_free`, whatever the config says.
-    assume_caller: bool,
+    /// The caller's reap options (its switches and pids), whatever the
+    /// config says.
+    caller: ReapOptions,
     metrics: Metrics,
     roots: HashMap<PathBuf, RootState>,
     /// The fanotify trackers of the roots with `track_origins`.
@@ -235,20 +234,17 @@ pub struct Watcher {
 impl Watcher {
     /// A loop over `config`.
     pub fn new(config: Config, opts: WatchOptions) -> Watcher {
-        let trust_caller = opts.reap.trust_pid_namespace;
-        let assume_caller = opts.reap.assume_unseen_free;
+        let caller = opts.reap.clone();
         let mut watcher = Watcher {
             config,
             opts,
-            trust_caller,
-            assume_caller,
+            caller,
             metrics: Metrics::new(),
             roots: HashMap::new(),
             #[cfg(target_os = "linux")]
             origins: crate::origin::Trackers::new(),
         };
-        watcher.opts.reap.trust_pid_namespace = trust_caller || watcher.config.trust_pid_namespace;
-        watcher.opts.reap.assume_unseen_free = assume_caller || watcher.config.assume_unseen_free;
+        watcher.take_config_switches();
         // The metrics' creator label (`sandkeeper_creator_*`) is the scans'
         // tally of origins.
         watcher.opts.reap.origins |= watcher.opts.metrics;
@@ -256,6 +252,23 @@ impl Watcher {
             watcher.metrics.set_config_ok(true);
         }
         watcher
+    }
+
+    /// The in-use switches and the pids vouched for: the caller's with the
+    /// config's (a switch is on when either says so; the pids of both).
+    fn take_config_switches(&mut self) {
+        let (caller, config) = (&self.caller, &self.config);
+        self.opts.reap.trust_pid_namespace =
+            caller.trust_pid_namespace || config.trust_pid_namespace;
+        self.opts.reap.assume_unseen_free = caller.assume_unseen_free || config.assume_unseen_free;
+        let mut pids = caller.ignore_pids.clone();
+        pids.extend(
+            config
+                .ignore_pids
+                .iter()
+                .filter(|p| !caller.ignore_pids.contains(p)),
+        );
+        self.opts.reap.ignore_pids = pids;
     }
 
     /// The config in force.
@@ -404,10 +417,7 @@ impl Watcher {
                 self.roots
                     .retain(|p, _| config.roots.iter().any(|r| &r.path == p));
                 self.config = config;
-                self.opts.reap.trust_pid_namespace =
-                    self.trust_caller || self.config.trust_pid_namespace;
-                self.opts.reap.assume_unseen_free =
-                    self.assume_caller || self.config.assume_unseen_free;
+                self.take_config_switches();
                 self.metrics.set_config_ok(true);
                 driver.event(WatchEvent::Reloaded {
                     path: &path,

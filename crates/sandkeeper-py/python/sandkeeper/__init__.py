@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+import warnings as _warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
@@ -42,6 +43,7 @@ from ._errors import (
     NameConflict,
     Removal,
     SandkeeperError,
+    SandkeeperWarning,
     Stopped,
     TimedOut,
     Unsupported,
@@ -69,6 +71,7 @@ __all__ = [
     "ReapFailure",
     "ReapRoot",
     "SandkeeperError",
+    "SandkeeperWarning",
     "IoError",
     "InvalidInput",
     "UnusableRoot",
@@ -634,6 +637,10 @@ class ScanReport:
     blind_spots: List[str] = field(default_factory=list)
     assumed_blind_spots: List[str] = field(default_factory=list)
     assumes_unseen_free: bool = False
+    #: What could not be seen or was assumed, in the words the command
+    #: prints (each also given to :func:`warnings.warn` as a
+    #: :class:`SandkeeperWarning`).
+    warnings: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def entries(self) -> List[Entry]:
@@ -665,10 +672,19 @@ def _scan_root(d: Dict[str, Any]) -> ScanRoot:
     )
 
 
-def _scan_report(d: Dict[str, Any]) -> ScanReport:
+def _told(warned: List[str]) -> List[str]:
+    """Gives each of the engine's warnings to :func:`warnings.warn` (to the
+    caller of :func:`scan` or :func:`reap`), and returns them."""
+    for text in warned:
+        _warnings.warn(text, SandkeeperWarning, stacklevel=3)
+    return list(warned)
+
+
+def _scan_report(d: Dict[str, Any], warned: Sequence[str] = ()) -> ScanReport:
     return _build(
         ScanReport,
         d,
+        warnings=list(warned),
         roots=[_scan_root(r) for r in d.get("roots", [])],
         uninspectable=[_build(Process, p) for p in d.get("uninspectable", [])],
         assumed=[_build(Process, p) for p in d.get("assumed", [])],
@@ -734,6 +750,8 @@ class ReapReport:
     roots: List[ReapRoot] = field(default_factory=list)
     assumed_blind_spots: List[str] = field(default_factory=list)
     assumes_unseen_free: bool = False
+    #: As :attr:`ScanReport.warnings`, for the reap's scan.
+    warnings: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def skipped_at(self, path: PathLike) -> Optional[Skipped]:
@@ -746,13 +764,14 @@ class ReapReport:
         return [r.path for r in self.removed]
 
 
-def _reap_report(d: Dict[str, Any]) -> ReapReport:
+def _reap_report(d: Dict[str, Any], warned: Sequence[str] = ()) -> ReapReport:
     def items(cls, key):
         return [_build(cls, x, path=_exact_path(x)) for x in d.get(key, [])]
 
     return _build(
         ReapReport,
         d,
+        warnings=list(warned),
         removed=items(Removed, "removed"),
         skipped=items(Skipped, "skipped"),
         errors=items(ReapFailure, "errors"),
@@ -818,14 +837,14 @@ def scan(
         (as the CLI refuses them); ``SANDKEEPER_ASSUME_UNSEEN_FREE`` or
         ``SANDKEEPER_TRUST_PID_NAMESPACE`` set to something other than ``1``.
     """
-    doc = _native.scan_json(
+    doc, warned = _native.scan_json(
         _roots_arg(roots),
         bool(entries),
         _pids_arg(ignore_pids),
         _flag(trust_pid_namespace, "trust_pid_namespace"),
         _flag(assume_unseen_free, "assume_unseen_free"),
     )
-    return _scan_report(json.loads(doc))
+    return _scan_report(json.loads(doc), _told(warned))
 
 
 def reap(
@@ -880,7 +899,7 @@ def reap(
             raise TypeError(f"{what} must be a str or an int, not {value!r}")
         return str(value)
 
-    doc = _native.reap_json(
+    doc, warned = _native.reap_json(
         _roots_arg(roots),
         globs,
         None if older_than is None else _seconds(older_than, "older_than"),
@@ -895,4 +914,4 @@ def reap(
         _flag(trust_pid_namespace, "trust_pid_namespace"),
         _flag(assume_unseen_free, "assume_unseen_free"),
     )
-    return _reap_report(json.loads(doc))
+    return _reap_report(json.loads(doc), _told(warned))

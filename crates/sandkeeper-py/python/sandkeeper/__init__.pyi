@@ -14,6 +14,7 @@ from ._errors import (
     NameConflict as NameConflict,
     Removal as Removal,
     SandkeeperError as SandkeeperError,
+    SandkeeperWarning as SandkeeperWarning,
     Stopped as Stopped,
     TimedOut as TimedOut,
     Unsupported as Unsupported,
@@ -134,6 +135,8 @@ class ScanReport:
     assumed: List[Process]
     blind_spots: List[str]
     assumed_blind_spots: List[str]
+    assumes_unseen_free: bool
+    warnings: List[str]
     extra: Dict[str, Any]
     def entries(self) -> List[Entry]: ...
     def find(self, path: PathLike) -> Optional[Entry]: ...
@@ -175,6 +178,8 @@ class ReapReport:
     freed_bytes: int
     roots: List[ReapRoot]
     assumed_blind_spots: List[str]
+    assumes_unseen_free: bool
+    warnings: List[str]
     extra: Dict[str, Any]
     def skipped_at(self, path: PathLike) -> Optional[Skipped]: ...
     def removed_paths(self) -> List[pathlib.Path]: ...

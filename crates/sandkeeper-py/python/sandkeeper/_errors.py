@@ -150,3 +150,11 @@ def _from_native(
     if cls is SandkeeperError:
         err.kind = kind
     return err
+
+
+class SandkeeperWarning(UserWarning):
+    """What a scan or a reap could not see, or assumed: the lines the
+    command prints as ``warning:`` (a process hidden even from root, a blind
+    spot, processes vouched for), in the Python package's words
+    (``ignore_pids=[1]`` where the command says ``--ignore-pid 1``). Also on
+    the report: ``ScanReport.warnings``, ``ReapReport.warnings``."""

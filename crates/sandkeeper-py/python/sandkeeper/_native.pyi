@@ -1,6 +1,6 @@
 """The Rust extension behind sandkeeper (private: use the package's API)."""
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 __version__: str
 
@@ -35,7 +35,7 @@ def scan_json(
     ignore_pids: List[int],
     trust_pid_namespace: Optional[bool],
     assume_unseen_free: Optional[bool],
-) -> str: ...
+) -> Tuple[str, List[str]]: ...
 def reap_json(
     roots: List[str],
     globs: List[str],
@@ -50,7 +50,7 @@ def reap_json(
     ignore_pids: List[int],
     trust_pid_namespace: Optional[bool],
     assume_unseen_free: Optional[bool],
-) -> str: ...
+) -> Tuple[str, List[str]]: ...
 def parse_duration(text: str) -> float: ...
 def cli_main(argv: List[str]) -> int: ...
 def error_kinds() -> List[str]: ...

@@ -64,3 +64,10 @@ def cli_states(root: pathlib.Path) -> dict:
     ).stdout
     doc = json.loads(out)
     return {e["name"]: e["state"] for e in doc["roots"][0]["entries"]}
+
+
+def pytest_configure(config):
+    # Scans in the suite's trusted PID namespace warn that what is outside
+    # it was assumed (SandkeeperWarning, as the command's `warning:`
+    # lines): expected here; tests that check it use pytest.warns.
+    config.addinivalue_line("filterwarnings", "ignore::sandkeeper.SandkeeperWarning")

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import sandkeeper
-from conftest import cli, python
+from conftest import cli, needs_namespace, python
 
 
 def test_path_is_a_pathlib_path_and_the_dir_goes_on_close(root):
@@ -295,3 +295,21 @@ def test_the_in_use_switches_combine_alike_in_python_and_the_cli(root, monkeypat
         sandkeeper.scan(root, assume_unseen_free=True)
     status, said = _cli_refusal(["scan", "--assume-unseen-free", str(root)], env=env)
     assert (status, said) == (2, raised.value.message)
+
+
+@needs_namespace
+def test_what_could_not_be_seen_is_warned_in_the_commands_words(root):
+    # In the suite's PID namespace, trusted (SANDKEEPER_TRUST_PID_NAMESPACE=1):
+    # the processes outside it are assumed to use nothing, and every face
+    # says so before anything else.
+    with pytest.warns(sandkeeper.SandkeeperWarning) as recorded:
+        report = sandkeeper.scan(root)
+    said = [str(w.message) for w in recorded]
+    assert said and report.warnings == said
+    assert any("assumed to use nothing (trust_pid_namespace=True)" in w for w in said), said
+    with pytest.warns(sandkeeper.SandkeeperWarning):
+        assert sandkeeper.reap(root, dry_run=True).warnings == said
+    out = subprocess.run(cli() + ["scan", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    told = [l[len("warning: "):] for l in out.stderr.splitlines() if l.startswith("warning: ")]
+    # The same lines; only the switch is named the command's way.
+    assert told == [w.replace("trust_pid_namespace=True", "--trust-pid-namespace") for w in said], out.stderr
