@@ -21,17 +21,3 @@
 //! ```
 
 pub use sandkeeper::__engine::human::{duration, instant, kept_until, plural};
-
-#[cfg(all(test, feature = "config"))]
-mod tests {
-    use std::time::Duration;
-
-    #[test]
-    fn durations_read_back() {
-        for secs in [1, 59, 61, 3600, 5400, 86_400, 129_600, 604_800] {
-            let d = Duration::from_secs(secs);
-            let shown = super::duration(d);
-            assert_eq!(crate::config::value::duration(&shown), Ok(d), "{shown}");
-        }
-    }
-}

@@ -156,6 +156,16 @@ pub fn human_size(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// What `human::duration` writes, this parser reads back.
+    #[test]
+    fn durations_read_back() {
+        for secs in [1, 59, 61, 3600, 5400, 86_400, 129_600, 604_800] {
+            let d = std::time::Duration::from_secs(secs);
+            let shown = crate::human::duration(d);
+            assert_eq!(super::duration(&shown), Ok(d), "{shown}");
+        }
+    }
+
     #[test]
     fn the_default_texts_say_the_defaults() {
         use crate::defaults::{GRACE, GRACE_TEXT, MAX_KEEP, MAX_KEEP_TEXT};
