@@ -16,7 +16,7 @@ def count(path):
             depth+=l.count('{')-l.count('}')
             if depth<=skip_depth: skip_depth=None
             continue
-        if s.startswith('#[cfg(test)]'):
+        if s.startswith('#[cfg(') and 'test' in s:
             pending_cfg_test=True; continue
         if pending_cfg_test and s.startswith('#['):
             continue

@@ -48,7 +48,8 @@ fn code_lines(text: &str) -> Vec<&str> {
             }
             continue;
         }
-        if s.starts_with("#[cfg(test)]") {
+        // (`#[cfg(test)]`, and `#[cfg(all(test, …))]` alike.)
+        if s.starts_with("#[cfg(") && s.contains("test") {
             cfg_test = true;
             continue;
         }
