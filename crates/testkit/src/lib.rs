@@ -27,4 +27,5 @@ pub mod namespace;
 pub mod privilege;
 pub mod process;
 pub mod scratch;
+mod skips;
 pub mod tree;

@@ -29,6 +29,7 @@ pub fn require_root(test: &str) -> bool {
         "{test} needs root, and CI is set: privileged tests must run in CI"
     );
     eprintln!("skipping {test}: needs root (run as root or in CI)");
+    crate::skips::record(test, "needs root");
     false
 }
 
