@@ -25,15 +25,7 @@ fn child_main() {
 
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone.
 fn orphan(root: &Path, name: &str, bytes: usize, age: Duration) -> PathBuf {
-    let lease = Lease::create(
-        root,
-        name.as_ref(),
-        &LeaseRecord::for_current_process("orphan"),
-        0o700,
-    )
-    .unwrap();
-    let path = lease.path().to_owned();
-    drop(lease);
+    let path = sandkeeper_testkit::tree::orphan(root, name);
     if bytes > 0 {
         fs::write(path.join("data"), vec![1u8; bytes]).unwrap();
     }

@@ -262,3 +262,16 @@ impl Drop for Immutable {
         }
     }
 }
+
+/// An orphaned managed sandbox `root/name`, empty: leased (tag `orphan`),
+/// then its owner gone (the lease dropped), as a killed creator leaves it.
+/// Its path.
+pub fn orphan(root: &Path, name: &str) -> PathBuf {
+    use sandkeeper::lease::{Lease, LeaseRecord};
+    let record = LeaseRecord::for_current_process("orphan");
+    let lease = Lease::create(root, name.as_ref(), &record, 0o700)
+        .unwrap_or_else(|e| panic!("cannot make the orphan {}: {e}", root.join(name).display()));
+    let path = lease.path().to_owned();
+    drop(lease);
+    path
+}

@@ -29,15 +29,7 @@ use sandkeeper_testkit::tree::age_tree;
 /// An orphaned managed sandbox: leased, then its owner (this lease) gone;
 /// `files` files of `bytes` each inside.
 pub fn orphan(root: &Path, name: &str, files: usize, bytes: usize) -> PathBuf {
-    let lease = Lease::create(
-        root,
-        name.as_ref(),
-        &LeaseRecord::for_current_process("orphan"),
-        0o700,
-    )
-    .unwrap();
-    let path = lease.path().to_owned();
-    drop(lease);
+    let path = sandkeeper_testkit::tree::orphan(root, name);
     for i in 0..files {
         fs::write(path.join(format!("f{i}")), vec![7u8; bytes]).unwrap();
     }
