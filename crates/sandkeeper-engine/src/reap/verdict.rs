@@ -172,8 +172,7 @@ impl fmt::Display for KeepReason {
 /// The age of an entry at `now_ms`: a future-dated entry (a clock that
 /// jumped back, a bad mtime) counts as brand new, never as old.
 pub(crate) fn age_of(entry: &Entry, now_ms: i64) -> Duration {
-    let newest = entry.newest_mtime_ms.unwrap_or(now_ms);
-    Duration::from_millis(now_ms.saturating_sub(newest).max(0) as u64)
+    entry.age(now_ms)
 }
 
 /// Decides every entry of `report` under `policy` at `now_ms`, without
@@ -271,17 +270,9 @@ pub(crate) fn decide_before_rank(entry: &Entry, policy: &Policy, now_ms: i64) ->
     Pending::Decided(Verdict::Reap(reason))
 }
 
-/// Whether `entry` is a sandbox proven dead: its lease lock is free
-/// (`Orphaned`) and it carries a valid record (a record file not owned by
-/// the directory's owner is refused as invalid when it is read:
-/// `sandkeeper::lease`, so nobody can make another user's directory look
-/// like this). The protocol publishes a
-/// sandbox under its name only once its lock is held (made under
-/// `.sandkeeper-new-*`, locked, given its record, renamed into place), so
-/// no sandbox being made looks like this: it needs no grace period, and
-/// its age is no witness (a stepped clock changes nothing).
+/// [`Entry::is_proven_orphan`]: needs no grace, and its age is no witness.
 pub(crate) fn proven_orphan(entry: &Entry) -> bool {
-    entry.state == EntryState::Orphaned && entry.lease.is_some()
+    entry.is_proven_orphan()
 }
 
 /// After a forward clock step, keeps every entry whose removal depends on

@@ -170,8 +170,10 @@ pub struct Group {
     /// Disk usage of the members by state, in bytes (the members'
     /// [`disk_bytes`](Entry::disk_bytes) summed per state).
     pub state_disk_bytes: StateCounts,
-    /// Disk usage of the members a reap could remove (`orphaned`, and
-    /// `idle` when a rule selects them), less those kept on purpose.
+    /// Disk usage of the members a reap with the default rules removes
+    /// ([`Entry::goes_by_default`]: `orphaned`, not kept on purpose, past
+    /// the grace unless proven dead); `idle` members need a rule, and are
+    /// in [`state_disk_bytes`](Self::state_disk_bytes) only.
     pub reclaimable_bytes: u64,
     /// Members kept on purpose (`SANDKEEPER_KEEP`) at the time of the scan,
     /// under the default cap ([`Entry::kept_until`] with
@@ -277,6 +279,36 @@ impl Entry {
         let until = asked.min(newest.saturating_add(cap_ms));
         (now < until).then_some(until)
     }
+
+    /// How long ago its newest change inside was, at `now_ms` (zero for a
+    /// change in the future, or none seen).
+    pub fn age(&self, now_ms: i64) -> std::time::Duration {
+        let newest = self.newest_mtime_ms.unwrap_or(now_ms);
+        std::time::Duration::from_millis(now_ms.saturating_sub(newest).max(0) as u64)
+    }
+
+    /// Whether it is a sandbox proven dead: its lease lock is free
+    /// (`orphaned`) and it carries a valid record (one not owned by the
+    /// directory's owner is refused as invalid when read, in
+    /// `sandkeeper::lease`, so nobody can make another user's directory
+    /// look like this). The protocol publishes a sandbox under its name
+    /// only once its lock is held, so no sandbox being made looks like
+    /// this: it needs no grace period, and its age is no witness.
+    pub fn is_proven_orphan(&self) -> bool {
+        self.state == EntryState::Orphaned && self.lease.is_some()
+    }
+
+    /// Whether a reap with the default rules (no `--match`, the default
+    /// grace and cap on keeping) removes it, by the reaper's own parts
+    /// ([`is_proven_orphan`](Self::is_proven_orphan),
+    /// [`kept_until`](Self::kept_until), the grace): what a scan calls
+    /// reclaimable. An `idle` entry needs a rule; nothing else is ever
+    /// removed.
+    pub fn goes_by_default(&self, now_ms: i64) -> bool {
+        self.state == EntryState::Orphaned
+            && self.kept_until(now_ms, crate::defaults::MAX_KEEP).is_none()
+            && (self.is_proven_orphan() || self.age(now_ms) >= crate::defaults::GRACE)
+    }
 }
 
 impl Totals {
@@ -368,7 +400,7 @@ impl Families {
             .is_some()
         {
             group.kept += 1;
-        } else if entry.state.is_reclaimable() {
+        } else if entry.goes_by_default(self.now_ms) {
             group.reclaimable_bytes += entry.disk_bytes;
         }
         if let Some(m) = entry.newest_mtime_ms {
