@@ -115,25 +115,7 @@ pub fn reap_configured(
         for report in outcome.reports {
             match &mut merged {
                 None => merged = Some(report),
-                Some(m) => {
-                    m.roots.extend(report.roots);
-                    m.scan.roots.extend(report.scan.roots);
-                    for u in report.scan.uninspectable {
-                        if !m.scan.uninspectable.iter().any(|x| x.pid == u.pid) {
-                            m.scan.uninspectable.push(u);
-                        }
-                    }
-                    for b in report.scan.blind_spots {
-                        if !m.scan.blind_spots.contains(&b) {
-                            m.scan.blind_spots.push(b);
-                        }
-                    }
-                    for b in report.scan.assumed_blind_spots {
-                        if !m.scan.assumed_blind_spots.contains(&b) {
-                            m.scan.assumed_blind_spots.push(b);
-                        }
-                    }
-                }
+                Some(m) => m.merge(report),
             }
         }
     }

@@ -289,6 +289,14 @@ pub struct ReapReport {
 }
 
 impl ReapReport {
+    /// Adds `other`'s roots (a reap of more roots, as `reap --config` does
+    /// one root at a time) to this report; what the scans could not see or
+    /// assumed is merged without repeats ([`scan::Report::merge`]).
+    pub fn merge(&mut self, other: ReapReport) {
+        self.roots.extend(other.roots);
+        self.scan.merge(other.scan);
+    }
+
     /// Bytes freed (or, in a dry run, that would be) over all roots.
     pub fn freed_bytes(&self) -> u64 {
         self.roots.iter().map(|r| r.freed_bytes).sum()

@@ -311,6 +311,36 @@ impl Entry {
     }
 }
 
+impl Report {
+    /// Adds `other`'s roots to this report, and what its pass could not see
+    /// or assumed (each process and blind spot once); the switches assumed
+    /// in either are assumed in the whole.
+    pub fn merge(&mut self, other: Report) {
+        self.roots.extend(other.roots);
+        for u in other.uninspectable {
+            if !self.uninspectable.iter().any(|x| x.pid == u.pid) {
+                self.uninspectable.push(u);
+            }
+        }
+        for a in other.assumed {
+            if !self.assumed.iter().any(|x| x.pid == a.pid) {
+                self.assumed.push(a);
+            }
+        }
+        for b in other.blind_spots {
+            if !self.blind_spots.contains(&b) {
+                self.blind_spots.push(b);
+            }
+        }
+        for b in other.assumed_blind_spots {
+            if !self.assumed_blind_spots.contains(&b) {
+                self.assumed_blind_spots.push(b);
+            }
+        }
+        self.assumes_unseen_free |= other.assumes_unseen_free;
+    }
+}
+
 impl Totals {
     pub(crate) fn add(&mut self, entry: &Entry) {
         self.entries += 1;
