@@ -17,7 +17,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use sandkeeper_engine::config::value;
-use sandkeeper_engine::reap::{Policy, Reaper};
+use sandkeeper_engine::reap::{Reaper, Rules};
 use sandkeeper_engine::root::{open_roots, Purpose};
 use sandkeeper_engine::scan::warnings::Face;
 use sandkeeper_engine::scan::Scanner;
@@ -225,15 +225,28 @@ impl PySandbox {
     }
 }
 
-/// The in-use switches by the rule every face shares: on when the
-/// argument or the environment says so (`False` and `None` alike leave it
-/// to the environment).
-fn trust(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
-    sandkeeper_engine::inuse::trust_pid_namespace_switch(given.unwrap_or(false), false)
-}
-
-fn assume_unseen(given: Option<bool>) -> sandkeeper_engine::Result<bool> {
-    sandkeeper_engine::inuse::assume_unseen_free_switch(given.unwrap_or(false), false)
+/// The pids vouched for and the in-use switches, by the rule every face
+/// shares: a switch is on when the argument or the environment says so
+/// (`False` and `None` alike leave it to the environment).
+fn assume(
+    scanner: &mut Scanner,
+    ignore_pids: Vec<u32>,
+    trust_pid_namespace: Option<bool>,
+    assume_unseen_free: Option<bool>,
+) -> sandkeeper_engine::Result<()> {
+    use sandkeeper_engine::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
+    for pid in ignore_pids {
+        scanner.ignore_pid(pid);
+    }
+    scanner.trust_pid_namespace(trust_pid_namespace_switch(
+        trust_pid_namespace.unwrap_or(false),
+        false,
+    )?);
+    scanner.assume_unseen_free(assume_unseen_free_switch(
+        assume_unseen_free.unwrap_or(false),
+        false,
+    )?);
+    Ok(())
 }
 
 /// `scan`: the `sandkeeper.scan/v1` document (the Python layer turns it
@@ -251,11 +264,12 @@ fn scan_json(
     py.detach(|| {
         let roots = open_roots(&roots, true, Purpose::Read)?;
         let mut scanner = Scanner::new();
-        for pid in ignore_pids {
-            scanner.ignore_pid(pid);
-        }
-        scanner.trust_pid_namespace(trust(trust_pid_namespace)?);
-        scanner.assume_unseen_free(assume_unseen(assume_unseen_free)?);
+        assume(
+            &mut scanner,
+            ignore_pids,
+            trust_pid_namespace,
+            assume_unseen_free,
+        )?;
         let report = scanner.scan_roots(&roots)?;
         let told = report.warnings(Face::Python);
         Ok((sandkeeper_engine::json::scan(&report, entries), told))
@@ -283,41 +297,34 @@ fn reap_json(
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
 ) -> PyResult<(String, Vec<String>)> {
-    let mut b = Policy::builder();
-    b.grace(seconds(py, "grace", grace)?)
-        .max_keep(seconds(py, "max_keep", max_keep)?)
-        .dry_run(dry_run);
-    for glob in globs {
-        b.matching(glob);
-    }
-    if let Some(age) = older_than {
-        b.older_than(seconds(py, "older_than", age)?);
-    }
-    if let Some(n) = keep_last {
-        b.keep_last(n);
-    }
-    if let Some(t) = target_free {
-        b.target_free(value::free_target(&t).map_err(|e| invalid(py, &e))?);
-    }
-    if let Some(t) = target_free_inodes {
-        b.target_free_inodes(value::free_inodes(&t).map_err(|e| invalid(py, &e))?);
-    }
-    if let Some(user) = owner {
-        b.owner(value::user(&user).map_err(|e| invalid(py, &e))?);
-    }
-    let policy = b.build().map_err(|e| py_err(py, &e))?;
+    let rules = Rules {
+        globs,
+        older_than: older_than
+            .map(|age| seconds(py, "older_than", age))
+            .transpose()?,
+        keep_last,
+        target_free: target_free
+            .map(|t| value::free_target(&t).map_err(|e| invalid(py, &e)))
+            .transpose()?,
+        target_free_inodes: target_free_inodes
+            .map(|t| value::free_inodes(&t).map_err(|e| invalid(py, &e)))
+            .transpose()?,
+        owner: owner
+            .map(|user| value::user(&user).map_err(|e| invalid(py, &e)))
+            .transpose()?,
+        grace: seconds(py, "grace", grace)?,
+        max_keep: seconds(py, "max_keep", max_keep)?,
+    };
+    let policy = rules.policy(dry_run, true).map_err(|e| py_err(py, &e))?;
     py.detach(|| {
         let roots = open_roots(&roots, true, Purpose::Remove)?;
         let mut reaper = Reaper::new(policy);
-        for pid in ignore_pids {
-            reaper.scanner().ignore_pid(pid);
-        }
-        reaper
-            .scanner()
-            .trust_pid_namespace(trust(trust_pid_namespace)?);
-        reaper
-            .scanner()
-            .assume_unseen_free(assume_unseen(assume_unseen_free)?);
+        assume(
+            reaper.scanner(),
+            ignore_pids,
+            trust_pid_namespace,
+            assume_unseen_free,
+        )?;
         let report = reaper.reap_roots(&roots)?;
         let told = report.scan.warnings(Face::Python);
         Ok((sandkeeper_engine::json::reap(&report), told))

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::os::unix::ffi::OsStrExt;
 
 use sandkeeper_engine::config::{self, Config};
-use sandkeeper_engine::reap::Policy;
+use sandkeeper_engine::reap::{Policy, Rules};
 use sandkeeper_engine::scan::Scanner;
 use sandkeeper_engine::watch::ReapOptions;
 
@@ -67,30 +67,17 @@ pub use sandkeeper_engine::root::{open_roots, Purpose};
 
 /// The reap policy the rule flags describe.
 pub fn policy(rules: &RuleArgs, dry_run: bool, records: bool) -> Result<Policy, CliError> {
-    let mut b = Policy::builder();
-    b.grace(rules.grace)
-        .max_keep(rules.max_keep)
-        .dry_run(dry_run)
-        .records(records);
-    for glob in &rules.globs {
-        b.matching(glob.clone());
-    }
-    if let Some(age) = rules.older_than {
-        b.older_than(age);
-    }
-    if let Some(n) = rules.keep_last {
-        b.keep_last(n);
-    }
-    if let Some(t) = rules.target_free {
-        b.target_free(t);
-    }
-    if let Some(t) = rules.target_free_inodes {
-        b.target_free_inodes(t);
-    }
-    if let Some(uid) = rules.owner {
-        b.owner(uid);
-    }
-    Ok(b.build()?)
+    let rules = Rules {
+        globs: rules.globs.clone(),
+        older_than: rules.older_than,
+        keep_last: rules.keep_last,
+        target_free: rules.target_free,
+        target_free_inodes: rules.target_free_inodes,
+        owner: rules.owner,
+        grace: rules.grace,
+        max_keep: rules.max_keep,
+    };
+    Ok(rules.policy(dry_run, records)?)
 }
 
 /// The config to use: `--config FILE`, else the default file if one

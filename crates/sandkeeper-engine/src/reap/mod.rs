@@ -122,7 +122,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use events::ReapEvent;
-pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, DEFAULT_MAX_KEEP};
+pub use policy::{Filters, FreeInodes, FreeTarget, Policy, PolicyBuilder, Rules, DEFAULT_MAX_KEEP};
 pub use verdict::{KeepReason, ReapReason, Verdict};
 
 use crate::error::{Error, ErrorKind, Result};

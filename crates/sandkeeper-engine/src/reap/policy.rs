@@ -104,6 +104,89 @@ impl Filters {
 /// days from the entry's newest change ([`PolicyBuilder::max_keep`]).
 pub const DEFAULT_MAX_KEEP: Duration = crate::defaults::MAX_KEEP;
 
+/// The rules a caller gives one reap by hand: the command line's rule
+/// flags, the Python package's arguments. The one place they become a
+/// [`Policy`] ([`policy`](Self::policy)); the config file's rules, per
+/// root and per glob, are `watch::policy`'s.
+///
+/// ```
+/// use sandkeeper_engine::reap::Rules;
+///
+/// let rules = Rules { globs: vec!["app-*".into()], keep_last: Some(3), ..Rules::default() };
+/// let policy = rules.policy(true, true)?;
+/// assert!(policy.is_dry_run());
+/// # Ok::<(), sandkeeper_engine::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    /// Unmanaged entries whose name matches one of these globs may go.
+    pub globs: Vec<String>,
+    /// Only entries whose newest change inside is older than this.
+    pub older_than: Option<Duration>,
+    /// Keep the newest this many of each family.
+    pub keep_last: Option<usize>,
+    /// Remove oldest first, only until this much is free.
+    pub target_free: Option<FreeTarget>,
+    /// Remove oldest first, only until this many inodes are free.
+    pub target_free_inodes: Option<FreeInodes>,
+    /// Only entries owned by this uid.
+    pub owner: Option<u32>,
+    /// Nothing younger than this ([`defaults::GRACE`](crate::defaults::GRACE)).
+    pub grace: Duration,
+    /// How long a keep is honoured ([`defaults::MAX_KEEP`](crate::defaults::MAX_KEEP)).
+    pub max_keep: Duration,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            globs: Vec::new(),
+            older_than: None,
+            keep_last: None,
+            target_free: None,
+            target_free_inodes: None,
+            owner: None,
+            grace: crate::defaults::GRACE,
+            max_keep: crate::defaults::MAX_KEEP,
+        }
+    }
+}
+
+impl Rules {
+    /// The policy these rules describe, for a dry run or not, keeping a
+    /// record per entry or not ([`PolicyBuilder::records`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`PolicyBuilder::build`]: a glob that does not parse.
+    pub fn policy(&self, dry_run: bool, records: bool) -> Result<Policy> {
+        let mut b = Policy::builder();
+        b.grace(self.grace)
+            .max_keep(self.max_keep)
+            .dry_run(dry_run)
+            .records(records);
+        for glob in &self.globs {
+            b.matching(glob.clone());
+        }
+        if let Some(age) = self.older_than {
+            b.older_than(age);
+        }
+        if let Some(n) = self.keep_last {
+            b.keep_last(n);
+        }
+        if let Some(t) = self.target_free {
+            b.target_free(t);
+        }
+        if let Some(t) = self.target_free_inodes {
+            b.target_free_inodes(t);
+        }
+        if let Some(uid) = self.owner {
+            b.owner(uid);
+        }
+        b.build()
+    }
+}
+
 /// The rules of a reap. Build one with [`Policy::builder`].
 ///
 /// Orphaned sandboxes are always candidates; unmanaged (`idle`) entries only
