@@ -290,13 +290,14 @@ fn reap_json(
     target_free: Option<String>,
     target_free_inodes: Option<String>,
     owner: Option<String>,
-    grace: f64,
-    max_keep: f64,
+    grace: Option<f64>,
+    max_keep: Option<f64>,
     dry_run: bool,
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
 ) -> PyResult<(String, Vec<String>)> {
+    let defaults = Rules::default();
     let rules = Rules {
         globs,
         older_than: older_than
@@ -312,8 +313,15 @@ fn reap_json(
         owner: owner
             .map(|user| value::user(&user).map_err(|e| invalid(py, &e)))
             .transpose()?,
-        grace: seconds(py, "grace", grace)?,
-        max_keep: seconds(py, "max_keep", max_keep)?,
+        // (None: the engine's defaults, as the command's.)
+        grace: grace
+            .map(|secs| seconds(py, "grace", secs))
+            .transpose()?
+            .unwrap_or(defaults.grace),
+        max_keep: max_keep
+            .map(|secs| seconds(py, "max_keep", secs))
+            .transpose()?
+            .unwrap_or(defaults.max_keep),
     };
     let policy = rules.policy(dry_run, true).map_err(|e| py_err(py, &e))?;
     py.detach(|| {

@@ -856,8 +856,8 @@ def reap(
     target_free: Union[None, str, int] = None,
     target_free_inodes: Union[None, str, int] = None,
     owner: Union[None, str, int] = None,
-    grace: Duration = "60s",
-    max_keep: Duration = "7d",
+    grace: Optional[Duration] = None,
+    max_keep: Optional[Duration] = None,
     dry_run: bool = False,
     ignore_pids: Iterable[int] = (),
     trust_pid_namespace: Optional[bool] = None,
@@ -874,8 +874,10 @@ def reap(
     :param target_free: stop once this much is free (``"25%"``, ``"2GiB"``, bytes).
     :param target_free_inodes: stop once this many inodes are free.
     :param owner: only entries of this user (name or uid).
-    :param grace: never remove anything younger than this (default 60 s).
-    :param max_keep: honour a kept sandbox's "keep until" for at most this.
+    :param grace: never remove anything younger than this (default: the
+        engine's, as ``sandkeeper reap --grace``: 60 s).
+    :param max_keep: honour a kept sandbox's "keep until" for at most this
+        (default: the engine's, as ``--max-keep``: 7 days).
     :param dry_run: remove nothing; ``removed`` lists what would go.
     :param assume_unseen_free: as for :func:`scan`; regular files the
         caller owns are asked again on the moved entry before removal.
@@ -907,8 +909,8 @@ def reap(
         text(target_free, "target_free"),
         text(target_free_inodes, "target_free_inodes"),
         text(owner, "owner"),
-        _seconds(grace, "grace"),
-        _seconds(max_keep, "max_keep"),
+        None if grace is None else _seconds(grace, "grace"),
+        None if max_keep is None else _seconds(max_keep, "max_keep"),
         bool(dry_run),
         _pids_arg(ignore_pids),
         _flag(trust_pid_namespace, "trust_pid_namespace"),
