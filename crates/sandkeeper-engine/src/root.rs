@@ -112,6 +112,114 @@ pub enum Place {
     Outside,
 }
 
+/// Where an `explain` path is explained: the root it is placed in (one of
+/// [`roots`](Self::roots), or its own parent) and the top-level entry.
+#[derive(Debug)]
+pub struct Placed {
+    /// The roots opened to place it (`--root`'s, or the defaults).
+    pub roots: Vec<Root>,
+    /// Its parent directory, opened as a root (used when no root holds it).
+    pub parent: Root,
+    /// Which root: an index into `roots`, or `None` for `parent`.
+    pub root: Option<usize>,
+    /// The top-level entry of that root that is, or holds, the path.
+    pub entry: PathBuf,
+}
+
+impl Placed {
+    /// The root the entry is in.
+    pub fn root(&self) -> &Root {
+        self.root.map_or(&self.parent, |i| &self.roots[i])
+    }
+}
+
+/// Places `path` for `explain`, the one rule of every face: without
+/// `given` roots, a path inside a default root (the temp directory, the
+/// caller's per-user directories) is placed there, as scan and reap see
+/// it; anywhere else its parent directory is its root (opened once, as a
+/// root is) and the path itself is the entry, looked up without following
+/// its last name (`explain LINK` explains the link). With `given` roots,
+/// the deepest that holds it.
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidInput`] when the path names no entry (`/`, a path
+/// ending in `..`), does not exist, has `/` for its parent, is a root
+/// itself, or is inside none of the `given` roots (each saying what to do);
+/// what [`open_roots`] says of the roots.
+pub fn place_for_explain(path: &Path, given: &[PathBuf]) -> Result<Placed> {
+    let shown = |p: &Path| Escaped(p.as_os_str().as_bytes()).to_string();
+    let refuse = |message: String, hint: String| {
+        Error::new(ErrorKind::InvalidInput, message).with_hint(hint)
+    };
+    let cannot = |why: String| {
+        refuse(
+            format!("cannot explain {}: {why}", shown(path)),
+            "give the path of an existing entry".into(),
+        )
+    };
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(cannot(
+            "it names no entry (it is `/`, or ends in `..`)".into(),
+        ));
+    };
+    let parent = match parent.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => parent,
+    };
+    let parent = Root::open(parent).map_err(|e| cannot(e.to_string()))?;
+    rustix::fs::statat(parent.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+        .map_err(|e| cannot(std::io::Error::from(e).to_string()))?;
+    let target = parent.path().join(name);
+    if given.is_empty() {
+        let roots = open_roots(&[], true, Purpose::Read)?;
+        if let Place::Entry { root, path } = Root::place(&roots, &target) {
+            return Ok(Placed {
+                roots,
+                parent,
+                root: Some(root),
+                entry: path,
+            });
+        }
+        if parent.is_filesystem_root() {
+            return Err(refuse(
+                format!(
+                    "cannot explain {}: its parent directory is the filesystem root `/`, which is never a root",
+                    shown(&target)
+                ),
+                format!(
+                    "explain an entry inside it, such as {}/NAME, or name a root with --root DIR",
+                    shown(&target)
+                ),
+            ));
+        }
+        return Ok(Placed {
+            roots,
+            parent,
+            root: None,
+            entry: target,
+        });
+    }
+    let roots = open_roots(given, false, Purpose::Read)?;
+    match Root::place(&roots, &target) {
+        Place::Entry { root, path } => Ok(Placed { roots, parent, root: Some(root), entry: path }),
+        Place::Root(_) => Err(refuse(
+            format!("{} is a root, not an entry", shown(&target)),
+            format!(
+                "explain an entry inside it, such as {0}/NAME (`sandkeeper scan --entries {0}` lists them)",
+                shown(&target)
+            ),
+        )),
+        Place::Outside => {
+            let listed: Vec<String> = roots.iter().map(|r| shown(r.path())).collect();
+            Err(refuse(
+                format!("{} is not inside any root (roots: {})", shown(path), listed.join(", ")),
+                "name its root with --root DIR, or drop --root to take its parent directory as its root".into(),
+            ))
+        }
+    }
+}
+
 /// `root/<first component of target below root>`, if target is below root.
 fn top_level_entry(root: &Path, target: &Path) -> Option<PathBuf> {
     let rest = target.strip_prefix(root).ok()?;
