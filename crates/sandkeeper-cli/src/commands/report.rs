@@ -19,7 +19,7 @@ pub fn run(args: &ReportArgs, printer: &Printer) -> Result<ExitStatus, CliError>
         printer.warning(&warning);
     }
     let text = if args.json {
-        render::report::json(&args.dir, &read, &summary)
+        sandkeeper_engine::json::report(&args.dir, &read, &summary)
     } else {
         render::report::text(&summary)
     };

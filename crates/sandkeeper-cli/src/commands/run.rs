@@ -91,7 +91,6 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let outcome = outcome?;
 
     let report = RunReport {
-        command: &args.command,
         keep_for: args.keep_for,
         outcome: &outcome,
     };
@@ -111,7 +110,10 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
         // Through the directory's descriptor; never through a link.
         // 0600: it names the command and its arguments, which under `hidepid`
         // no other user may read in `/proc` (docs/security.md).
-        if let Err(e) = file.write(report.json().as_bytes(), 0o600) {
+        if let Err(e) = file.write(
+            sandkeeper_engine::json::run(&args.command, &outcome).as_bytes(),
+            0o600,
+        ) {
             let mut err = CliError::from(e);
             err.message = format!("cannot write the report: {}", err.message);
             err.status = exit_codes::PARTIAL;

@@ -7,10 +7,8 @@ use std::path::Path;
 
 use sandkeeper_engine::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
 use sandkeeper_engine::run::LeftoverFamily;
-use serde_json::{json, Map, Value};
 
 use super::escape::Untrusted;
-use super::path_field;
 use crate::humanize::{sanitize, size};
 
 /// Families shown per test in the text.
@@ -145,67 +143,4 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
         ));
     }
     out
-}
-
-fn family_value(f: &LeftoverFamily) -> Value {
-    json!({"pattern": f.pattern, "count": f.count, "disk_bytes": f.disk_bytes})
-}
-
-/// The `--json` document (schema `sandkeeper.report/v1`).
-pub fn json(dir: &Path, read: &ReadRecords, summary: &Summary) -> String {
-    let mut m = Map::new();
-    m.insert("schema".into(), "sandkeeper.report/v1".into());
-    path_field(&mut m, "dir", dir.as_os_str());
-    m.insert("runs".into(), summary.runs.into());
-    m.insert("tests".into(), summary.tests.into());
-    m.insert(
-        "leaking_tests".into(),
-        (summary.leaking.len() as u64).into(),
-    );
-    m.insert("entries".into(), summary.entries.into());
-    m.insert("disk_bytes".into(), summary.disk_bytes.into());
-    m.insert("daemons".into(), summary.daemons.into());
-    m.insert(
-        "leaks".into(),
-        summary
-            .leaking
-            .iter()
-            .map(|t| {
-                json!({
-                    "binary_id": t.test.binary_id,
-                    "test_name": t.test.test_name,
-                    "command": t.command,
-                    "runs": t.runs,
-                    "failed_runs": t.failed_runs,
-                    "entries": t.entries,
-                    "disk_bytes": t.disk_bytes,
-                    "families": t.families.iter().map(family_value).collect::<Vec<_>>(),
-                    "families_omitted": t.families_omitted,
-                    "daemons": t.daemons,
-                    "daemons_killed": t.daemons_killed,
-                })
-            })
-            .collect::<Vec<_>>()
-            .into(),
-    );
-    m.insert(
-        "unreadable".into(),
-        read.problems
-            .iter()
-            .map(|p| json!({"name": p.name.to_string_lossy(), "reason": p.reason}))
-            .collect::<Vec<_>>()
-            .into(),
-    );
-    m.insert("unreadable_count".into(), read.problem_count.into());
-    m.insert("truncated".into(), read.truncated.into());
-    m.insert(
-        "limit".into(),
-        read.limit.map_or(Value::Null, |l| l.as_str().into()),
-    );
-    m.insert("not_read".into(), read.not_read.into());
-    m.insert("hard_links_skipped".into(), read.hard_links_skipped.into());
-    m.insert("bytes_read".into(), read.bytes_read.into());
-    let mut text = serde_json::to_string_pretty(&Value::Object(m)).unwrap_or_default();
-    text.push('\n');
-    text
 }

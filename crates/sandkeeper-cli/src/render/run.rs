@@ -1,17 +1,12 @@
 //! What `run` says at the end: its line, notes and warnings, and the
 //! `--report-json` document, from the library's [`RunOutcome`].
 
-use std::error::Error as _;
-use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
 use sandkeeper_engine::run::{Cleanup, Fate, RunOutcome};
-use sandkeeper_engine::supervise::Exit;
-use serde_json::{json, Map, Value};
 
-use super::path_field;
 use crate::humanize::{duration, plural, sanitize, size};
 
 /// The note `run` prints when the directory is not where it was made;
@@ -34,22 +29,9 @@ pub fn fate_note(fate: Fate, dir: &Path) -> Option<String> {
     }
 }
 
-/// Why a cleanup failed: the library error's cause (which names what was
-/// left and why), and its hint.
-fn failure(cleanup: &Cleanup) -> Option<(String, Option<&str>)> {
-    match cleanup {
-        Cleanup::Failed(e) => Some((
-            e.source()
-                .map_or_else(|| e.to_string(), ToString::to_string),
-            e.hint(),
-        )),
-        _ => None,
-    }
-}
-
 /// The warning `run` prints after its leftover line, if any.
 pub fn cleanup_warning(cleanup: &Cleanup, dir: &Path, kept: bool) -> Option<String> {
-    let (reason, hint) = failure(cleanup)?;
+    let (reason, hint) = cleanup.failure()?;
     let what = if kept {
         "could not be marked kept"
     } else {
@@ -70,7 +52,6 @@ const SHOWN_FAMILIES: usize = 3;
 
 /// Everything `run` says at the end.
 pub struct RunReport<'a> {
-    pub command: &'a [OsString],
     pub keep_for: Duration,
     pub outcome: &'a RunOutcome,
 }
@@ -132,52 +113,5 @@ impl RunReport<'_> {
             size(o.leftovers.disk_bytes),
             families.join(", ")
         ))
-    }
-
-    /// The `--report-json` document (schema `sandkeeper.run/v1`).
-    pub fn json(&self) -> String {
-        let o = self.outcome;
-        let mut m = Map::new();
-        m.insert("schema".into(), "sandkeeper.run/v1".into());
-        m.insert(
-            "command".into(),
-            self.command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .into(),
-        );
-        path_field(&mut m, "dir", o.dir.as_os_str());
-        let (code, signal) = match o.exit {
-            Exit::Code(c) => (Some(c), None),
-            Exit::Signal(s) => (None, Some(s)),
-        };
-        m.insert("exit_code".into(), json!(code));
-        m.insert("signal".into(), json!(signal));
-        m.insert(
-            "left".into(),
-            json!({
-                "entries": o.leftovers.entries,
-                "disk_bytes": o.leftovers.disk_bytes,
-                "families": o.leftovers.families.iter().map(|f| json!({"pattern": f.pattern, "count": f.count, "disk_bytes": f.disk_bytes})).collect::<Vec<_>>(),
-            }),
-        );
-        m.insert("kept".into(), o.kept.into());
-        let replaced = match o.fate {
-            Fate::Replaced { by, .. } => Some(by.as_str()),
-            _ => None,
-        };
-        m.insert("replaced".into(), json!(replaced));
-        m.insert("moved_away".into(), o.fate.moved_away().into());
-        m.insert("descendants_stopped".into(), o.stopped.signalled.into());
-        m.insert("descendants_killed".into(), o.stopped.killed.into());
-        let error = failure(&o.cleanup).map(|(reason, _)| reason);
-        m.insert(
-            "cleanup".into(),
-            json!({"complete": error.is_none(), "error": error}),
-        );
-        let mut text = serde_json::to_string_pretty(&Value::Object(m)).unwrap_or_default();
-        text.push('\n');
-        text
     }
 }

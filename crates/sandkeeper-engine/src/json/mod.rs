@@ -1,6 +1,7 @@
 //! The machine-readable documents every face gives: `sandkeeper.scan/v1`
 //! ([`scan`] from a report, or [`write_scan`] as the scan goes, in memory
-//! flat in the number of entries), `sandkeeper.reap/v1` ([`reap`]), and
+//! flat in the number of entries), `sandkeeper.reap/v1` ([`reap`]),
+//! `sandkeeper.report/v1` ([`report`]), `sandkeeper.run/v1` ([`run`]), and
 //! the helpers they are built with. Their fields are documented in `docs/scan-json.md` and
 //! `docs/reap-json.md`; a field is never removed or changed in meaning
 //! within a schema version.
@@ -21,6 +22,8 @@
 //! ```
 
 mod reap;
+mod report;
+mod run;
 mod scan;
 mod stream;
 
@@ -37,6 +40,8 @@ use crate::inuse::{Holder, KernelUse};
 use crate::lease::LeaseRecord;
 
 pub use reap::{reap, REAP_SCHEMA};
+pub use report::report;
+pub use run::run;
 pub use scan::{scan, SCAN_SCHEMA};
 pub use stream::write_scan;
 

@@ -102,6 +102,18 @@ pub enum Cleanup {
 }
 
 impl Cleanup {
+    /// Why it failed, when it did: the error's cause (which names what was
+    /// left and why), and its hint.
+    pub fn failure(&self) -> Option<(String, Option<&str>)> {
+        match self {
+            Cleanup::Failed(e) => Some((
+                std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string),
+                e.hint(),
+            )),
+            Cleanup::Done => None,
+        }
+    }
+
     /// Whether nothing went wrong.
     pub fn is_done(&self) -> bool {
         matches!(self, Cleanup::Done)
