@@ -107,6 +107,15 @@ const GENERATORS: &[Generator] = &[
 /// systemd's `PrivateTmp=`: `systemd-private-<boot id, 32 hex>-<unit>-XXXXXX`.
 const SYSTEMD_PRIVATE: &[u8] = b"systemd-private-";
 
+/// The prefixes of the known generators' names (`tmp`, `.tmp`, `rustc`,
+/// …): a name that starts with one may be a generated name as a whole.
+#[cfg(test)]
+pub(crate) fn prefixes() -> Vec<&'static [u8]> {
+    let mut all: Vec<&'static [u8]> = GENERATORS.iter().map(|g| g.prefix).collect();
+    all.push(SYSTEMD_PRIVATE);
+    all
+}
+
 /// pip's temporary directories: `tempfile.mkdtemp(prefix="pip-<kind>-")`.
 const PIP: &[u8] = b"pip-";
 

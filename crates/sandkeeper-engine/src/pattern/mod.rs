@@ -1041,6 +1041,10 @@ mod properties {
             base in "([a-zA-Z0-9.-]{0,12}[.-])?[g-z]{0,6}",
             numbers in prop::collection::btree_set(0u32..10_000_000, 1..30),
         ) {
+            // Nor a known generator's prefix: `tmpg` + `1000000` is a name
+            // Python's mkdtemp makes (`tmp` and 8 random characters), a
+            // family of its own beside `tmpg0`.
+            prop_assume!(!known::prefixes().iter().any(|p| base.as_bytes().starts_with(p)));
             let names: Vec<String> = numbers.iter().map(|n| format!("{base}{n}")).collect();
             let families = group(&names);
             prop_assert_eq!(families.len(), 1, "{:?}", families);
