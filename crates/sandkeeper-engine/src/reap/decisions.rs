@@ -671,7 +671,7 @@ mod tests {
     use super::*;
     use crate::lease::LeaseRecord;
     use crate::reap::Filters;
-    use crate::scan::{Group, RootReport, StateCounts, Totals};
+    use crate::scan::{Group, RootReport, Totals};
 
     const NOW: i64 = 1_000_000_000_000;
     const MIN: i64 = 60_000;
@@ -760,16 +760,8 @@ mod tests {
             }
             patterns.push(Arc::from(*pattern));
             groups.push(Group {
-                pattern: pattern.to_string(),
-                totals: Totals::default(),
-                oldest_ms: None,
-                newest_ms: None,
-                states: StateCounts::default(),
-                state_disk_bytes: StateCounts::default(),
-                reclaimable_bytes: 0,
-                kept: 0,
                 members,
-                creators: None,
+                ..Group::empty(pattern.to_string())
             });
         }
         let mut names = crate::dirlist::Names::new();

@@ -311,6 +311,24 @@ impl Entry {
     }
 }
 
+impl Group {
+    /// A family of `pattern` with no member counted yet.
+    pub(crate) fn empty(pattern: String) -> Group {
+        Group {
+            pattern,
+            totals: Totals::default(),
+            oldest_ms: None,
+            newest_ms: None,
+            states: StateCounts::default(),
+            state_disk_bytes: StateCounts::default(),
+            reclaimable_bytes: 0,
+            kept: 0,
+            members: Vec::new(),
+            creators: None,
+        }
+    }
+}
+
 impl Report {
     /// Adds `other`'s roots to this report, and what its pass could not see
     /// or assumed (each process and blind spot once); the switches assumed
@@ -395,18 +413,7 @@ impl Families {
                     let pattern: Arc<str> = Arc::from(family.pattern.as_str());
                     self.numbers.insert(Arc::clone(&pattern), n);
                     self.patterns.push(pattern);
-                    self.groups.push(Group {
-                        pattern: family.pattern,
-                        totals: Totals::default(),
-                        oldest_ms: None,
-                        newest_ms: None,
-                        states: StateCounts::default(),
-                        state_disk_bytes: StateCounts::default(),
-                        reclaimable_bytes: 0,
-                        kept: 0,
-                        members: Vec::new(),
-                        creators: None,
-                    });
+                    self.groups.push(Group::empty(family.pattern));
                     n
                 }
             };
