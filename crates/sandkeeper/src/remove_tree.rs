@@ -410,6 +410,22 @@ mod imp {
             if let Some(e) = err {
                 self.fail(i, None, e.into());
             }
+            if i == 0 {
+                // The sandbox's lease record goes last (`pending` is taken
+                // from its end): a remover killed halfway leaves a sandbox
+                // that still has its record, which any reaper proves
+                // orphaned and takes, not an unmanaged leftover that only
+                // a rule would.
+                let frame = &mut self.stack[0];
+                if let Some(at) = frame
+                    .pending
+                    .iter()
+                    .position(|(n, _)| n.as_bytes() == crate::lease::LEASE_FILE.as_bytes())
+                {
+                    let record = frame.pending.remove(at);
+                    frame.pending.insert(0, record);
+                }
+            }
         }
 
         /// Handles the entry `name` of frame `i` (whose descriptor is open).
@@ -1124,6 +1140,36 @@ mod imp {
             assert_eq!(names(tenth), ["d"]);
             assert_eq!(names(&t), ["d"]);
             assert!(eleventh.join("d/d/d/d/bottom").is_file());
+        }
+
+        /// A remover killed halfway leaves the lease record (a proven
+        /// orphan, which any reaper takes), never a directory without it:
+        /// the record is the top directory's last entry to go.
+        #[test]
+        fn the_lease_record_goes_last() {
+            let s = Scratch::new("record-last");
+            let t = s.path().join("sandbox");
+            fs::create_dir(&t).unwrap();
+            fs::write(t.join(crate::lease::LEASE_FILE), "{}").unwrap();
+            for i in 0..40 {
+                fs::create_dir(t.join(format!("d{i}"))).unwrap();
+                fs::write(t.join(format!("f{i}")), "x").unwrap();
+            }
+            let record = t.join(crate::lease::LEASE_FILE);
+            let missing = std::rc::Rc::new(std::cell::Cell::new(0));
+            let seen = std::rc::Rc::clone(&missing);
+            BEFORE_DESCENT.with(|h| {
+                *h.borrow_mut() = Some(Box::new(move |_: &OsStr| {
+                    if !record.exists() {
+                        seen.set(seen.get() + 1);
+                    }
+                }))
+            });
+            let left = remove(s.path(), "sandbox");
+            BEFORE_DESCENT.with(|h| h.borrow_mut().take());
+            assert!(left.unwrap().is_empty());
+            assert!(gone(&t));
+            assert_eq!(missing.get(), 0, "the record went before other entries");
         }
 
         #[test]
