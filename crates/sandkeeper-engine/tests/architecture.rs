@@ -157,7 +157,7 @@ fn the_engine_imports_only_from_the_layers_below() {
 /// can only shrink; remove an entry once its file is within the budget.
 const FILE_DEBTS: &[(&str, usize)] = &[];
 /// The CLI's lines of code today; the budget is 2,500 (issue 29).
-const CLI_DEBT: usize = 3541;
+const CLI_DEBT: usize = 3528;
 
 const FILE_BUDGET: usize = 800;
 const CLI_BUDGET: usize = 2500;

@@ -21,6 +21,7 @@ use sandkeeper_engine::reap::{Reaper, Rules};
 use sandkeeper_engine::root::{open_roots, Purpose};
 use sandkeeper_engine::scan::warnings::Face;
 use sandkeeper_engine::scan::Scanner;
+use sandkeeper_engine::watch::ReapOptions;
 use sandkeeper_engine::{ErrorKind, KeepPolicy};
 
 /// A Python exception for a library error: `sandkeeper._errors` maps the
@@ -226,26 +227,20 @@ impl PySandbox {
 }
 
 /// The pids vouched for and the in-use switches, by the rule every face
-/// shares: a switch is on when the argument or the environment says so
-/// (`False` and `None` alike leave it to the environment).
+/// shares ([`ReapOptions::for_caller`]: `False` and `None` alike leave a
+/// switch to the environment).
 fn assume(
     scanner: &mut Scanner,
     ignore_pids: Vec<u32>,
     trust_pid_namespace: Option<bool>,
     assume_unseen_free: Option<bool>,
 ) -> sandkeeper_engine::Result<()> {
-    use sandkeeper_engine::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
-    for pid in ignore_pids {
-        scanner.ignore_pid(pid);
-    }
-    scanner.trust_pid_namespace(trust_pid_namespace_switch(
+    ReapOptions::for_caller(
+        ignore_pids,
         trust_pid_namespace.unwrap_or(false),
-        false,
-    )?);
-    scanner.assume_unseen_free(assume_unseen_free_switch(
         assume_unseen_free.unwrap_or(false),
-        false,
-    )?);
+    )?
+    .vouch(scanner);
     Ok(())
 }
 

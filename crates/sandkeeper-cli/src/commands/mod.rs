@@ -32,33 +32,20 @@ impl InUseArgs {
     /// and a bad value refused, whatever the others say. Returns the
     /// options with the pids vouched for.
     pub fn options(&self, config: Option<&Config>) -> Result<ReapOptions, CliError> {
-        use sandkeeper_engine::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
-        let mut opts = ReapOptions::new();
-        opts.ignore_pids = self.ignore_pids.clone();
-        for &pid in config.map_or(&[][..], |c| &c.ignore_pids) {
-            if !opts.ignore_pids.contains(&pid) {
-                opts.ignore_pids.push(pid);
-            }
-        }
-        opts.trust_pid_namespace = trust_pid_namespace_switch(
+        let opts = ReapOptions::for_caller(
+            self.ignore_pids.clone(),
             self.trust_pid_namespace,
-            config.is_some_and(|c| c.trust_pid_namespace),
-        )?;
-        opts.assume_unseen_free = assume_unseen_free_switch(
             self.assume_unseen_free,
-            config.is_some_and(|c| c.assume_unseen_free),
         )?;
-        Ok(opts)
+        Ok(match config {
+            Some(config) => opts.with_config(config),
+            None => opts,
+        })
     }
 
     /// Gives `scanner` these options ([`options`](Self::options), no config).
     pub fn apply(&self, scanner: &mut Scanner) -> Result<(), CliError> {
-        let opts = self.options(None)?;
-        for &pid in &opts.ignore_pids {
-            scanner.ignore_pid(pid);
-        }
-        scanner.trust_pid_namespace(opts.trust_pid_namespace);
-        scanner.assume_unseen_free(opts.assume_unseen_free);
+        self.options(None)?.vouch(scanner);
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::level::{measure, Level, Pressure};
 use super::WatchEvent;
-use crate::config::RootConfig;
+use crate::config::{Config, RootConfig};
 use crate::error::{Error, Result};
 use crate::reap::{Filters, FreeInodes, FreeTarget, Policy, ReapReport, Reaper};
 use crate::root::{Root, UserDirs};
@@ -77,10 +77,47 @@ impl ReapOptions {
         ReapOptions::default()
     }
 
-    /// Gives `scanner` the processes vouched for and the trust in the pid
-    /// namespace (only ever a yes: a no leaves
-    /// `SANDKEEPER_TRUST_PID_NAMESPACE` to decide, as for any scanner).
-    pub(crate) fn configure(&self, scanner: &mut Scanner) {
+    /// A caller's in-use choices, by the rule every face shares: the pids
+    /// it vouches for, and each switch on when its flag or its environment
+    /// variable (`SANDKEEPER_TRUST_PID_NAMESPACE`,
+    /// `SANDKEEPER_ASSUME_UNSEEN_FREE`) says so; the environment is read,
+    /// and a bad value refused, whatever the flag says. The rest as
+    /// [`new`](Self::new).
+    ///
+    /// # Errors
+    ///
+    /// A variable set to something other than `1`.
+    pub fn for_caller(
+        ignore_pids: Vec<u32>,
+        trust_pid_namespace: bool,
+        assume_unseen_free: bool,
+    ) -> Result<ReapOptions> {
+        use crate::inuse::{assume_unseen_free_switch, trust_pid_namespace_switch};
+        Ok(ReapOptions {
+            ignore_pids,
+            trust_pid_namespace: trust_pid_namespace_switch(trust_pid_namespace, false)?,
+            assume_unseen_free: assume_unseen_free_switch(assume_unseen_free, false)?,
+            ..ReapOptions::new()
+        })
+    }
+
+    /// These options with `config`'s in-use choices: a switch is on when
+    /// either says so, and the pids vouched for are both's, each once.
+    pub fn with_config(mut self, config: &Config) -> ReapOptions {
+        self.trust_pid_namespace |= config.trust_pid_namespace;
+        self.assume_unseen_free |= config.assume_unseen_free;
+        for &pid in &config.ignore_pids {
+            if !self.ignore_pids.contains(&pid) {
+                self.ignore_pids.push(pid);
+            }
+        }
+        self
+    }
+
+    /// Gives `scanner` the processes vouched for and the switches (only
+    /// ever a yes: a no leaves the environment to decide, as for any
+    /// scanner).
+    pub fn vouch(&self, scanner: &mut Scanner) {
         for &pid in &self.ignore_pids {
             scanner.ignore_pid(pid);
         }
@@ -90,6 +127,11 @@ impl ReapOptions {
         if self.assume_unseen_free {
             scanner.assume_unseen_free(true);
         }
+    }
+
+    /// [`vouch`](Self::vouch), and whether the scans read origins.
+    pub(crate) fn configure(&self, scanner: &mut Scanner) {
+        self.vouch(scanner);
         scanner.origins(self.origins);
     }
 }

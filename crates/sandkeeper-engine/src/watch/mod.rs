@@ -233,7 +233,10 @@ pub struct Watcher {
 
 impl Watcher {
     /// A loop over `config`.
-    pub fn new(config: Config, opts: WatchOptions) -> Watcher {
+    pub fn new(config: Config, mut opts: WatchOptions) -> Watcher {
+        // The metrics' creator label (`sandkeeper_creator_*`) is the scans'
+        // tally of origins.
+        opts.reap.origins |= opts.metrics;
         let caller = opts.reap.clone();
         let mut watcher = Watcher {
             config,
@@ -245,30 +248,16 @@ impl Watcher {
             origins: crate::origin::Trackers::new(),
         };
         watcher.take_config_switches();
-        // The metrics' creator label (`sandkeeper_creator_*`) is the scans'
-        // tally of origins.
-        watcher.opts.reap.origins |= watcher.opts.metrics;
         if watcher.config.source.is_some() {
             watcher.metrics.set_config_ok(true);
         }
         watcher
     }
 
-    /// The in-use switches and the pids vouched for: the caller's with the
-    /// config's (a switch is on when either says so; the pids of both).
+    /// The reap options in force: the caller's, with the config's in-use
+    /// choices ([`ReapOptions::with_config`]).
     fn take_config_switches(&mut self) {
-        let (caller, config) = (&self.caller, &self.config);
-        self.opts.reap.trust_pid_namespace =
-            caller.trust_pid_namespace || config.trust_pid_namespace;
-        self.opts.reap.assume_unseen_free = caller.assume_unseen_free || config.assume_unseen_free;
-        let mut pids = caller.ignore_pids.clone();
-        pids.extend(
-            config
-                .ignore_pids
-                .iter()
-                .filter(|p| !caller.ignore_pids.contains(p)),
-        );
-        self.opts.reap.ignore_pids = pids;
+        self.opts.reap = self.caller.clone().with_config(&self.config);
     }
 
     /// The config in force.
