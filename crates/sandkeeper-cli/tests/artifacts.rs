@@ -88,10 +88,7 @@ fn files_outside_dpkg(root: &Path) -> Vec<String> {
                 .unwrap()
                 .to_string_lossy()
                 .into_owned();
-            if inside.starts_with("var/lib/dpkg") || inside == "var/lib" || inside == "var" {
-                if entry.file_type().unwrap().is_dir() && !inside.starts_with("var/lib/dpkg") {
-                    stack.push(path);
-                }
+            if inside == "var/lib/dpkg" {
                 continue;
             }
             if entry.file_type().unwrap().is_dir() {

@@ -86,10 +86,6 @@ fn command(program: &str, args: &[&std::ffi::OsStr]) -> Result<(), Failure> {
     }
 }
 
-fn libc_sigkill() -> i32 {
-    rustix::process::Signal::KILL.as_raw()
-}
-
 /// Takes memory until the OOM killer ends this process.
 fn hog() {
     let mut taken: Vec<Vec<u8>> = Vec::new();
@@ -409,7 +405,11 @@ fn every_ending_inner() {
             _ => assert!(!tore_down, "{said}"),
         }
         if let ("OOM", Ok(memory)) = (ending, &memory) {
-            assert_eq!(by_signal, Some(libc_sigkill()), "{said}");
+            assert_eq!(
+                by_signal,
+                Some(rustix::process::Signal::KILL.as_raw()),
+                "{said}"
+            );
             assert!(
                 memory.oom_kills() > 0,
                 "{said}: the cgroup counted no OOM kill"
