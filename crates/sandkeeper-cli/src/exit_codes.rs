@@ -22,11 +22,8 @@ pub const USAGE: ExitStatus = ExitStatus(2);
 #[allow(dead_code)] // used by run and watch
 pub const INTERRUPTED: ExitStatus = ExitStatus(130);
 
-/// `watch` ended by SIGTERM before it could finish stopping: a second
-/// SIGTERM, or the stop watchdog (`watch::signals::STOP_LIMIT`).
-pub const TERMINATED: ExitStatus = ExitStatus(143);
-
-/// The table for `--help`.
+/// The table for `--help`. (143: the engine's stop watchdog ends the
+/// process itself, [`sandkeeper_engine::watch::Signals`].)
 pub const HELP: &str = "Exit status: 0 success; 1 something could not be done; 2 bad usage or input (nothing changed); 130 interrupted; 143 watch ended by SIGTERM before it finished stopping.";
 
 impl From<ExitStatus> for std::process::ExitCode {

@@ -429,7 +429,7 @@ impl RecordDir {
         let pid = std::process::id();
         let mut last = Errno::EXIST;
         for _ in 0..8 {
-            let stem = format!("{pid}-{}", crate::lease::random_suffix(12));
+            let stem = format!("{pid}-{}", crate::names::random_suffix(12));
             let tmp = format!(".{stem}.tmp");
             let fd = match rustix::fs::openat(
                 &self.dir,

@@ -78,12 +78,15 @@
 pub mod config;
 pub mod defaults;
 mod dirlist;
+pub mod escape;
 mod error {
     //! The error type is the `sandkeeper` crate's: one type across both.
     pub use sandkeeper::__engine::IoResultExt;
     pub use sandkeeper::{Error, ErrorKind, Result};
 }
+pub use sandkeeper::clock;
 pub(crate) use sandkeeper::fs_at;
+pub(crate) use sandkeeper::names;
 pub mod human;
 pub mod inuse;
 pub mod json;
@@ -103,6 +106,8 @@ pub mod scan;
 pub mod signals;
 pub mod supervise;
 mod sys;
+#[cfg(feature = "config")]
+pub mod text;
 pub mod walk;
 #[cfg(feature = "config")]
 pub mod watch;

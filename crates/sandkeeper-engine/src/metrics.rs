@@ -579,6 +579,75 @@ impl Metrics {
     }
 }
 
+/// The mode of a written metrics file: node_exporter, under its own user,
+/// must read it (docs/metrics.md).
+pub const FILE_MODE: u32 = 0o644;
+
+impl Metrics {
+    /// The metrics in Prometheus's text exposition format (0.0.4), for
+    /// node_exporter's textfile collector: `# HELP` and `# TYPE` then the
+    /// samples of each family, label values escaped as the format says.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use sandkeeper_engine::metrics::Metrics;
+    ///
+    /// let mut m = Metrics::new();
+    /// m.finish_cycle(Duration::from_millis(1500), UNIX_EPOCH + Duration::from_secs(10));
+    /// let text = m.to_prometheus();
+    /// assert!(text.contains("# TYPE sandkeeper_cycles_total counter\nsandkeeper_cycles_total 1\n"));
+    /// assert!(text.contains("sandkeeper_last_cycle_duration_seconds 1.500\n"));
+    /// ```
+    pub fn to_prometheus(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity(4096);
+        for family in self.families() {
+            let name = family.name;
+            let _ = writeln!(out, "# HELP {name} {}", family.help);
+            let _ = writeln!(out, "# TYPE {name} {}", family.kind.as_str());
+            for sample in &family.samples {
+                let value = match sample.value {
+                    MetricValue::Count(n) => n.to_string(),
+                    MetricValue::Seconds(s) => format!("{s:.3}"),
+                };
+                if sample.labels.is_empty() {
+                    let _ = writeln!(out, "{name} {value}");
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{{}}} {value}",
+                        exposition_labels(&sample.labels)
+                    );
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `a="x",b="y"`, each value escaped as the text format says (backslash,
+/// double quote, newline).
+fn exposition_labels(pairs: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        for c in value.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out
+}
+
 /// Owned label pairs.
 fn labels(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
     pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
@@ -587,6 +656,42 @@ fn labels(pairs: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exposition_label_values_are_escaped() {
+        let cases = [
+            ("app-*", r#"x="app-*""#),
+            ("a\"b", r#"x="a\"b""#),
+            ("a\\b", r#"x="a\\b""#),
+            ("two\nlines", r#"x="two\nlines""#),
+            ("both\\\"\n", r#"x="both\\\"\n""#),
+        ];
+        for (value, want) in cases {
+            assert_eq!(
+                exposition_labels(&[("x", value.to_owned())]),
+                want,
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_exposition_still_says_something() {
+        let mut m = Metrics::new();
+        m.finish_cycle(
+            Duration::from_millis(1500),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(10),
+        );
+        let text = m.to_prometheus();
+        assert!(
+            text.contains("sandkeeper_last_cycle_timestamp_seconds 10.000\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("sandkeeper_entries"),
+            "no roots, no series: {text}"
+        );
+    }
 
     #[test]
     fn entry_names_cannot_take_the_tools_family_labels() {

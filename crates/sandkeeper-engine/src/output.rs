@@ -213,7 +213,7 @@ impl OutputFile {
             let mut tmp = b".".to_vec();
             tmp.extend_from_slice(stem);
             tmp.push(b'.');
-            tmp.extend_from_slice(crate::lease::random_suffix(12).as_bytes());
+            tmp.extend_from_slice(crate::names::random_suffix(12).as_bytes());
             tmp.extend_from_slice(b".tmp");
             let tmp = OsString::from_vec(tmp);
             match rustix::fs::openat(

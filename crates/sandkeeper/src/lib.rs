@@ -91,6 +91,8 @@
 #![deny(unsafe_code)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+#[doc(hidden)]
+pub mod clock;
 mod error;
 #[cfg(target_os = "linux")]
 #[doc(hidden)]
@@ -98,6 +100,8 @@ pub mod fs_at;
 #[doc(hidden)]
 pub mod human;
 pub mod lease;
+#[doc(hidden)]
+pub mod names;
 mod remove_tree;
 mod sandbox;
 mod sys;

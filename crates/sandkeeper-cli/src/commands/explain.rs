@@ -27,6 +27,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
     let (root, entry, roots) = (placed.root(), &placed.entry, &placed.roots);
     let mut reaper = Reaper::new(policy(&args.rules, true, true)?);
     args.rules.inuse.apply(reaper.scanner())?;
+    reaper.scanner().origins(true);
     let inuse = reaper.scanner().in_use()?;
     let report = reaper.scanner().scan_root(root, &inuse)?;
     let Some(index) = report
@@ -46,9 +47,7 @@ pub fn run(args: &ExplainArgs, printer: &Printer) -> Result<ExitStatus, CliError
             Untrusted::path(root.path())
         )));
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = sandkeeper_engine::clock::now_ms() as i64;
     let verdicts = reaper.decide(&report, now);
     let text = render::explain::text(&report, index, &verdicts[index], &inuse, now);
     if printer.data(&text).is_err() {

@@ -13,9 +13,11 @@ pub fn run(args: &LsArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let roots = open_roots(&args.roots, true, Purpose::Read)?;
     let mut scanner = Scanner::new();
     args.inuse.apply(&mut scanner)?;
+    // Who made each sandbox, read as the scan goes (as root).
+    scanner.origins(true);
     let report = scanner.scan_roots(&roots)?;
     let text = if args.json {
-        render::ls::json(&report)
+        sandkeeper_engine::json::ls(&report)
     } else {
         render::ls::table(&report, terminal_width())
     };

@@ -1,12 +1,11 @@
 //! `sandkeeper watch`: the host backstop, run by the library's engine
 //! ([`sandkeeper_engine::watch::Watcher`]). This face gives it the real clock and
 //! the signals (SIGHUP reloads the config, SIGTERM stops after the current
-//! removal: [`signals`]), logs every event as one line on stderr when it
+//! removal: [`Signals`]), logs every event as one line on stderr when it
 //! happens ([`log`]), and writes `--metrics-file` whenever the metrics
 //! change.
 
 pub mod log;
-pub mod signals;
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -16,7 +15,7 @@ use std::time::Instant;
 
 use sandkeeper_engine::reap::{KeepReason, ReapEvent, ReapReason};
 use sandkeeper_engine::watch::{
-    Driver, Mode, PressureEnd, Wake, WatchEvent, WatchOptions, Watcher,
+    Driver, Mode, PressureEnd, Signals, Wake, WatchEvent, WatchOptions, Watcher,
 };
 
 use super::load_config;
@@ -27,7 +26,6 @@ use crate::humanize::{sanitize, size};
 use crate::printer::Printer;
 use crate::render::{self, watch::MAX_ERROR_LINES};
 use log::Log;
-use signals::Signals;
 
 pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
     let config = load_config(args.config.as_deref())?;
@@ -48,7 +46,8 @@ pub fn run(args: &WatchArgs, printer: &Printer) -> Result<ExitStatus, CliError> 
             _ => {}
         }
     }
-    let signals = Signals::install(Log::new(printer))
+    let stuck_log = Log::new(printer);
+    let signals = Signals::install(move |why| stuck_log.error(why))
         .map_err(|e| CliError::io("cannot install signal handlers", &e))?;
     let mut opts = WatchOptions::new();
     opts.reap = args.inuse.options(None)?;
@@ -266,8 +265,9 @@ impl LogDriver {
         let Some(path) = &self.metrics_file else {
             return;
         };
-        let text = render::metrics::prometheus(metrics);
-        if let Err(e) = render::metrics::write_atomic(path, &text) {
+        let text = metrics.to_prometheus();
+        let mode = sandkeeper_engine::metrics::FILE_MODE;
+        if let Err(e) = sandkeeper_engine::output::write_atomic(path, text.as_bytes(), mode) {
             self.log.error(&format!(
                 "cannot write the metrics file {}: {e}",
                 sanitize(path.as_os_str().as_bytes())

@@ -1,7 +1,8 @@
 //! The machine-readable documents every face gives: `sandkeeper.scan/v1`
 //! ([`scan`] from a report, or [`write_scan`] as the scan goes, in memory
 //! flat in the number of entries), `sandkeeper.reap/v1` ([`reap`]),
-//! `sandkeeper.report/v1` ([`report`]), `sandkeeper.run/v1` ([`run`]), and
+//! `sandkeeper.report/v1` ([`report`]), `sandkeeper.run/v1` ([`run`]),
+//! `sandkeeper.ls/v1` ([`ls`]), and
 //! the helpers they are built with. Their fields are documented in `docs/scan-json.md` and
 //! `docs/reap-json.md`; a field is never removed or changed in meaning
 //! within a schema version.
@@ -21,6 +22,7 @@
 //! assert_eq!(sandkeeper_engine::json::pretty(&"\u{1b}[2J"), r#""\u001b[2J""#);
 //! ```
 
+mod ls;
 mod reap;
 mod report;
 mod run;
@@ -39,50 +41,15 @@ use serde_json::{json, Map, Value};
 use crate::inuse::{Holder, KernelUse};
 use crate::lease::LeaseRecord;
 
+pub use ls::ls;
 pub use reap::{reap, REAP_SCHEMA};
 pub use report::report;
 pub use run::run;
 pub use scan::{scan, SCAN_SCHEMA};
 pub use stream::write_scan;
 
-/// Whether `c` must never reach a terminal as itself: C0 controls, DEL and
-/// C1 controls (`char::is_control`), and the invisible characters that
-/// change how text around them is shown or read: bidi embeddings,
-/// overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E,
-/// U+200F, U+061C), line and paragraph separators (U+2028, U+2029), and
-/// the other format controls and fillers (zero-width space and joiners,
-/// word joiner, invisible operators, BOM, soft hyphen, interlinear
-/// annotation, tag characters, Hangul fillers).
-pub fn is_dangerous(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c as u32,
-            0x00AD
-                | 0x034F
-                | 0x061C
-                | 0x0600..=0x0605
-                | 0x06DD
-                | 0x070F
-                | 0x0890..=0x0891
-                | 0x08E2
-                | 0x115F..=0x1160
-                | 0x17B4..=0x17B5
-                | 0x180B..=0x180F
-                | 0x200B..=0x200F
-                | 0x2028..=0x202E
-                | 0x2060..=0x206F
-                | 0x3164
-                | 0xFEFF
-                | 0xFFA0
-                | 0xFFF9..=0xFFFB
-                | 0x110BD
-                | 0x110CD
-                | 0x13430..=0x1343F
-                | 0x1BCA0..=0x1BCA3
-                | 0x1D173..=0x1D17A
-                | 0xE0000..=0xE0FFF
-        )
-}
+/// Whether `c` must never reach a terminal as itself (the one list: [`crate::escape::is_dangerous`]).
+pub use crate::escape::is_dangerous;
 
 /// `value` as pretty JSON (what `serde_json::to_string_pretty` gives),
 /// but with every character [`is_dangerous`] written as a `\uXXXX` escape

@@ -114,18 +114,8 @@ impl Serialize for RootJson<'_> {
         path(&mut m, &root.path)?;
         summary(&mut m, root)?;
         if self.entries {
-            // Origins (optional, `docs/origins.md`): as the scan read them;
-            // for a scan that did not, read per entry through the root
-            // opened again, never by a path below it.
-            #[cfg(target_os = "linux")]
-            let opened = match root.origins_read {
-                true => None,
-                false => crate::root::Root::open_exact(&root.path).ok(),
-            };
-            #[cfg(target_os = "linux")]
+            let opened = reopened(root);
             let fd = opened.as_ref().map(crate::root::Root::fd);
-            #[cfg(not(target_os = "linux"))]
-            let fd = None;
             let entries: Vec<EntryJson<'_>> = root
                 .entries
                 .iter()
@@ -135,6 +125,17 @@ impl Serialize for RootJson<'_> {
         }
         m.serialize_entry("warnings", &root.warnings)?;
         m.end()
+    }
+}
+
+/// Origins (optional, `docs/origins.md`) are given as the scan read them;
+/// for a scan that did not, they are read per entry through the root
+/// opened again (this), never by a path below it. `None` where the scan
+/// read them, or they cannot be read here.
+pub(super) fn reopened(root: &RootReport) -> Option<crate::root::Root> {
+    match cfg!(target_os = "linux") && !root.origins_read {
+        true => crate::root::Root::open_exact(&root.path).ok(),
+        false => None,
     }
 }
 
@@ -288,18 +289,28 @@ impl Serialize for EntryJson<'_> {
             (None, false) => Value::Null,
         };
         m.serialize_entry("lease", &lease)?;
-        m.serialize_entry(
-            "kept_until_ms",
-            &e.kept_until(self.1, crate::reap::DEFAULT_MAX_KEEP),
-        )?;
-        #[cfg(target_os = "linux")]
-        if let Some(origin) = e.origin.as_deref() {
-            m.serialize_entry("origin", origin)?;
-        } else if let Some(origin) = self.2.and_then(|fd| crate::origin::read(fd, &e.name)) {
+        m.serialize_entry("kept_until_ms", &e.kept_by_default(self.1))?;
+        if let Some(origin) = origin_of(e, self.2) {
             m.serialize_entry("origin", &origin)?;
         }
         m.end()
     }
+}
+
+/// The origin of `e`: as the scan read it, else read through `fd`, its
+/// root opened again ([`reopened`]).
+#[cfg(target_os = "linux")]
+pub(super) fn origin_of(e: &Entry, fd: Option<std::os::fd::BorrowedFd<'_>>) -> Option<Value> {
+    match e.origin.as_deref() {
+        Some(origin) => serde_json::to_value(origin).ok(),
+        None => serde_json::to_value(crate::origin::read(fd?, &e.name)?).ok(),
+    }
+}
+
+/// No origins off Linux.
+#[cfg(not(target_os = "linux"))]
+pub(super) fn origin_of(_: &Entry, _: Option<std::os::fd::BorrowedFd<'_>>) -> Option<Value> {
+    None
 }
 
 /// The blind spots assumed away by trusting the pid namespace, as the JSON

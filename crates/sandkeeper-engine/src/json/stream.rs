@@ -13,7 +13,6 @@ use super::scan::{path, summary, Document, EntryJson, RootJson, Wide};
 use super::SafeFormatter;
 use crate::error::{Error, Result};
 use crate::inuse::InUse;
-use crate::lease;
 use crate::root::Root;
 use crate::scan::{Report, RootReport, Scanner};
 
@@ -85,7 +84,7 @@ pub fn write_scan(
             Some(flag)
         }
     };
-    let started_ms = lease::now_ms() as i64;
+    let started_ms = crate::clock::now_ms() as i64;
     if let Some(first) = roots.first() {
         scanner.check_stop(first.path())?;
     }

@@ -405,8 +405,5 @@ fn run_to_store(path: &Path, ino: u64, origin: Origin) -> Option<bool> {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    crate::clock::now_ms() as i64
 }

@@ -745,7 +745,7 @@ mod tests {
         fastrand::seed(17);
         for tag in ["run-true", "live", "cli-scan-rs-42", "tests-it_works-7"] {
             for _ in 0..500 {
-                let name = format!("{tag}-{}", crate::lease::name_suffix());
+                let name = format!("{tag}-{}", crate::names::name_suffix());
                 let families = group(&[name.as_str()]);
                 assert_eq!(families[0].pattern, format!("{tag}-*"), "{name}");
             }

@@ -577,7 +577,7 @@ impl Reaper {
         }
         // The scan streams each root's entries into compact decisions
         // ([`decisions`]): no root's entries are held as a whole.
-        let started_ms = crate::lease::now_ms() as i64;
+        let started_ms = crate::clock::now_ms() as i64;
         if let Some(first) = roots.first() {
             if self.policy.stop_requested() {
                 return Err(Error::stopped().at(first.path()));

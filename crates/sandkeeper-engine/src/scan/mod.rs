@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use claims::PidCheck;
+pub use claims::{program, Held, HolderName, PidCheck};
 pub use creators::{
     CreatorCount, CreatorKey, Creators, EntryCount, KEY_ARGS, KEY_FIELD, MAX_KEYS, MAX_SLOTS, SLOTS,
 };
@@ -300,7 +300,7 @@ impl Scanner {
     /// When `/proc` cannot be read, or a root's filesystem cannot be
     /// measured or the root cannot be listed.
     pub fn scan_roots(&self, roots: &[Root]) -> Result<Report> {
-        let started_ms = lease::now_ms() as i64;
+        let started_ms = crate::clock::now_ms() as i64;
         if let Some(first) = roots.first() {
             self.check_stop(first.path())?;
         }
@@ -464,7 +464,7 @@ impl Scanner {
         // not during it: what grouping a million names takes for a while
         // would add to what the walk holds. Held names are one window
         // (see [`listing`]).
-        let mut families = report::Families::new(total, lease::now_ms() as i64);
+        let mut families = report::Families::new(total, crate::clock::now_ms() as i64);
         let mut told_start = false;
         let names = listing.windows(dir, &path, |window_first, window| {
             families.add_window(window, window_first);

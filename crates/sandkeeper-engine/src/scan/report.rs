@@ -280,6 +280,22 @@ impl Entry {
         (now < until).then_some(until)
     }
 
+    /// Until when it is kept on purpose at `now_ms` under the default cap
+    /// (what a reap without `--max-keep` does): the one test `scan`, `ls`
+    /// and `explain` use.
+    pub fn kept_by_default(&self, now_ms: i64) -> Option<u64> {
+        self.kept_until(now_ms, crate::defaults::MAX_KEEP)
+    }
+
+    /// The state as tables show it: `kept` for an orphaned sandbox kept on
+    /// purpose (a reap keeps it), else the state's name.
+    pub fn state_word(&self, now_ms: i64) -> &'static str {
+        match self.kept_by_default(now_ms) {
+            Some(_) => "kept",
+            None => self.state.as_str(),
+        }
+    }
+
     /// How long ago its newest change inside was, at `now_ms` (zero for a
     /// change in the future, or none seen).
     pub fn age(&self, now_ms: i64) -> std::time::Duration {

@@ -49,6 +49,8 @@
 
 mod cycle;
 mod level;
+#[cfg(unix)]
+mod signals;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +59,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use cycle::{policy, reap_root, Mode, Outcome, ReapOptions};
 pub use level::{measure, Level, Pressure};
+#[cfg(unix)]
+pub use signals::{Signals, STOP_LIMIT};
 
 use crate::config::{self, Config, ConfigError, RootConfig};
 use crate::error::Error;

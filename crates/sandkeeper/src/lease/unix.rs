@@ -13,12 +13,13 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use super::{
-    lock_holders, random_suffix, split_parent, LeaseRecord, Locks, OwnerStatus, RecordState,
-    LEASE_FILE, MAX_RECORD_BYTES, NEW_PREFIX,
+    lock_holders, LeaseRecord, Locks, OwnerStatus, RecordState, LEASE_FILE, MAX_RECORD_BYTES,
+    NEW_PREFIX,
 };
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 #[cfg(target_os = "linux")]
 use crate::fs_at;
+use crate::names::{random_suffix, split_parent};
 
 /// The owner's side of a lease: a shared lock on the sandbox directory,
 /// held until this value is dropped.

@@ -25,8 +25,9 @@ use std::io::{self, Read, Seek, Write};
 use std::os::windows::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{split_parent, LeaseRecord, RecordState, LEASE_FILE, MAX_RECORD_BYTES};
+use super::{LeaseRecord, RecordState, LEASE_FILE, MAX_RECORD_BYTES};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
+use crate::names::split_parent;
 
 /// `GENERIC_READ`, `GENERIC_WRITE`: the access rights asked for.
 const READ: u32 = 0x8000_0000;

@@ -435,7 +435,7 @@ fn create_unique(
 ) -> Result<(PathBuf, Lease)> {
     let root_fd = lease::open_root_dir(root)?;
     for _ in 0..100 {
-        let name = format!("{tag}-{}", lease::name_suffix());
+        let name = format!("{tag}-{}", crate::names::name_suffix());
         if let Created::New(lease) =
             lease::create_at(lease::root_ref(&root_fd), root, name.as_ref(), record, mode)?
         {

@@ -307,7 +307,7 @@ fn try_slot(
                 if claim
                     .record()
                     .record()
-                    .is_some_and(|r| r.is_kept_at(lease::now_ms()))
+                    .is_some_and(|r| r.is_kept_at(crate::clock::now_ms()))
                 {
                     return Ok(Slot::Unavailable);
                 }

@@ -419,7 +419,7 @@ impl Sandbox {
             teardown::run_stack(actions, inner.kill_grace);
             mark_kept(
                 lease,
-                lease::now_ms().saturating_add(keep_for.as_millis() as u64),
+                crate::clock::now_ms().saturating_add(keep_for.as_millis() as u64),
             )?;
         }
         Ok(inner.path.clone())
@@ -525,7 +525,7 @@ impl Inner {
     /// is. The one place the library prints: a kept sandbox nobody hears of
     /// is a leak, and the caller (a test that just panicked) cannot print it.
     fn keep_for_debugging(&self, lease: Lease) {
-        let now = lease::now_ms();
+        let now = crate::clock::now_ms();
         let until = now.saturating_add(self.keep_for.as_millis() as u64);
         let _ = mark_kept(lease, until);
         #[allow(clippy::print_stderr)]

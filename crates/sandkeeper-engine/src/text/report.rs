@@ -5,11 +5,12 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use sandkeeper_engine::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
-use sandkeeper_engine::run::LeftoverFamily;
+use crate::leaks::{ReadLimit, ReadRecords, Summary, TestLeaks};
+use crate::run::LeftoverFamily;
 
-use super::escape::Untrusted;
-use crate::humanize::{sanitize, size};
+use crate::escape::sanitize;
+use crate::escape::Untrusted;
+use crate::human::size;
 
 /// Families shown per test in the text.
 const SHOWN_FAMILIES: usize = 3;
@@ -111,29 +112,29 @@ pub fn warnings(dir: &Path, read: &ReadRecords) -> Vec<String> {
     if unlisted > 0 {
         out.push(format!(
             "skipped {} in {dir}",
-            crate::humanize::plural(unlisted, "more unusable record", "more unusable records")
+            crate::human::plural(unlisted, "more unusable record", "more unusable records")
         ));
     }
     if read.hard_links_skipped > 0 {
         out.push(format!(
             "skipped {} to records already read in {dir}: each record is counted once (`run` makes no links; whoever can write {dir} did)",
-            crate::humanize::plural(
+            crate::human::plural(
                 read.hard_links_skipped,
                 "hard link",
                 "hard links"
             )
         ));
     }
-    let not_read = crate::humanize::plural(read.not_read, "record file", "record files");
+    let not_read = crate::human::plural(read.not_read, "record file", "record files");
     match read.limit {
         Some(ReadLimit::Records) => out.push(format!(
             "read only the first {} records of {dir}: {not_read} not read, the summary is partial",
-            sandkeeper_engine::leaks::MAX_RECORDS
+            crate::leaks::MAX_RECORDS
         )),
         Some(ReadLimit::Bytes) => out.push(format!(
             "stopped reading {dir} after {} of records (the limit, {}): {not_read} not read, the summary is partial",
             size(read.bytes_read),
-            size(sandkeeper_engine::leaks::MAX_TOTAL_BYTES)
+            size(crate::leaks::MAX_TOTAL_BYTES)
         )),
         _ => {}
     }

@@ -2,11 +2,10 @@
 //! recorded it. Every field is text a user's process chose: escaped and
 //! bounded here; origins are shown, never used to decide.
 
-use sandkeeper_engine::origin::{self, Creator, Origin};
-use sandkeeper_engine::root::Root;
-use sandkeeper_engine::scan::{CreatorKey, Creators, Entry, RootReport};
+use crate::origin::{self, Creator, Origin};
+use crate::scan::{CreatorKey, Creators};
 
-use super::escape::Untrusted;
+use crate::escape::Untrusted;
 
 /// The most argv elements shown in a summary.
 const ARGS: usize = 4;
@@ -14,25 +13,6 @@ const ARGS: usize = 4;
 const FIELD: usize = 60;
 /// The most creators named per family; the rest are counted.
 const PER_FAMILY: usize = 3;
-
-/// The root of `report`, opened again to read origins (`None`: the scan
-/// read them already, the root cannot be opened, or the caller is not
-/// root and could not read `trusted.*` anyway).
-pub fn open(report: &RootReport) -> Option<Root> {
-    if report.origins_read || !rustix::process::geteuid().is_root() {
-        return None;
-    }
-    Root::open_exact(&report.path).ok()
-}
-
-/// The origin of the entry `e`: as the scan read it, else read from
-/// `root` (see [`open`]).
-pub fn of(root: Option<&Root>, e: &Entry) -> Option<Origin> {
-    match &e.origin {
-        Some(o) => Some((**o).clone()),
-        None => origin::read(root?.fd(), &e.name),
-    }
-}
 
 fn text(s: &str) -> String {
     Untrusted::text(s).max_chars(FIELD).to_string()
@@ -160,7 +140,7 @@ pub fn family_lines(creators: Option<&Creators>) -> Vec<String> {
     };
     let count = |n: u64, bytes: u64| {
         let noun = if n == 1 { "entry" } else { "entries" };
-        format!("{n} {noun}, {}", crate::humanize::size(bytes))
+        format!("{n} {noun}, {}", crate::human::size(bytes))
     };
     let mut lines: Vec<String> = c
         .top

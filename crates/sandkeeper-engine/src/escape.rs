@@ -24,11 +24,23 @@
 //! or above, so never confusable with an ASCII control); `\"` inside
 //! quotes.
 //!
-//! JSON is escaped by its own rules ([`json_pretty`], the library's
-//! [`sandkeeper_engine::json::pretty`]): `serde_json` escapes C0 controls; the
+//! JSON is escaped by its own rules ([`crate::json::pretty`]): `serde_json` escapes C0 controls; the
 //! rest of [`is_dangerous`] becomes `\uXXXX`, so a JSON document printed
 //! on a terminal is as safe as the table, and decodes to exactly the same
 //! values.
+//!
+//! ```
+//! use sandkeeper_engine::escape::{self, Untrusted};
+//!
+//! // A hostile name: an escape sequence that would retitle the terminal.
+//! let name = "job-\u{1b}]0;pwned\u{7}";
+//! assert_eq!(Untrusted::text(name).to_string(), r#""job-\x1b]0;pwned\x07""#);
+//! assert_eq!(Untrusted::text("app-1").to_string(), "app-1");
+//! assert_eq!(Untrusted::text("long-name").max_chars(5).to_string(), "long…");
+//! // A line we built passes unchanged unless it carries a control.
+//! assert_eq!(escape::line("removed 3 entries"), "removed 3 entries");
+//! assert_eq!(escape::line("two\nlines"), r"two\nlines");
+//! ```
 
 use std::borrow::Cow;
 use std::ffi::OsStr;
@@ -37,7 +49,44 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-pub use sandkeeper_engine::json::{is_dangerous, pretty as json_pretty};
+/// Whether `c` must never reach a terminal as itself: C0 controls, DEL and
+/// C1 controls (`char::is_control`), and the invisible characters that
+/// change how text around them is shown or read: bidi embeddings,
+/// overrides, isolates and marks (U+202A–U+202E, U+2066–U+2069, U+200E,
+/// U+200F, U+061C), line and paragraph separators (U+2028, U+2029), and
+/// the other format controls and fillers (zero-width space and joiners,
+/// word joiner, invisible operators, BOM, soft hyphen, interlinear
+/// annotation, tag characters, Hangul fillers).
+pub fn is_dangerous(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c as u32,
+            0x00AD
+                | 0x034F
+                | 0x061C
+                | 0x0600..=0x0605
+                | 0x06DD
+                | 0x070F
+                | 0x0890..=0x0891
+                | 0x08E2
+                | 0x115F..=0x1160
+                | 0x17B4..=0x17B5
+                | 0x180B..=0x180F
+                | 0x200B..=0x200F
+                | 0x2028..=0x202E
+                | 0x2060..=0x206F
+                | 0x3164
+                | 0xFEFF
+                | 0xFFA0
+                | 0xFFF9..=0xFFFB
+                | 0x110BD
+                | 0x110CD
+                | 0x13430..=0x1343F
+                | 0x1BCA0..=0x1BCA3
+                | 0x1D173..=0x1D17A
+                | 0xE0000..=0xE0FFF
+        )
+}
 
 /// How much of the text is trusted to be ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,6 +324,7 @@ pub struct BlockWriter<W: io::Write> {
 }
 
 impl<W: io::Write> BlockWriter<W> {
+    /// A writer into `out`; call [`BlockWriter::finish`] at the end.
     pub fn new(out: W) -> BlockWriter<W> {
         BlockWriter {
             out,
@@ -508,7 +558,7 @@ mod tests {
             let lossy = String::from_utf8_lossy(raw);
             assert!(!survives(&line(&lossy), false), "{raw:?}");
             assert!(!survives(&block(&lossy), true), "{raw:?}");
-            let json = json_pretty(&lossy.as_ref());
+            let json = crate::json::pretty(&lossy.as_ref());
             assert!(!survives(&json, false), "{raw:?} -> {json}");
             let back: String = serde_json::from_str(&json).unwrap();
             assert_eq!(back, lossy, "JSON decodes to the same text");
@@ -529,6 +579,6 @@ mod tests {
         let want = serde_json::to_string_pretty(&value)
             .unwrap()
             .replace('\u{202e}', "\\u202e");
-        assert_eq!(json_pretty(&value), want);
+        assert_eq!(crate::json::pretty(&value), want);
     }
 }

@@ -1,16 +1,16 @@
 //! `reap` output: a human summary (the `sandkeeper.reap/v1` JSON is the
-//! library's, [`sandkeeper_engine::json::reap`]).
+//! library's, [`crate::json::reap`]).
 
 use std::fmt::Write as _;
 
-use sandkeeper_engine::reap::{ReapReport, TargetOutcome};
+use crate::reap::{ReapReport, TargetOutcome};
 
-use super::escape::{self, Untrusted};
-use crate::humanize::{plural, size};
+use crate::escape::{self, Untrusted};
+use crate::human::{plural, size};
 
 /// The human summary: per root, what went per family, what stayed and why
 /// (in counts), what failed. `--verbose` lists every entry (from the
-/// records: a reap made for it keeps them, [`records`](sandkeeper_engine::reap::PolicyBuilder::records)).
+/// records: a reap made for it keeps them, [`records`](crate::reap::PolicyBuilder::records)).
 pub fn summary(report: &ReapReport, verbose: bool) -> String {
     let verb = if report.dry_run {
         "would remove"

@@ -1,14 +1,14 @@
 //! `scan` output: the human table and the warnings (the
-//! `sandkeeper.scan/v1` JSON is the library's, [`sandkeeper_engine::json::scan`]).
+//! `sandkeeper.scan/v1` JSON is the library's, [`crate::json::scan`]).
 
 use std::fmt::Write as _;
 
-use sandkeeper_engine::scan::warnings::Face;
-use sandkeeper_engine::scan::{Report, RootReport};
+use crate::scan::warnings::Face;
+use crate::scan::{Report, RootReport};
 
-use super::escape::{self, Untrusted};
-use super::{claims, kept_until, state_word};
-use crate::humanize::{age, plural, size};
+use super::claims;
+use crate::escape::{self, Untrusted};
+use crate::human::{age, plural, size};
 
 /// The human report: per root a header, the families (biggest first), and a
 /// footer with totals; `--entries` adds one line per entry.
@@ -60,7 +60,6 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
             "UNKNOWN",
             "RECLAIMABLE"
         );
-        let opened = super::origin::open(root);
         for (g, pattern) in root.groups.iter().zip(&patterns) {
             let s = &g.states;
             let _ = writeln!(
@@ -109,32 +108,29 @@ pub fn table(report: &Report, entries: bool, verbose: bool) -> String {
         out.push('\n');
         if entries {
             out.push('\n');
-            entry_lines(&mut out, root, now, verbose, opened.as_ref());
+            entry_lines(&mut out, root, now, verbose);
         }
     }
     out
 }
 
-fn entry_lines(
-    out: &mut String,
-    root: &RootReport,
-    now: i64,
-    verbose: bool,
-    opened: Option<&sandkeeper_engine::root::Root>,
-) {
+fn entry_lines(out: &mut String, root: &RootReport, now: i64, verbose: bool) {
     let _ = writeln!(out, "{:<9} {:>10} {:>6}  NAME", "STATE", "SIZE", "AGE");
     for e in &root.entries {
         let _ = write!(
             out,
             "{:<9} {:>10} {:>6}  {}",
-            state_word(e, now),
+            e.state_word(now),
             size(e.disk_bytes),
             e.newest_mtime_ms
                 .map_or("-".into(), |m| age(now.saturating_sub(m))),
             Untrusted::os(&e.name)
         );
         let mut notes: Vec<String> = Vec::new();
-        notes.extend(kept_until(e, now).map(|until| crate::humanize::kept_until(until, now)));
+        notes.extend(
+            e.kept_by_default(now)
+                .map(|until| super::kept_until(until, now)),
+        );
         notes.extend(
             e.holders
                 .iter()
@@ -164,8 +160,8 @@ fn entry_lines(
         if verbose {
             notes.push(escape::line(&e.reason.to_string()).into_owned());
         }
-        if let Some(o) = super::origin::of(opened, e) {
-            notes.push(format!("made by {}", super::origin::line(&o)));
+        if let Some(o) = &e.origin {
+            notes.push(format!("made by {}", super::origin::line(o)));
         }
         if !notes.is_empty() {
             let _ = write!(out, "  [{}]", notes.join("; "));
@@ -193,7 +189,7 @@ pub fn warnings(report: &Report) -> Vec<String> {
 /// The line that names the switch that assumes every uninspectable process
 /// holds nothing (`explain`'s).
 pub fn assumed_unseen(count: usize) -> String {
-    sandkeeper_engine::scan::warnings::assumed_unseen(count, Face::Command)
+    crate::scan::warnings::assumed_unseen(count, Face::Command)
 }
 
 #[cfg(test)]

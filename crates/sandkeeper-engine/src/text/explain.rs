@@ -9,14 +9,14 @@
 
 use std::fmt::Write as _;
 
-use sandkeeper_engine::inuse::InUse;
-use sandkeeper_engine::lease::LeaseRecord;
-use sandkeeper_engine::reap::{KeepReason, Verdict};
-use sandkeeper_engine::scan::{Entry, RootReport};
+use crate::inuse::InUse;
+use crate::lease::LeaseRecord;
+use crate::reap::{KeepReason, Verdict};
+use crate::scan::{Entry, RootReport};
 
 use super::claims;
-use super::escape::{self, Untrusted};
-use crate::humanize::{age, size};
+use crate::escape::{self, Untrusted};
+use crate::human::{age, size};
 
 /// Why entry `index` of `report` is in its state, and what a reap with the
 /// given rules would do.
@@ -34,7 +34,7 @@ pub fn text(
     // else as `scan` and `ls` tell it (the default cap).
     let kept = match verdict {
         Verdict::Keep(KeepReason::KeptUntil(until)) => Some(*until),
-        _ => super::kept_until(e, now),
+        _ => e.kept_by_default(now),
     };
     match kept {
         Some(until) => {
@@ -46,7 +46,7 @@ pub fn text(
             let _ = writeln!(
                 out,
                 "  {}: no reap takes it before then, except under pressure",
-                crate::humanize::kept_until(until, now)
+                super::kept_until(until, now)
             );
         }
         None => {
@@ -97,8 +97,8 @@ pub fn text(
             let _ = writeln!(out, "  lease: none (an unmanaged entry)");
         }
     }
-    if let Some(o) = super::origin::of(super::origin::open(report).as_ref(), e) {
-        super::origin::detail(&mut out, &o);
+    if let Some(o) = &e.origin {
+        super::origin::detail(&mut out, o);
     }
     let _ = writeln!(
         out,
@@ -147,7 +147,7 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         out,
         "    created: {} ago ({})",
         age(now.saturating_sub(created)),
-        sandkeeper_engine::human::instant(l.created_ms)
+        crate::human::instant(l.created_ms)
     );
     let _ = writeln!(out, "    tag: {}", Untrusted::text(&l.tag));
     if let Some(site) = &l.site {
@@ -168,7 +168,7 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
         let _ = writeln!(
             out,
             "    asks to be {}",
-            sandkeeper_engine::human::kept_until(until, Some(now.max(0) as u64))
+            crate::human::kept_until(until, Some(now.max(0) as u64))
         );
     }
 }

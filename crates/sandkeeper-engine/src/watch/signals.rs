@@ -1,4 +1,4 @@
-//! Signals for `watch`: SIGTERM and SIGINT raise the stop flag (the
+//! The signals of a `watch` daemon, for a front end's [`Driver`](super::Driver): SIGTERM and SIGINT raise the stop flag (the
 //! reaper checks it before each removal, so the removal under way
 //! finishes); SIGHUP asks for a reload. A second SIGTERM or SIGINT ends
 //! the process at once. Every signal also wakes the main loop, which
@@ -8,7 +8,7 @@
 //! or NFS server: a handled signal does not interrupt such a wait, and a
 //! thread stuck in one never runs the handler). The signals are blocked
 //! in the main thread and every thread it starts, and taken only by a
-//! watchdog thread that does nothing else ([`sandkeeper_engine::signals`]); the
+//! watchdog thread that does nothing else ([`crate::signals`]); the
 //! first SIGTERM or SIGINT wakes it through a socket of its own, and it
 //! ends the process [`STOP_LIMIT`] later if it is still running, with
 //! status 143 (130 for SIGINT). Ending the process kills
@@ -22,9 +22,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::log::Log;
-use crate::exit_codes;
-
 use rustix::process::Signal;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::{flag, low_level};
@@ -34,6 +31,20 @@ use signal_hook::{flag, low_level};
 pub const STOP_LIMIT: Duration = Duration::from_secs(5);
 
 /// The installed handlers' flags and the loop's wake-up socket.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sandkeeper_engine::watch::Signals;
+///
+/// let signals = Signals::install(|why| eprintln!("{why}"))?;
+/// while !signals.stopping() {
+///     if signals.take_hangup() {
+///         // reload the config
+///     }
+///     signals.wait(Duration::from_secs(5));
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Signals {
     stop: Arc<AtomicBool>,
@@ -45,13 +56,13 @@ pub struct Signals {
 impl Signals {
     /// Installs the handlers (for the rest of the process), and the
     /// watchdog that ends the process [`STOP_LIMIT`] after the first
-    /// SIGTERM or SIGINT, logging why to `log`.
+    /// SIGTERM or SIGINT, telling `stuck` why first (one line, for the log).
     ///
     /// # Errors
     ///
     /// When a handler cannot be installed, the socket pairs not made or
     /// the watchdog not started.
-    pub fn install(log: Log) -> io::Result<Signals> {
+    pub fn install(stuck: impl FnOnce(&str) + Send + 'static) -> io::Result<Signals> {
         let stop = Arc::new(AtomicBool::new(false));
         let interrupted = Arc::new(AtomicBool::new(false));
         let hangup = Arc::new(AtomicBool::new(false));
@@ -75,12 +86,8 @@ impl Signals {
         // Started before the mask below, so it takes the signals.
         std::thread::Builder::new()
             .name("sandkeeper-stop".into())
-            .spawn(move || watchdog_thread(&watchdog, &sigint, log))?;
-        sandkeeper_engine::signals::block_in_this_thread(&[
-            Signal::TERM,
-            Signal::INT,
-            Signal::HUP,
-        ])?;
+            .spawn(move || watchdog_thread(&watchdog, &sigint, stuck))?;
+        crate::signals::block_in_this_thread(&[Signal::TERM, Signal::INT, Signal::HUP])?;
         Ok(Signals {
             stop,
             interrupted,
@@ -123,7 +130,7 @@ impl Signals {
 
 /// Waits for the first SIGTERM or SIGINT, then gives the main thread
 /// [`STOP_LIMIT`] to finish; ends the process if it has not.
-fn watchdog_thread(wake: &UnixStream, interrupted: &AtomicBool, log: Log) {
+fn watchdog_thread(wake: &UnixStream, interrupted: &AtomicBool, stuck: impl FnOnce(&str)) {
     let mut buf = [0u8; 64];
     loop {
         match (&*wake).read(&mut buf) {
@@ -135,14 +142,14 @@ fn watchdog_thread(wake: &UnixStream, interrupted: &AtomicBool, log: Log) {
     }
     std::thread::sleep(STOP_LIMIT);
     let (signal, status) = if interrupted.load(Ordering::Relaxed) {
-        ("SIGINT", exit_codes::INTERRUPTED)
+        ("SIGINT", 128 + SIGINT)
     } else {
-        ("SIGTERM", exit_codes::TERMINATED)
+        ("SIGTERM", 128 + SIGTERM)
     };
-    log.error(&format!(
+    stuck(&format!(
         "still not stopped {} s after {signal}: a system call does not return \
          (a filesystem that does not answer?); exiting without finishing",
         STOP_LIMIT.as_secs()
     ));
-    std::process::exit(i32::from(status.0));
+    std::process::exit(status);
 }

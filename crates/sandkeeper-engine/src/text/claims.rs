@@ -3,11 +3,11 @@
 //! [`Entry::check_record_pid`]). Renders show facts as facts, and claims
 //! labelled as claims, with a plain word where the two disagree.
 
-use sandkeeper_engine::lease::LeaseRecord;
-use sandkeeper_engine::scan::Entry;
+use crate::lease::LeaseRecord;
+use crate::scan::Entry;
 
-use super::escape::Untrusted;
-use crate::config::user_name;
+use crate::config::value::user_name;
+use crate::escape::Untrusted;
 
 /// How many characters of a claimed command a table shows.
 pub const TABLE_FIELD: usize = 200;
