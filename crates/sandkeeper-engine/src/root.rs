@@ -486,19 +486,15 @@ impl Root {
     /// When the directory cannot be opened as a root, or the name does not
     /// exist in it.
     pub fn resolve_entry_path(path: &Path) -> Result<PathBuf> {
-        match (path.parent(), path.file_name()) {
-            (Some(parent), Some(name)) => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
+        match crate::names::split_parent(path) {
+            Ok((parent, name)) => {
                 let dir = Root::open(parent)?;
                 rustix::fs::statat(dir.fd(), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                     .map_err(|e| Error::io("cannot find", e.into()).at(path))?;
                 Ok(dir.path().join(name))
             }
-            _ => Ok(Root::open(path)?.path().to_owned()),
+            // `/`, a path ending in `..`: no last name to keep.
+            Err(_) => Ok(Root::open(path)?.path().to_owned()),
         }
     }
 

@@ -103,24 +103,11 @@ impl CreatorKey {
     /// The same key without the working directory (what `watch`'s
     /// metrics label: other users cannot read a process's cwd).
     pub fn without_cwd(&self) -> CreatorKey {
-        match self {
-            CreatorKey::Process {
-                name,
-                command,
-                more_args,
-                unit,
-                cgroup,
-                ..
-            } => CreatorKey::Process {
-                name: name.clone(),
-                command: command.clone(),
-                more_args: *more_args,
-                unit: unit.clone(),
-                cgroup: cgroup.clone(),
-                cwd: None,
-            },
-            other => other.clone(),
+        let mut key = self.clone();
+        if let CreatorKey::Process { cwd, .. } = &mut key {
+            *cwd = None;
         }
+        key
     }
 }
 
