@@ -202,16 +202,16 @@
 //! - Device numbers in `/proc/PID/maps` are the ones the kernel reports for
 //!   the mapping; for files on overlayfs that is the underlying layer's file.
 
-mod blind;
+mod blind_spots;
 #[cfg(target_os = "linux")]
-mod deadline;
+mod bounded_calls;
 #[cfg(target_os = "linux")]
 mod fdinfo;
-mod found;
+mod findings;
 mod holds;
 mod index;
+mod mount_users;
 mod mountinfo;
-mod mounts;
 #[cfg(target_os = "linux")]
 mod namespaces;
 mod options;
@@ -219,19 +219,19 @@ mod options;
 mod procs;
 #[cfg(target_os = "linux")]
 pub(crate) use procs::cwds;
+mod open_elsewhere;
+mod pid_visibility;
 mod sockets;
-mod unopened;
-mod visibility;
 
-pub use blind::{BlindSpot, BlindSpotKind, InspectStep, Uninspectable};
-pub(crate) use found::Found;
+pub use blind_spots::{BlindSpot, BlindSpotKind, InspectStep, Uninspectable};
+pub(crate) use findings::Found;
 pub use holds::{HoldKind, Holder, KernelUse, KernelUseKind, MountNamespace, OverlayLayer};
 pub use index::InUse;
+pub use open_elsewhere::{open_elsewhere, CannotTell, OpenElsewhere};
 pub use options::{
     assume_unseen_free_from_env, assume_unseen_free_switch, trust_pid_namespace_from_env,
     trust_pid_namespace_switch, InUseOptions, ASSUME_UNSEEN_FREE_ENV, TRUST_PID_NAMESPACE_ENV,
 };
-pub use unopened::{open_elsewhere, CannotTell, OpenElsewhere};
 
 pub(crate) use sandkeeper::__engine::Escaped;
 

@@ -28,9 +28,9 @@ use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 use rustix::thread::LinkNameSpaceType;
 
-use super::deadline;
+use super::bounded_calls;
+use super::mount_users;
 use super::mountinfo::{self, makedev, parse_dec};
-use super::mounts;
 use super::sockets::{self, BoundSocket};
 use super::{BlindSpotKind, Found, HoldKind, KernelUse, KernelUseKind, MountNamespace};
 
@@ -130,7 +130,7 @@ fn timed_resolve_in_root(root: BorrowedFd<'_>, path: &[u8]) -> Option<Key> {
     let root = rustix::io::fcntl_dupfd_cloexec(root, 0).ok()?;
     let owned = path.to_vec();
     let call = move || resolve_in_root(root.as_fd(), &owned).ok();
-    deadline::run(vec![(path.to_vec(), Box::new(call))], deadline::LIMIT)
+    bounded_calls::run(vec![(path.to_vec(), Box::new(call))], bounded_calls::LIMIT)
         .into_iter()
         .next()
         .flatten()
@@ -198,7 +198,7 @@ const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
 /// anonymous device (major 0: overlays, tmpfs, FUSE, pseudo filesystems) is
 /// identified with one `fstatfs` of an `O_PATH` descriptor of what the
 /// process holds, on the [`deadline`](super::deadline) worker, abandoned
-/// after [`deadline::LIMIT`](super::deadline::LIMIT) (a detached network
+/// after [`bounded_calls::LIMIT`](super::bounded_calls::LIMIT) (a detached network
 /// or FUSE filesystem may not answer).
 fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     let listed: HashSet<u64> = found.kernel.iter().filter_map(|k| k.device).collect();
@@ -227,7 +227,7 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     // O_PATH through the magic link: no lookup in, nor open of, the
     // filesystem; only `fstatfs` may have to ask it, in the worker.
     let mut devs = Vec::new();
-    let mut calls: Vec<deadline::Call<_>> = Vec::new();
+    let mut calls: Vec<bounded_calls::Call<_>> = Vec::new();
     for (&dev, (_, link)) in &candidates {
         if let Ok(fd) = rustix::fs::openat(
             proc,
@@ -246,7 +246,7 @@ fn unlisted_filesystems(proc: BorrowedFd<'_>, found: &mut Found) {
     }
     let answers: HashMap<u64, Result<i64, Errno>> = devs
         .into_iter()
-        .zip(deadline::run(calls, deadline::LIMIT))
+        .zip(bounded_calls::run(calls, bounded_calls::LIMIT))
         .filter_map(|(dev, answer)| Some((dev, answer?)))
         .collect();
     for (dev, (pid, _)) in &candidates {
@@ -273,7 +273,7 @@ fn loop_devices(found: &mut Found) {
         .filter(|k| {
             k.fstype
                 .as_deref()
-                .is_some_and(|t| mounts::may_not_answer(t.as_bytes()))
+                .is_some_and(|t| mount_users::may_not_answer(t.as_bytes()))
         })
         .map(|k| k.path.as_os_str().as_bytes().to_vec())
         .collect();
@@ -283,7 +283,7 @@ fn loop_devices(found: &mut Found) {
             .any(|m| mountinfo::strip_dir_prefix(path, m).is_some())
     };
     let mut unknown = Vec::new();
-    if let Err(e) = mounts::loop_devices(
+    if let Err(e) = mount_users::loop_devices(
         Path::new(SYS_BLOCK),
         Path::new(DEV),
         &silent,
@@ -503,7 +503,7 @@ impl Survey {
                             stat_at(CWD, &CString::new(path).ok()?, follow).ok()
                         };
                         let mut uses = Vec::new();
-                        mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut uses);
+                        mount_users::kernel_uses(&lines, namespace, &mut stat_there, &mut uses);
                         let root = rustix::fs::open(
                             "/",
                             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,

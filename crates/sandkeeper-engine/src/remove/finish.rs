@@ -9,7 +9,7 @@ use std::path::Path;
 
 use rustix::io::Errno;
 
-use super::quarantine::{self, Quarantine};
+use super::quarantine_dir::{self, Quarantine};
 use super::report::{RemovalReport, Tally};
 use super::RemoveOptions;
 use super::NO_STATX;
@@ -45,7 +45,7 @@ use crate::fs_at::{self, Fence};
 pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Result<RemovalReport> {
     let parent_st = fs_at::fstat_dir(parent, NO_STATX)
         .map_err(|e| Error::io("cannot inspect the directory", e.into()).at(Path::new(".")))?;
-    let names = quarantine::candidates(parent)
+    let names = quarantine_dir::candidates(parent)
         .map_err(|e| Error::io("cannot list the directory", e.into()).at(Path::new(".")))?;
     let fence = Fence::of(&parent_st);
     let plan = options.plan();
@@ -55,10 +55,9 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
         let opened = Quarantine::open_existing(parent, &name, euid, &fence, &plan, &mut leftovers)
             .map_err(|e| {
                 let errno = match e {
-                    quarantine::Unusable::Errno(errno) | quarantine::Unusable::NoSpace(errno) => {
-                        errno
-                    }
-                    quarantine::Unusable::Taken => Errno::EXIST,
+                    quarantine_dir::Unusable::Errno(errno)
+                    | quarantine_dir::Unusable::NoSpace(errno) => errno,
+                    quarantine_dir::Unusable::Taken => Errno::EXIST,
                 };
                 Error::io("cannot open the quarantine", errno.into())
                     .at(Path::new(OsStr::from_bytes(name.as_bytes())))
@@ -82,12 +81,12 @@ pub fn finish_quarantine(parent: BorrowedFd<'_>, options: &RemoveOptions) -> Res
 pub(crate) fn quarantine_exists(parent: BorrowedFd<'_>) -> bool {
     // Only such names are kept as `parent` is read: a root of a million
     // entries is not copied name by name.
-    quarantine::list_where(parent, may_hold_leftovers).map_or(true, |names| !names.is_empty())
+    quarantine_dir::list_where(parent, may_hold_leftovers).map_or(true, |names| !names.is_empty())
 }
 
 /// Whether an entry named `name` may be one of the caller's quarantines,
 /// or a directory left as its own: what [`quarantine_exists`] looks for,
 /// for a caller that has listed the directory already.
 pub(crate) fn may_hold_leftovers(name: &[u8]) -> bool {
-    quarantine::is_quarantine(name) || quarantine::is_own_pending(name)
+    quarantine_dir::is_quarantine(name) || quarantine_dir::is_own_pending(name)
 }

@@ -75,7 +75,7 @@ mod entry;
 mod finish;
 mod node;
 mod plan;
-mod quarantine;
+mod quarantine_dir;
 mod report;
 mod worker;
 
@@ -102,7 +102,7 @@ pub use entry::{LeftBy, NotRestored, QuarantineBatch, Quarantined, Restore};
 pub(crate) use entry::{Limits, Listed, Listing, Seen};
 pub use finish::finish_quarantine;
 pub(crate) use finish::may_hold_leftovers;
-pub(crate) use quarantine::{is_own_quarantine_at, tidy as tidy_quarantine};
+pub(crate) use quarantine_dir::{is_own_quarantine_at, tidy as tidy_quarantine};
 pub use report::{Counts, Errno, Left, LeftReason, Op, RemovalReport};
 
 /// The most worker threads the automatic choice uses: unlinking contends on

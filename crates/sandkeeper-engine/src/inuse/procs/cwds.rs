@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use rustix::fs::{AtFlags, Mode, StatxFlags};
 use rustix::io::Errno;
 
-use super::read::{list_numeric_into, thread_link};
+use super::proc_files::{list_numeric_into, thread_link};
 use super::{DENTS_BUFFER, DIR_FLAGS};
 
 /// Answered from the caches, never by asking a filesystem (a dead FUSE or

@@ -26,17 +26,17 @@ use std::sync::{Arc, Mutex};
 use rustix::fs::{AtFlags, Mode, OFlags, StatxFlags, CWD};
 use rustix::io::Errno;
 
-use self::inspect::Scanner;
-use self::read::{read_at, stat_at, timed_stat};
+use self::one_process::Scanner;
+use self::proc_files::{read_at, stat_at, timed_stat};
+use super::mount_users;
 use super::mountinfo::{self, parse_dec};
-use super::mounts;
-use super::visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
+use super::pid_visibility::{self, PROC_PID_INIT_INO, PROC_USER_INIT_INO};
 use super::{Found, MountNamespace};
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
 
 pub(crate) mod cwds;
-mod inspect;
-mod read;
+mod one_process;
+mod proc_files;
 
 /// A `(device, inode)` pair.
 type Key = (u64, u64);
@@ -80,18 +80,18 @@ pub(super) fn collect(proc_root: &Path, include_self: bool, threads: usize) -> R
     let own_mounts = mountinfo::parse_mountinfo(&scanner.text);
     // Whether that procfs lists every process that can reach the roots.
     let facts = visibility_facts(proc.as_fd(), &scanner.text);
-    found.visibility(visibility::decide(&facts, in_group));
+    found.visibility(pid_visibility::decide(&facts, in_group));
     let mut unanswered = Vec::new();
     let mut stat_own = |path: &[u8], follow: bool| {
         let name = CString::new(path).ok()?;
         if !follow {
             // A mount point: the kernel's own path, not through a mount
-            // that may not answer (see `mounts::kernel_uses`).
+            // that may not answer (see `mount_users::kernel_uses`).
             return stat_at(CWD, &name, false).ok();
         }
         timed_stat(None, name, path.to_vec(), &mut unanswered)
     };
-    mounts::kernel_uses(
+    mount_users::kernel_uses(
         &own_mounts,
         MountNamespace::Own,
         &mut stat_own,
@@ -171,7 +171,7 @@ struct Suspect {
     /// start time is another process.
     start: u64,
     comm: Arc<str>,
-    failure: inspect::Failure,
+    failure: one_process::Failure,
 }
 
 /// Below this many processes per worker, another thread costs more than
@@ -184,9 +184,9 @@ pub(super) fn auto_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
-/// What [`visibility::decide`] needs to know about the opened procfs
+/// What [`pid_visibility::decide`] needs to know about the opened procfs
 /// `proc` and the caller, given the caller's own `mountinfo`.
-fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::Facts {
+fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> pid_visibility::Facts {
     let shows_self = own_pid(proc) == Some(std::process::id());
     // Our namespaces, through this procfs if it lists us, else /proc.
     let open_ns = |name: &CStr| {
@@ -217,10 +217,10 @@ fn visibility_facts(proc: BorrowedFd<'_>, own_mountinfo: &[u8]) -> visibility::F
         .and_then(|owner| is_namespace(owner.as_fd(), PROC_USER_INIT_INO));
     // The options of exactly the mount opened, by its mount id.
     let options = mount_id(proc)
-        .and_then(|id| visibility::mount_by_id(own_mountinfo, id))
+        .and_then(|id| pid_visibility::mount_by_id(own_mountinfo, id))
         .filter(|(fstype, _)| fstype == b"proc")
-        .map(|(_, options)| visibility::parse_proc_options(&options));
-    visibility::Facts {
+        .map(|(_, options)| pid_visibility::parse_proc_options(&options));
+    pid_visibility::Facts {
         init_pid_ns: ns(c"pid", PROC_PID_INIT_INO),
         init_user_ns: ns(c"user", PROC_USER_INIT_INO),
         pid_ns_owned_by_init_user,
@@ -313,7 +313,7 @@ mod tests {
             std::fs::read_to_string(format!("/proc/self/fdinfo/{}", proc.as_raw_fd())).unwrap();
         assert!(fdinfo.contains(&format!("mnt_id:\t{id}\n")), "{fdinfo}");
         let mountinfo = std::fs::read("/proc/self/mountinfo").unwrap();
-        let (fstype, _) = visibility::mount_by_id(&mountinfo, id).expect("its mountinfo line");
+        let (fstype, _) = pid_visibility::mount_by_id(&mountinfo, id).expect("its mountinfo line");
         assert_eq!(fstype, b"proc");
     }
 }

@@ -15,19 +15,19 @@ use rustix::io::Errno;
 use super::engine;
 use super::node::Node;
 use super::plan::Plan;
-use super::quarantine::{self, Owner, Quarantine, Unusable};
+use super::quarantine_dir::{self, Owner, Quarantine, Unusable};
 use super::report::{LeftReason, Op, RemovalReport, Tally};
 use super::RemoveOptions;
 use super::{ATIME, NO_STATX};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs_at::{self, Fence, FileId, Meta, Opened};
 
-mod quarantined;
+mod two_step;
 
-pub use quarantined::QuarantineBatch;
-pub(crate) use quarantined::{pending_leftovers, quarantine};
-pub use quarantined::{LeftBy, NotRestored, Quarantined, Restore};
-pub(crate) use quarantined::{Limits, Listed, Listing, Seen};
+pub use two_step::QuarantineBatch;
+pub(crate) use two_step::{pending_leftovers, quarantine};
+pub use two_step::{LeftBy, NotRestored, Quarantined, Restore};
+pub(crate) use two_step::{Limits, Listed, Listing, Seen};
 
 /// How often the entry may flip between directory and non-directory while
 /// it is being looked at before the removal gives up.
@@ -82,7 +82,7 @@ fn check_name(parent: BorrowedFd<'_>, name: &OsStr, display: &Path) -> Result<()
         )
         .at(display));
     }
-    if quarantine::is_own_quarantine_at(parent, name) {
+    if quarantine_dir::is_own_quarantine_at(parent, name) {
         return Err(Error::new(
             ErrorKind::InvalidInput,
             "the quarantine is emptied by every removal in its directory, not removed as an entry",
@@ -109,7 +109,7 @@ impl<'a> Job<'a> {
         options: &RemoveOptions,
     ) -> Result<Job<'a>> {
         // Once per removal, not per name made (see `remember_pid`).
-        quarantine::remember_pid();
+        quarantine_dir::remember_pid();
         let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, parent_of(display)))?;
         Job::with_parent(parent, &parent_st, name, display, options)
@@ -235,7 +235,7 @@ impl<'a> Job<'a> {
     /// (`fchown`) with mode 0700 (`fchmod`), so no one else can look up
     /// anything inside any more; then renamed in the parent to a pending
     /// name carrying its owner, mode and name
-    /// ([`quarantine::own_pending_name`]); then checked to be the inode
+    /// ([`quarantine_dir::own_pending_name`]); then checked to be the inode
     /// that was opened. Needs no new inode or block: the rename stays in
     /// the parent. On any failure everything is put back as it was.
     fn become_own(
@@ -261,7 +261,7 @@ impl<'a> Job<'a> {
         let mut moved = Err(Errno::EXIST);
         let mut name = CString::default();
         for _ in 0..MAX_TRIES {
-            name = quarantine::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
+            name = quarantine_dir::own_pending_name(euid.as_raw(), owner, self.name.as_bytes());
             moved = fs_at::rename_noreplace(self.parent, &self.name, self.parent, &name);
             if moved != Err(Errno::EXIST) {
                 break;
@@ -489,7 +489,7 @@ impl<'a> Job<'a> {
         if moved == Err(Errno::EXIST) {
             // Only another remover of ours could have made the name: the
             // same state, another unique part.
-            unique = if unique.as_bytes().starts_with(quarantine::PENDING) {
+            unique = if unique.as_bytes().starts_with(quarantine_dir::PENDING) {
                 Quarantine::pending_name(self.name.as_bytes())
             } else {
                 Quarantine::condemned_name()

@@ -2,7 +2,9 @@
 //! kernel users, socket paths, failures and blind spots, merged from every
 //! scanning thread.
 
-use super::{visibility, BlindSpot, BlindSpotKind, Holder, InspectStep, KernelUse, Uninspectable};
+use super::{
+    pid_visibility, BlindSpot, BlindSpotKind, Holder, InspectStep, KernelUse, Uninspectable,
+};
 
 /// What one pass found, before indexing.
 #[derive(Debug, Default)]
@@ -55,9 +57,9 @@ impl Found {
         });
     }
 
-    /// Records what [`visibility::decide`] found.
+    /// Records what [`pid_visibility::decide`] found.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    pub(super) fn visibility(&mut self, spots: Vec<visibility::Spot>) {
+    pub(super) fn visibility(&mut self, spots: Vec<pid_visibility::Spot>) {
         self.blind_spots
             .extend(spots.into_iter().map(|s| BlindSpot {
                 kind: s.kind,

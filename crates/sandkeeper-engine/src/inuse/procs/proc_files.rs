@@ -10,7 +10,7 @@ use rustix::fs::{AtFlags, Mode, OFlags, RawDir, StatxFlags, CWD};
 use rustix::io::Errno;
 
 use super::Key;
-use crate::inuse::deadline;
+use crate::inuse::bounded_calls;
 use crate::inuse::fdinfo;
 use crate::inuse::mountinfo::{makedev, parse_dec, parse_dev};
 
@@ -51,7 +51,7 @@ pub(super) fn stat_at(dir: BorrowedFd<'_>, name: &CStr, follow: bool) -> Result<
 /// final symlink, on the [`deadline`] worker: a mount
 /// source is text its mounter chose, and a symlink on the way may lead
 /// into a filesystem that does not answer. Not answered within
-/// [`deadline::LIMIT`] (or stuck since an earlier
+/// [`bounded_calls::LIMIT`] (or stuck since an earlier
 /// call about the same `topic`), `topic` is added to `unanswered` and the
 /// answer is `None`.
 pub(super) fn timed_stat(
@@ -61,7 +61,7 @@ pub(super) fn timed_stat(
     unanswered: &mut Vec<Vec<u8>>,
 ) -> Option<(u64, u64)> {
     let call = move || stat_at(dir.as_ref().map_or(CWD, |d| d.as_fd()), &name, true);
-    let answer = deadline::run(vec![(topic.clone(), Box::new(call))], deadline::LIMIT);
+    let answer = bounded_calls::run(vec![(topic.clone(), Box::new(call))], bounded_calls::LIMIT);
     match answer.into_iter().next().flatten() {
         Some(result) => result.ok(),
         None => {
@@ -182,7 +182,7 @@ pub(super) fn resolve_no_links_timed(paths: &[Vec<u8>]) -> Vec<Result<Key, Errno
             (path.clone(), call)
         })
         .collect();
-    deadline::run(calls, deadline::LIMIT)
+    bounded_calls::run(calls, bounded_calls::LIMIT)
         .into_iter()
         .map(|answer| answer.unwrap_or(Err(Errno::TIMEDOUT)))
         .collect()

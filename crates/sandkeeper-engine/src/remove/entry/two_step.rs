@@ -15,14 +15,14 @@ use rustix::io::Errno;
 use super::{check_name, give_back, io_error, Job, MAX_TRIES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs_at::{self, Fence, FileId, Meta, Opened};
-use crate::remove::quarantine::{self, Owner, Quarantine};
+use crate::remove::quarantine_dir::{self, Owner, Quarantine};
 use crate::remove::report::{RemovalReport, Tally};
 use crate::remove::RemoveOptions;
 use crate::remove::{ATIME, NO_STATX};
 
-mod listed;
+mod checked_walk;
 
-pub(crate) use listed::{Limits, Listed, Listing, Seen};
+pub(crate) use checked_walk::{Limits, Listed, Listing, Seen};
 
 /// See [`crate::remove::quarantine_entry`].
 pub(crate) fn quarantine<'a>(
@@ -94,7 +94,7 @@ impl<'a> QuarantineBatch<'a> {
     /// caller knows the parent's).
     pub fn new(parent: BorrowedFd<'a>) -> Result<QuarantineBatch<'a>> {
         // Once per batch, not per name made (see `remember_pid`).
-        quarantine::remember_pid();
+        quarantine_dir::remember_pid();
         let parent_st = fs_at::fstat_dir(parent, NO_STATX)
             .map_err(|e| io_error("cannot inspect the parent directory", e, Path::new(".")))?;
         Ok(QuarantineBatch {
@@ -266,12 +266,12 @@ fn returning(
 
 /// After the exchange: the newcomer is `at` in the quarantine `q`. Moves
 /// it out into `parent` beside the entry, under a taken name
-/// ([`quarantine::move_beside`]), and says where it is; if that fails it
+/// ([`quarantine_dir::move_beside`]), and says where it is; if that fails it
 /// stays under its returning name, which the next removal alone in the
 /// quarantine moves out.
 fn move_newcomer_out(q: &Quarantine, at: &CStr, parent: BorrowedFd<'_>, name: &CStr) -> Restore {
     let st = fs_at::stat(q.fd(), at, NO_STATX).ok();
-    let newcomer = match quarantine::move_beside(q.fd(), at, parent, name.to_bytes()) {
+    let newcomer = match quarantine_dir::move_beside(q.fd(), at, parent, name.to_bytes()) {
         Ok(taken) => PathBuf::from(OsStr::from_bytes(taken.as_bytes())),
         Err(_) => PathBuf::from(OsStr::from_bytes(q.name().to_bytes()))
             .join(OsStr::from_bytes(at.to_bytes())),
@@ -305,7 +305,7 @@ pub(crate) fn pending_leftovers<'a>(
 ) -> Result<Vec<Quarantined<'a>>> {
     let job = Job::new(parent, OsStr::new("."), display, options)?;
     let euid = rustix::process::geteuid().as_raw();
-    let names = quarantine::candidates(parent)
+    let names = quarantine_dir::candidates(parent)
         .map_err(|errno| io_error("cannot list the directory", errno, display))?;
     let mut out = Vec::new();
     for qname in names {
@@ -330,7 +330,7 @@ pub(crate) fn pending_leftovers<'a>(
                 },
             };
             let original =
-                quarantine::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
+                quarantine_dir::original_of(unique.as_bytes()).and_then(|n| CString::new(n).ok());
             let (id, dir) =
                 match fs_at::open_dir_stat(share.fd(), &unique, ATIME, &job.fence, NO_STATX) {
                     Ok(Opened::Dir(fd, st)) => (st.id, Some((fd, st))),
@@ -357,7 +357,7 @@ pub(crate) fn pending_leftovers<'a>(
             if let Some(name) = &original {
                 entry_job.name = name.clone();
             }
-            let left_by = match unique.as_bytes().starts_with(quarantine::KEPT) {
+            let left_by = match unique.as_bytes().starts_with(quarantine_dir::KEPT) {
                 true => LeftBy::NotPutBack,
                 false => LeftBy::InterruptedReap,
             };
@@ -383,7 +383,7 @@ pub(crate) fn pending_leftovers<'a>(
 
 /// Directories a killed reaper left as their own quarantine
 /// (`.sandkeeper-pending-…` in the parent: see
-/// [`quarantine::own_pending_name`]), as handles to check. Only ours (owner
+/// [`quarantine_dir::own_pending_name`]), as handles to check. Only ours (owner
 /// and mode), and only those whose lock no live reaper holds.
 fn own_pending_leftovers<'a>(
     parent: BorrowedFd<'a>,
@@ -392,11 +392,11 @@ fn own_pending_leftovers<'a>(
     fence: &Fence,
 ) -> Result<Vec<Quarantined<'a>>> {
     let euid = rustix::process::geteuid().as_raw();
-    let names = quarantine::list(parent)
+    let names = quarantine_dir::list(parent)
         .map_err(|errno| io_error("cannot list the directory", errno, display))?;
     let mut out = Vec::new();
     for unique in names {
-        let Some((owner, original)) = quarantine::parse_own_pending(unique.as_bytes()) else {
+        let Some((owner, original)) = quarantine_dir::parse_own_pending(unique.as_bytes()) else {
             continue;
         };
         let (fd, st) = match fs_at::open_dir_stat(parent, &unique, ATIME, fence, NO_STATX) {
@@ -703,7 +703,7 @@ impl Quarantined<'_> {
                 }
             }
             // Taken: first the returning state, then the exchange.
-            if !at.as_bytes().starts_with(quarantine::RETURNING) {
+            if !at.as_bytes().starts_with(quarantine_dir::RETURNING) {
                 match returning(q.fd(), &at, name.as_bytes()) {
                     Ok(returning) => at = returning,
                     Err(not) => {
@@ -748,7 +748,7 @@ impl Quarantined<'_> {
         original: Option<&CStr>,
     ) -> (PathBuf, CString) {
         let mut now = at;
-        if !now.as_bytes().starts_with(quarantine::KEPT) {
+        if !now.as_bytes().starts_with(quarantine_dir::KEPT) {
             let kept = Quarantine::kept_name(original.map(CStr::to_bytes));
             if fs_at::rename_noreplace(q.fd(), &now, q.fd(), &kept).is_ok() {
                 now = kept;
@@ -801,7 +801,7 @@ impl Quarantined<'_> {
             match fs_at::rename_exchange(parent, &self.unique, parent, name) {
                 Ok(()) => {
                     let st = fs_at::stat(parent, &self.unique, NO_STATX).ok();
-                    let newcomer = match quarantine::move_beside(
+                    let newcomer = match quarantine_dir::move_beside(
                         parent,
                         &self.unique,
                         parent,

@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustix::fs::{Mode, RawDir, CWD};
 use rustix::io::Errno;
 
-use super::read::{
+use super::proc_files::{
     decimal, dents_buffer, gone, list_numeric_into, parse_comm, parse_maps_line, parse_stat,
     read_at, read_record_at, resolve_no_links_timed, stat_at, stat_refused, stat_typed,
     thread_link, timed_stat, Refusal,
 };
 use super::{own_pid, Key, Suspect, DENTS_BUFFER, DIR_FLAGS, PF_KTHREAD, RECHECK_PAUSES};
 use crate::inuse::fdinfo::{self, Anon};
+use crate::inuse::mount_users;
 use crate::inuse::mountinfo::{self, parse_dec};
-use crate::inuse::mounts;
-use crate::inuse::visibility;
+use crate::inuse::pid_visibility;
 use crate::inuse::{BlindSpotKind, Found, HoldKind, Holder, InspectStep, MountNamespace};
 
 /// What an inotify, fanotify or io_uring descriptor `fd` of the process
@@ -171,7 +171,7 @@ fn stat_held(
             let mut text = Vec::new();
             read_at(base, c"mountinfo", &mut text).map_or(Vec::new(), |()| text)
         });
-        if let Some((fstype, _)) = visibility::mount_by_id(holder, id) {
+        if let Some((fstype, _)) = pid_visibility::mount_by_id(holder, id) {
             return Some(fstype);
         }
         // A descriptor of a mount of another namespace (received, or
@@ -180,7 +180,7 @@ fn stat_held(
             let mut text = Vec::new();
             read_at(CWD, c"/proc/thread-self/mountinfo", &mut text).map_or(Vec::new(), |()| text)
         });
-        visibility::mount_by_id(own, id).map(|(fstype, _)| fstype)
+        pid_visibility::mount_by_id(own, id).map(|(fstype, _)| fstype)
     };
     stat_refused(dir, name, &mut fstype_of).map(|key| (key, false))
 }
@@ -756,7 +756,7 @@ impl<'p> Scanner<'p> {
             timed_stat(Some(base), rel, topic, &mut unanswered)
         };
         let namespace = MountNamespace::Of { pid };
-        mounts::kernel_uses(&lines, namespace, &mut stat_there, &mut found.kernel);
+        mount_users::kernel_uses(&lines, namespace, &mut stat_there, &mut found.kernel);
         for topic in unanswered {
             found.blind_spot_about(BlindSpotKind::UnansweredLookup, None, &topic);
         }
