@@ -15,22 +15,12 @@ use sandkeeper_engine::scan::{EntryState, Scanner};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::process::{spawn_ready, Helper, Spawned};
-use sandkeeper_testkit::tree::age_tree;
+use sandkeeper_testkit::tree::{age_tree, name_set, orphan, Orphan};
 
 #[test]
 #[ignore = "helper process entry point, run by other tests"]
 fn child_main() {
     sandkeeper_testkit::child::main()
-}
-
-/// An orphaned managed sandbox: leased, then its owner (this lease) gone.
-fn orphan(root: &Path, name: &str, bytes: usize, age: Duration) -> PathBuf {
-    let path = sandkeeper_testkit::tree::orphan(root, name);
-    if bytes > 0 {
-        fs::write(path.join("data"), vec![1u8; bytes]).unwrap();
-    }
-    age_tree(&path, age);
-    path
 }
 
 fn reap(
@@ -221,12 +211,10 @@ fn inner_target_free() {
     let _tmpfs = Mount::tmpfs(&mount, "8m");
     for i in 0..6 {
         // orphan-0 is the oldest.
-        orphan(
-            &mount,
-            &format!("orphan-{i}"),
-            1 << 20,
-            Duration::from_secs(3600 * (10 - i)),
-        );
+        Orphan::new(&mount, &format!("orphan-{i}"))
+            .files(1, 1 << 20)
+            .age(Duration::from_secs(3600 * (10 - i)))
+            .make();
     }
     // 6 MiB of 8 used: about 2 MiB free. 45% (3.6 MiB) needs exactly two
     // removals; the third would be one too many.
@@ -322,8 +310,8 @@ fn inner_full() {
     let base = sandbox!().unwrap();
     let mount = base.path().join("full");
     let _tmpfs = Mount::tmpfs(&mount, "4m");
-    let a = orphan(&mount, "orphan-a", 0, Duration::ZERO);
-    let b = orphan(&mount, "orphan-b", 0, Duration::ZERO);
+    let a = orphan(&mount, "orphan-a");
+    let b = orphan(&mount, "orphan-b");
     // Fill every block, then every inode.
     for dir in [&a, &b] {
         let mut i = 0;
@@ -367,7 +355,10 @@ fn inner_dry_run() {
     let root = sandbox!().unwrap();
     let day = Duration::from_secs(86_400);
     for i in 0..4 {
-        orphan(root.path(), &format!("orphan-{i}"), 1000, day * i);
+        Orphan::new(root.path(), &format!("orphan-{i}"))
+            .files(1, 1000)
+            .age(day * i)
+            .make();
     }
     for i in 0..6 {
         let dir = root.path().join(format!("app-235-{}", 100 + i));
@@ -611,11 +602,7 @@ fn inner_batch_pool() {
             "app-{i:02}"
         );
     }
-    let left: BTreeSet<String> = fs::read_dir(root.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with(".sandkeeper-lease"))
-        .collect();
+    let left = name_set(root.path());
     assert_eq!(
         left,
         [format!("app-{HELD_CWD:02}"), format!("app-{HELD_FD:02}")].into(),
@@ -724,7 +711,10 @@ fn inner_without_records() {
     let day = Duration::from_secs(86_400);
     let make = |root: &Path| {
         for i in 0..3 {
-            orphan(root, &format!("orphan-{i}"), 1000, day * (i + 1));
+            Orphan::new(root, &format!("orphan-{i}"))
+                .files(1, 1000)
+                .age(day * (i + 1))
+                .make();
         }
         for i in 0..5 {
             let dir = root.join(format!("app-235-{}", 100 + i));
@@ -808,15 +798,6 @@ fn small_entries(root: &Path, count: usize) -> impl Fn(usize) -> PathBuf + '_ {
     p
 }
 
-/// The names in `root` other than the lease files of the test's sandbox.
-fn names_in(root: &Path) -> BTreeSet<String> {
-    fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with(".sandkeeper-lease"))
-        .collect()
-}
-
 /// A process that holds `file` open, once it is ready.
 fn hold_open(file: &Path) -> Spawned {
     spawn_ready(
@@ -857,7 +838,7 @@ fn assert_only_held_kept(
             "app-{i:03} put back intact"
         );
     }
-    let left = names_in(root);
+    let left = name_set(root);
     let want: BTreeSet<String> = held.iter().map(|i| format!("app-{i:03}")).collect();
     assert_eq!(left, want, "nothing else left, no quarantine");
 }
@@ -942,7 +923,7 @@ fn inner_stop_mid_reap() {
             other => panic!("app-{i:03}: told {other:?}"),
         }
     }
-    let left = names_in(root.path());
+    let left = name_set(root.path());
     let want: BTreeSet<String> = (0..ENTRIES)
         .filter(|&i| !removed.contains(&p(i)))
         .map(|i| format!("app-{i:03}"))
@@ -1242,7 +1223,7 @@ fn inner_proven_orphan() {
     let base = sandbox!().unwrap();
     let root = base.path().join("root");
     fs::create_dir(&root).unwrap();
-    let dead = orphan(&root, "vm-run-dead", 1 << 20, Duration::ZERO);
+    let dead = Orphan::new(&root, "vm-run-dead").files(1, 1 << 20).make();
     fs::create_dir(root.join("young-unmanaged")).unwrap();
     // A 0777 directory of ours with a record owned by someone else.
     let planted = root.join("planted");

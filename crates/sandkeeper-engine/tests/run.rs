@@ -18,22 +18,12 @@ use sandkeeper_engine::lease::LEASE_FILE;
 use sandkeeper_engine::run::{Cleanup, Fate, Replacement, Run};
 use sandkeeper_engine::supervise::Exit;
 use sandkeeper_engine::{sandbox, ErrorKind, KeepPolicy};
+use sandkeeper_testkit::tree::name_strings;
 
 /// One run at a time in this process (see the file's docs).
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Names in `dir` but its lease record, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != LEASE_FILE)
-        .collect();
-    names.sort();
-    names
 }
 
 fn sh(script: &str) -> Run {
@@ -65,7 +55,7 @@ fn the_exit_status_passes_through_and_the_directory_goes() {
         assert!(name.starts_with("run-"), "{row}: {name}");
         assert!(!outcome.dir.exists(), "{row}");
     }
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -154,7 +144,7 @@ fn kept_on_failure_only() {
             sandkeeper_engine::remove::remove_path(&outcome.dir, &Default::default()).unwrap();
         }
     }
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -256,7 +246,7 @@ fn a_directory_renamed_away_or_replaced_is_left_to_the_command() {
         let moved = Path::new(&moved);
         assert_eq!(moved.is_dir(), outcome.fate.moved_away(), "{row}");
         if outcome.fate == Fate::MovedAway {
-            assert_eq!(names(moved), ["mine"], "{row}: not removed");
+            assert_eq!(name_strings(moved), ["mine"], "{row}: not removed");
         }
         // The link (and what it points to) is as the command left it.
         if let Fate::Replaced { .. } = outcome.fate {
@@ -268,7 +258,7 @@ fn a_directory_renamed_away_or_replaced_is_left_to_the_command() {
             sandkeeper_engine::remove::remove_path(moved, &Default::default()).unwrap();
         }
     }
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -298,7 +288,7 @@ fn a_command_that_cannot_start_leaves_no_directory() {
         assert_eq!(err.io_error().map(|e| e.kind()), Some(kind), "{row}: {err}");
         assert!(!dir.exists(), "{row}");
     }
-    assert_eq!(names(root.path()), ["not-executable.sh"]);
+    assert_eq!(name_strings(root.path()), ["not-executable.sh"]);
 }
 
 #[test]
@@ -347,7 +337,7 @@ fn a_running_command_dropped_is_killed_and_its_directory_goes() {
     let pid = Pid::from_raw(pid as i32).unwrap();
     assert!(rustix::process::test_kill_process(pid).is_err());
     assert!(!dir.exists());
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -370,7 +360,7 @@ fn bad_options_are_refused_before_anything_is_made() {
         let err = run.root(root.path()).execute().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{row}: {err}");
     }
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }
 
 /// Issue 15: job control is for a run that holds a terminal. Without one

@@ -5,15 +5,21 @@
 //!   `setpriv`, in a shell, as a process living in a directory).
 //! - [`namespace`]: re-running a test as PID 1 of a private PID namespace.
 //! - [`process`]: helper child processes, killed on drop; re-running this
-//!   test binary for one test; waits bounded by a deadline.
+//!   test binary for one test; waits bounded by a deadline; `promtool`
+//!   on a metrics file.
 //! - [`child`]: the helper side the library's sandbox and lease tests start.
-//! - [`mounts`]: tmpfs, bind and loop-device guards, undone on drop.
-//! - [`tree`]: building, inspecting and ageing directory trees.
+//! - [`mounts`]: tmpfs, bind and loop-device guards, undone on drop
+//!   (and the errno of a full filesystem).
+//! - [`tree`]: building (orphaned sandboxes too), inspecting (entry names,
+//!   snapshots) and ageing directory trees.
 //! - [`scratch`](mod@scratch): the [`Scratch`](scratch::Scratch) sandbox
 //!   (and its [`scratch!`] macro), and the one every test that acts as
 //!   another user works in, which that user can reach
-//!   ([`Scratch::reachable_by_others`](scratch::Scratch::reachable_by_others)).
+//!   ([`Scratch::reachable_by_others`](scratch::Scratch::reachable_by_others)),
+//!   with a shared root like `/tmp` in it ([`scratch::shared_root`]).
 //! - [`fuzz`]: proptest strategies for hostile input.
+//! - [`skips`]: a test skipped for want of root or of a tool, said and
+//!   listed at the end of the binary (with `CI` set, it fails instead).
 //!
 //! Everything a test makes is undone: every scratch directory is a
 //! sandkeeper sandbox, every mount is unmounted on drop, and every
@@ -27,5 +33,5 @@ pub mod namespace;
 pub mod privilege;
 pub mod process;
 pub mod scratch;
-mod skips;
+pub mod skips;
 pub mod tree;

@@ -7,6 +7,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The errno of a full filesystem (`ENOSPC`), as
+/// [`std::io::Error::raw_os_error`] gives it: what a write to a filled
+/// tmpfs or loop-mounted image fails with.
+pub const ENOSPC: i32 = rustix::io::Errno::NOSPC.raw_os_error();
+
 /// A mount, lazily unmounted (`MNT_DETACH`) when dropped.
 pub struct Mount(PathBuf);
 

@@ -1,5 +1,6 @@
-//! Child processes a test starts, always killed and reaped on drop, and
-//! waits bounded by a deadline.
+//! Child processes a test starts, always killed and reaped on drop,
+//! waits bounded by a deadline, and external checkers run on a test's
+//! output ([`promtool_check`]).
 //!
 //! A [`Helper`] is the calling test binary re-run with its ignored test
 //! `child_main` selected and [`CHILD_ENV`] naming what to do. Each test
@@ -290,6 +291,48 @@ pub fn wait_with_deadline(child: &mut Child, limit: Duration) -> Output {
         stdout: out.join().unwrap_or_default(),
         stderr: err.join().unwrap_or_default(),
     }
+}
+
+/// `promtool check metrics` on `text` (a Prometheus exposition): fails
+/// the test when promtool rejects it or lints anything. When promtool is
+/// not installed the check is skipped, saying so, except in CI (`CI` set),
+/// where it must be (`.ci/run` installs the Debian package prometheus).
+pub fn promtool_check(text: &str) {
+    use std::io::Write as _;
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            crate::skips::unless_ci(
+                "promtool check metrics",
+                "promtool is not installed (Debian package prometheus)",
+            );
+            return;
+        }
+        Err(e) => panic!("run promtool: {e}"),
+    };
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("wait for promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{said}\n{text}"
+    );
+    assert!(said.trim().is_empty(), "promtool lint:\n{said}");
 }
 
 /// Polls `check` every 10 ms until it is true, failing after the

@@ -1,5 +1,6 @@
-//! Where a test's files go: the [`Scratch`] sandbox, and the one for
-//! tests that act as another user ([`Scratch::reachable_by_others`]).
+//! Where a test's files go: the [`Scratch`] sandbox, the one for tests
+//! that act as another user ([`Scratch::reachable_by_others`]), and a
+//! shared root like `/tmp` in it ([`shared_root`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -85,6 +86,14 @@ impl Scratch {
         self
     }
 
+    /// This scratch directory with its permission bits set to `mode`
+    /// (`0o1777`: sticky and world-writable, like `/tmp`, so that another
+    /// user can make entries in it beside its lease record).
+    pub fn with_mode(self, mode: u32) -> Scratch {
+        crate::tree::chmod(&self.path, mode);
+        self
+    }
+
     /// The scratch directory's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -116,6 +125,19 @@ impl Drop for Scratch {
             }
         }
     }
+}
+
+/// A shared root like `/tmp`: the directory `shared` (mode 1777, sticky
+/// and world-writable) in a fresh [`Scratch::reachable_by_others`] tagged
+/// `tag`, where another user can make entries, and which, unlike the
+/// scratch directory itself, holds no lease record. The scratch (keep it
+/// alive: the root goes with it) and the root's path.
+pub fn shared_root(tag: &str) -> (Scratch, PathBuf) {
+    let base = Scratch::reachable_by_others(tag);
+    let root = base.join("shared");
+    fs::create_dir(&root).unwrap_or_else(|e| panic!("mkdir {}: {e}", root.display()));
+    crate::tree::chmod(&root, 0o1777);
+    (base, root)
 }
 
 /// Where [`Scratch::reachable_by_others`] makes its directory: the first

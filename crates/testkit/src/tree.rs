@@ -2,7 +2,7 @@
 //! files, snapshots that prove a tree was not touched, seeded random
 //! trees, ageing, and an immutable-file guard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -170,7 +170,8 @@ pub fn generate(root: &Path, seed: u64, dirs: usize, files: usize, max_depth: us
 }
 
 /// Entry names of `dir`, sorted, without a sandbox's lease record (the
-/// test's own sandbox carries one).
+/// test's own sandbox carries one). [`name_strings`] and [`name_set`] are
+/// the same names as text.
 pub fn names(dir: &Path) -> Vec<OsString> {
     let mut names: Vec<OsString> = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read_dir {}: {e}", dir.display()))
@@ -178,6 +179,29 @@ pub fn names(dir: &Path) -> Vec<OsString> {
         .filter(|n| n.as_os_str() != OsStr::new(sandkeeper_engine::lease::LEASE_FILE))
         .collect();
     names.sort();
+    names
+}
+
+/// [`names`] as text (lossy UTF-8), sorted, without the lease record.
+pub fn name_strings(dir: &Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// [`names`] as a set of text (lossy UTF-8), without the lease record:
+/// for comparing with what a test expects in any order.
+pub fn name_set(dir: &Path) -> BTreeSet<String> {
+    name_strings(dir).into_iter().collect()
+}
+
+/// [`name_strings`] without the remover's quarantines (names starting
+/// with `.sandkeeper-trash`): the entries a root shows, also while a reap
+/// is moving them out.
+pub fn names_but_quarantines(dir: &Path) -> Vec<String> {
+    let mut names = name_strings(dir);
+    names.retain(|n| !n.starts_with(".sandkeeper-trash"));
     names
 }
 
@@ -265,7 +289,7 @@ impl Drop for Immutable {
 
 /// An orphaned managed sandbox `root/name`, empty: leased (tag `orphan`),
 /// then its owner gone (the lease dropped), as a killed creator leaves it.
-/// Its path.
+/// Its path. [`Orphan`] makes one with files in it, aged.
 pub fn orphan(root: &Path, name: &str) -> PathBuf {
     use sandkeeper::lease::{Lease, LeaseRecord};
     let record = LeaseRecord::for_current_process("orphan");
@@ -274,4 +298,57 @@ pub fn orphan(root: &Path, name: &str) -> PathBuf {
     let path = lease.path().to_owned();
     drop(lease);
     path
+}
+
+/// An [`orphan`] with contents and an age:
+/// `Orphan::new(root, "orphan-1").files(2, 50_000).age(day).make()` makes
+/// the orphaned sandbox `root/orphan-1` holding the files `f0` and `f1` of
+/// 50,000 bytes each, then sets its mtime and theirs to a day ago
+/// ([`age_tree`]). Without [`files`](Orphan::files) it is empty, without
+/// [`age`](Orphan::age) it is as new as it is.
+#[must_use = "nothing is made until `make`"]
+pub struct Orphan<'a> {
+    root: &'a Path,
+    name: &'a str,
+    files: usize,
+    bytes: usize,
+    age: Option<Duration>,
+}
+
+impl<'a> Orphan<'a> {
+    /// The orphan `root/name`, empty and new until told otherwise.
+    pub fn new(root: &'a Path, name: &'a str) -> Orphan<'a> {
+        Orphan {
+            root,
+            name,
+            files: 0,
+            bytes: 0,
+            age: None,
+        }
+    }
+
+    /// `count` files `f0`, `f1`, … of `bytes` bytes each inside.
+    pub fn files(mut self, count: usize, bytes: usize) -> Orphan<'a> {
+        self.files = count;
+        self.bytes = bytes;
+        self
+    }
+
+    /// Its mtime (and its files') `age` ago.
+    pub fn age(mut self, age: Duration) -> Orphan<'a> {
+        self.age = Some(age);
+        self
+    }
+
+    /// Makes it; its path.
+    pub fn make(self) -> PathBuf {
+        let path = orphan(self.root, self.name);
+        for i in 0..self.files {
+            write(&path.join(format!("f{i}")), vec![7u8; self.bytes]);
+        }
+        if let Some(age) = self.age {
+            age_tree(&path, age);
+        }
+        path
+    }
 }

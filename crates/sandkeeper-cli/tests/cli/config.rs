@@ -5,27 +5,17 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
-use crate::sandkeeper;
-use crate::watch::{leftover, orphan, write_config};
+use crate::watch::{leftover, write_config};
+use crate::{sandkeeper, sandkeeper_env};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::tree::age_tree;
-
-/// `sandkeeper args…` with `env` set.
-fn sandkeeper_env(args: &[&str], env: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.args(args).env_remove("SANDKEEPER_KEEP");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run sandkeeper")
-}
+use sandkeeper_testkit::tree::{age_tree, Orphan};
 
 /// Issue 7: a bad config file gives the file, line and reason, exit
 /// status 2, and nothing runs (the orphan and the matching leftover stay).
@@ -34,7 +24,7 @@ fn a_bad_config_file_is_exit_2_with_file_line_and_reason() {
     let dir = sandbox!().unwrap();
     let root = dir.path().join("root");
     fs::create_dir(&root).unwrap();
-    let victim = orphan(&root, "orphan-1", 1, 10);
+    let victim = Orphan::new(&root, "orphan-1").files(1, 10).make();
     let app = leftover(&root, "app-1", 10);
     let head = format!("[[root]]\npath = \"{}\"\ngrace = \"0s\"\n", root.display());
     let cases: Vec<(String, usize, &str)> = vec![
@@ -236,8 +226,14 @@ fn inner_reap_config() {
         age_tree(&path, age);
         path
     };
-    let orphan_old = aged(orphan(root, "orphan-old", 1, 100 * KIB), day * 3);
-    let orphan_new = aged(orphan(root, "orphan-new", 1, 100 * KIB), hour);
+    let orphan_old = aged(
+        Orphan::new(root, "orphan-old").files(1, 100 * KIB).make(),
+        day * 3,
+    );
+    let orphan_new = aged(
+        Orphan::new(root, "orphan-new").files(1, 100 * KIB).make(),
+        hour,
+    );
     // app-*: older than 1d, keep the last 2. tmp-*: older than 10m.
     let apps: Vec<_> = (1..=4)
         .map(|i| {

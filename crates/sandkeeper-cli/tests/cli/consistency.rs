@@ -6,28 +6,15 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::Command;
 
 use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use serde_json::Value;
 
-use crate::{sandkeeper, stderr, stdout};
+use crate::{sandkeeper, sandkeeper_env, stderr, stdout};
 
 fn top() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-/// `sandkeeper` with `env` set.
-fn sandkeeper_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
-    cmd.args(args)
-        .env_remove("SANDKEEPER_KEEP")
-        .env_remove("COLUMNS");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run sandkeeper")
 }
 
 /// Issue 15: a bare `sandkeeper` is a usage error: help on stderr, exit 2,

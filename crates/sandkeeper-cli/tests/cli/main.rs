@@ -13,6 +13,7 @@ mod run;
 mod scan;
 mod watch;
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -25,6 +26,20 @@ pub fn sandkeeper(args: &[&str]) -> Output {
         .env_remove("SANDKEEPER_ROOT")
         .output()
         .expect("run sandkeeper")
+}
+
+/// Runs `sandkeeper args…` with `env` set, over an environment cleared of
+/// `SANDKEEPER_KEEP` and `COLUMNS` (output as wide as it wants, unless
+/// `env` sets it).
+pub fn sandkeeper_env<V: AsRef<OsStr>>(args: &[&str], env: &[(&str, V)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandkeeper"));
+    cmd.args(args)
+        .env_remove("SANDKEEPER_KEEP")
+        .env_remove("COLUMNS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run sandkeeper")
 }
 
 /// Stdout as text.

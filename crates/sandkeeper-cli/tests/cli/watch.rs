@@ -16,25 +16,15 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use sandkeeper_engine::lease::{Lease, LeaseRecord, LEASE_FILE};
+use sandkeeper_engine::lease::{Lease, LeaseRecord};
 use sandkeeper_engine::sandbox;
 use serde_json::Value;
 
 use crate::sandkeeper;
-use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::mounts::{Mount, ENOSPC};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::process::Spawned;
-use sandkeeper_testkit::tree::age_tree;
-
-/// An orphaned managed sandbox: leased, then its owner (this lease) gone;
-/// `files` files of `bytes` each inside.
-pub fn orphan(root: &Path, name: &str, files: usize, bytes: usize) -> PathBuf {
-    let path = sandkeeper_testkit::tree::orphan(root, name);
-    for i in 0..files {
-        fs::write(path.join(format!("f{i}")), vec![7u8; bytes]).unwrap();
-    }
-    path
-}
+use sandkeeper_testkit::process::{promtool_check, Spawned};
+use sandkeeper_testkit::tree::{age_tree, names_but_quarantines, orphan, Orphan};
 
 /// An unmanaged directory with one file of `bytes`.
 pub fn leftover(root: &Path, name: &str, bytes: usize) -> PathBuf {
@@ -181,17 +171,6 @@ fn removed_names(log: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// The entries of `dir`, without lease records and the quarantine.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != LEASE_FILE && !n.starts_with(".sandkeeper-trash"))
-        .collect();
-    names.sort();
-    names
-}
-
 // ---------------------------------------------------------------------
 // Watermarks
 
@@ -283,7 +262,7 @@ keep_last = 2
             format!("app-{i:03}")
         };
         let dir = if i % 2 == 0 {
-            orphan(&stage, &name, 0, 0)
+            orphan(&stage, &name)
         } else {
             let d = stage.join(&name);
             fs::create_dir(&d).unwrap();
@@ -292,7 +271,7 @@ keep_last = 2
         loop {
             match fs::write(dir.join("data"), vec![9u8; MIB / 2]) {
                 Ok(()) => break,
-                Err(e) if e.raw_os_error() == Some(libc_enospc()) => {
+                Err(e) if e.raw_os_error() == Some(ENOSPC) => {
                     assert!(
                         Instant::now() < deadline,
                         "the filesystem stayed full: watch did not make room\n{}",
@@ -338,7 +317,7 @@ keep_last = 2
         order.windows(2).all(|w| w[0] < w[1]),
         "oldest first: {removed:?}\n{text}"
     );
-    let left = names(root);
+    let left = names_but_quarantines(root);
     let oldest_left = written
         .iter()
         .position(|w| left.contains(w))
@@ -441,10 +420,6 @@ fn inner_full() {
         .contains("sandkeeper_pressure_reaps_total"));
 }
 
-fn libc_enospc() -> i32 {
-    rustix::io::Errno::NOSPC.raw_os_error()
-}
-
 // ---------------------------------------------------------------------
 // Signals
 
@@ -473,7 +448,7 @@ fn inner_sighup() {
     );
     let config = write_config(base.path(), "watch.toml", &head);
     let watch = Watcher::start(&["--config", &config]);
-    orphan(&root, "orphan-1", 1, 100);
+    Orphan::new(&root, "orphan-1").files(1, 100).make();
     let app1 = leftover(&root, "app-1", 100);
     watch.wait_for("removed", Duration::from_secs(10));
     assert_eq!(removed_names(&watch.log()), ["orphan-1"]);
@@ -535,7 +510,9 @@ fn inner_sigterm() {
     let root = base.path().join("root");
     fs::create_dir(&root).unwrap();
     for i in 0..ORPHANS {
-        orphan(&root, &format!("orphan-{i:04}"), FILES, 10);
+        Orphan::new(&root, &format!("orphan-{i:04}"))
+            .files(FILES, 10)
+            .make();
     }
     let config = write_config(
         base.path(),
@@ -548,7 +525,7 @@ fn inner_sigterm() {
     let watch = Watcher::start(&["--config", &config]);
     // The first removal shows as one entry fewer.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while names(&root).len() == ORPHANS {
+    while names_but_quarantines(&root).len() == ORPHANS {
         assert!(Instant::now() < deadline, "{}", watch.log().join("\n"));
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -558,7 +535,7 @@ fn inner_sigterm() {
     let text = log.join("\n");
     assert!(status.success(), "{status:?}\n{text}");
     assert!(text.contains("stopped (SIGTERM)"), "{text}");
-    let left = names(&root);
+    let left = names_but_quarantines(&root);
     assert!(
         !left.is_empty(),
         "SIGTERM stopped the reap before it took everything ({took:?}):\n{text}"
@@ -668,47 +645,6 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .map(|s| s.2)
 }
 
-/// `promtool check metrics` on `text`, when promtool is installed: in CI
-/// it must be (`.ci/run` installs it); elsewhere its absence is a skip.
-fn promtool_check(text: &str) {
-    use std::io::Write as _;
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool is missing and CI is set (.ci/run installs the prometheus package)"
-            );
-            eprintln!("skipping promtool check metrics: promtool is not installed (Debian package prometheus)");
-            return;
-        }
-        Err(e) => panic!("run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{said}\n{text}"
-    );
-    assert!(said.trim().is_empty(), "promtool lint:\n{said}");
-}
-
 /// Issue 7: the metrics file parses (promtool, and our own strict reader),
 /// and its numbers equal what `scan --json` reports for the same state.
 #[test]
@@ -727,7 +663,9 @@ fn inner_metrics() {
     let root = tmpfs.path();
     let day = Duration::from_secs(86_400);
     for i in 0..3 {
-        let o = orphan(root, &format!("orphan-{i}"), 2, 50_000);
+        let o = Orphan::new(root, &format!("orphan-{i}"))
+            .files(2, 50_000)
+            .make();
         age_tree(&o, day);
     }
     for (i, age) in [(101, 3), (102, 2)] {
@@ -885,7 +823,7 @@ fn inner_metrics() {
     );
     assert_eq!(high, (total * 0.05).ceil());
     // Only the metrics file itself is left beside the config: no temp file.
-    let mut beside = names(base.path());
+    let mut beside = names_but_quarantines(base.path());
     beside.retain(|n| n != "tmpfs" && n != "watch.toml");
     assert_eq!(beside, ["sandkeeper.prom"]);
     drop(live);
@@ -970,7 +908,9 @@ fn inner_soak() {
             || (t >= Duration::from_secs(secs) && cycles(&metrics) >= 60)
     };
     while !enough(start) {
-        orphan(&root, &format!("orphan-{n}"), 1, 100);
+        Orphan::new(&root, &format!("orphan-{n}"))
+            .files(1, 100)
+            .make();
         n += 1;
         if Instant::now() >= next_sample {
             samples.push((start.elapsed(), rss_kib(watch.pid()), cycles(&metrics)));
@@ -1178,7 +1118,7 @@ fn inner_kept_under_pressure() {
     let _holder = nobody_living_in(&held);
     // The candidates: an old orphan of the root, a young one of nobody's
     // own sandbox directory, and two kept sandboxes older than it.
-    let orphan_old = orphan(root, "orphan-old", 1, MIB);
+    let orphan_old = Orphan::new(root, "orphan-old").files(1, MIB).make();
     age_tree(&orphan_old, 3 * day);
     let kept_older = kept(root, "kept-older", day);
     let kept_newer = kept(root, "kept-newer", day / 2);
@@ -1186,7 +1126,7 @@ fn inner_kept_under_pressure() {
     fs::create_dir(&user_dir).unwrap();
     std::os::unix::fs::chown(&user_dir, Some(NOBODY), Some(NOBODY)).unwrap();
     fs::set_permissions(&user_dir, fs::Permissions::from_mode(0o700)).unwrap();
-    let young = as_nobody(|| orphan(&user_dir, "u-orphan", 1, MIB));
+    let young = as_nobody(|| Orphan::new(&user_dir, "u-orphan").files(1, MIB).make());
     age_tree(&young, Duration::from_secs(2 * 3600));
     assert!(used_percent(root) > 85.0, "{}", used_percent(root));
 

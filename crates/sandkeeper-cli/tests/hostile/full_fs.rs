@@ -11,10 +11,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Output;
 use std::time::Duration;
 
-use crate::bin;
+use crate::{sandkeeper, text};
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh;
@@ -24,19 +23,6 @@ use sandkeeper_testkit::tree::age_tree;
 /// Files in each entry besides the directory itself: each entry holds 10
 /// inodes.
 const FILES: usize = 9;
-
-fn sandkeeper(args: &[&str]) -> Output {
-    bin().args(args).output().expect("run sandkeeper")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn entries(root: &Path) -> BTreeSet<String> {
     fs::read_dir(root)

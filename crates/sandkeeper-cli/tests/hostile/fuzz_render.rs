@@ -6,15 +6,11 @@
 //! is checked) and without a control character on the terminal.
 
 use std::fs;
-use std::process::Output;
 
+use crate::sandkeeper;
 use proptest::prelude::*;
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::fuzz::record_shaped;
-
-fn sandkeeper(args: &[&str]) -> Output {
-    crate::bin().args(args).output().expect("run sandkeeper")
-}
 
 proptest! {
     #![proptest_config(ProptestConfig {

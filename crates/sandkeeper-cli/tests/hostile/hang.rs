@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::{entry_state, json};
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::mounts::LoopDevice;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
@@ -213,30 +214,8 @@ fn wait_until_handled(pid: u32, signal: u32) {
     }
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn entry_state(doc: &serde_json::Value, name: &str) -> String {
-    doc["roots"][0]["entries"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no entries in {doc}"))
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {doc}"))["state"]
-        .as_str()
-        .unwrap_or("?")
-        .to_owned()
-}
-
 /// A scratch root with an idle entry `app-1` (and its base, for mounts).
-fn scratch(tag: &str) -> (Sandbox, PathBuf) {
+fn idle_root(tag: &str) -> (Sandbox, PathBuf) {
     let base = Sandbox::builder().tag(tag).create().unwrap();
     let root = base.path().join("root");
     fs::create_dir(&root).unwrap();
@@ -273,7 +252,7 @@ fn inner_hung_mount_elsewhere() {
     if !in_namespace() {
         return;
     }
-    let (base, root) = scratch("hang-elsewhere");
+    let (base, root) = idle_root("hang-elsewhere");
     let mut fuse = HungFuse::mount(&base.path().join("fuse"));
     // A bind mount from it, a mount on top of a directory in it, and a
     // mount whose source text is a path through it: each path leads
@@ -336,7 +315,7 @@ fn inner_source_through_a_link() {
     if !in_namespace() {
         return;
     }
-    let (base, root) = scratch("hang-source");
+    let (base, root) = idle_root("hang-source");
     let mut fuse = HungFuse::mount(&base.path().join("fuse"));
     let link = base.path().join("link");
     std::os::unix::fs::symlink(&fuse.at, &link).unwrap();
@@ -378,7 +357,7 @@ fn inner_hung_mount_point_in_the_root() {
     if !in_namespace() {
         return;
     }
-    let (_base, root) = scratch("hang-entry");
+    let (_base, root) = idle_root("hang-entry");
     let mut fuse = HungFuse::mount(&root.join("app-fuse"));
     fuse.hang();
     let root = root.to_str().unwrap();
@@ -407,7 +386,7 @@ fn inner_process_on_a_hung_mount() {
     if !in_namespace() {
         return;
     }
-    let (base, root) = scratch("hang-process");
+    let (base, root) = idle_root("hang-process");
     let mut fuse = HungFuse::mount(&base.path().join("fuse"));
     // Working in the dead filesystem, and holding a descriptor there.
     let _worker = sandkeeper_testkit::process::spawn_ready(
@@ -651,7 +630,7 @@ fn inner_loop_on_a_hung_mount() {
     if !in_namespace() {
         return;
     }
-    let (base, root) = scratch("hang-loop");
+    let (base, root) = idle_root("hang-loop");
     let fuse = HungFuse::mount(&base.path().join("fuse"));
     let device = match LoopDevice::attach(&fuse.at.join("img")) {
         Ok(device) => device,

@@ -6,18 +6,15 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
+use crate::sandkeeper;
 use sandkeeper_engine::sandbox;
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::setpriv_nobody;
 use sandkeeper_testkit::process::spawn_ready;
 use sandkeeper_testkit::scratch::Scratch;
-
-fn sandkeeper(args: &[&str]) -> Output {
-    crate::bin().args(args).output().expect("run sandkeeper")
-}
 
 /// `reap ROOT --match '*' --older-than 0s --grace 0s`, then the state of
 /// `name` in `scan ROOT --json`; with reap's stderr.

@@ -12,12 +12,12 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{nobody_sh, require_root};
+use sandkeeper_testkit::process::promtool_check;
 use sandkeeper_testkit::scratch::Scratch;
 
 use crate::bin;
@@ -88,35 +88,7 @@ fn check_exposition(text: &str) {
         let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
         assert!(seen.insert(series), "duplicate series {series}:\n{text}");
     }
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(std::env::var_os("CI").is_none(), "promtool is missing");
-            eprintln!("skipping promtool check metrics: promtool is not installed");
-            return;
-        }
-        Err(e) => panic!("run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "promtool: {said}\n{text}");
-    assert!(said.trim().is_empty(), "promtool lint:\n{said}");
+    promtool_check(text);
 }
 
 fn user_root_label(fx: &Fixture) -> String {

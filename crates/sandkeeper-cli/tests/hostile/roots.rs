@@ -11,7 +11,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::bin;
+use crate::{bin, text};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_sh, require_root, setpriv_nobody};
 use sandkeeper_testkit::process::spawn_ready;
@@ -68,15 +68,6 @@ fn sandkeeper(tmpdir: &Path, args: &[&str]) -> Output {
         .env("TMPDIR", tmpdir)
         .output()
         .expect("run sandkeeper")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn p(path: &Path) -> &str {

@@ -9,24 +9,13 @@ use std::fs;
 use std::path::Path;
 use std::process::Output;
 
-use sandkeeper_engine::lease::LEASE_FILE;
 use sandkeeper_engine::sandbox;
+use sandkeeper_testkit::tree::name_strings;
 
 use crate::bin;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != LEASE_FILE)
-        .collect();
-    names.sort();
-    names
 }
 
 /// A `/usr`-like tree the replaced TMPDIR points to; it must survive.
@@ -38,7 +27,7 @@ fn usr_like(dir: &Path) {
 }
 
 fn assert_usr_like_intact(dir: &Path, what: &str) {
-    assert_eq!(names(dir), ["bin", "lib"], "{what}");
+    assert_eq!(name_strings(dir), ["bin", "lib"], "{what}");
     assert_eq!(
         fs::read(dir.join("bin/tool")).unwrap(),
         b"#!/bin/sh\n",
@@ -114,7 +103,7 @@ fn a_replaced_tmpdir_is_reported_and_left_alone() {
         );
         assert!(json["replaced"].is_string(), "{row}: {json}");
         // The replacement is still there, as the command left it.
-        let left = names(root.path());
+        let left = name_strings(root.path());
         assert!(
             left.iter().any(|n| n.starts_with("run-sh-")),
             "{row}: {left:?}"
@@ -134,5 +123,5 @@ fn a_deleted_tmpdir_is_not_an_error() {
         .unwrap();
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(!stderr(&out).contains("error:"), "{}", stderr(&out));
-    assert_eq!(names(root.path()), Vec::<String>::new());
+    assert_eq!(name_strings(root.path()), Vec::<String>::new());
 }

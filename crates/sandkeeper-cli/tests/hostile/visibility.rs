@@ -10,7 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use sandkeeper_testkit::namespace::TRUST_PID_NAMESPACE_ENV;
+use crate::{entry_state, json};
+use sandkeeper_testkit::namespace::{TRUST_PID_NAMESPACE_ENV, UNSHARE_PID_NAMESPACE};
 use sandkeeper_testkit::privilege::{nobody_living_in, require_root};
 use sandkeeper_testkit::process::Spawned;
 use sandkeeper_testkit::scratch::Scratch;
@@ -18,19 +19,12 @@ use sandkeeper_testkit::scratch::Scratch;
 /// `sandkeeper ARGS` as pid 1's child in a new pid namespace with its own
 /// `/proc`, with `env` set.
 fn in_child_namespace(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--kill-child",
-        "--propagation",
-        "private",
-    ])
-    .arg(env!("CARGO_BIN_EXE_sandkeeper"))
-    .args(args)
-    .env_remove(TRUST_PID_NAMESPACE_ENV)
-    .stdin(Stdio::null());
+    let mut cmd = Command::new(UNSHARE_PID_NAMESPACE[0]);
+    cmd.args(&UNSHARE_PID_NAMESPACE[1..])
+        .arg(env!("CARGO_BIN_EXE_sandkeeper"))
+        .args(args)
+        .env_remove(TRUST_PID_NAMESPACE_ENV)
+        .stdin(Stdio::null());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -41,19 +35,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}):\n{}\n{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    })
-}
-
 /// A shared root with `held-1`, in which a nobody process lives (in the
 /// host's pid namespace), aged so that a reap rule selects it.
-fn shared_root() -> (Scratch, Spawned) {
+fn held_root() -> (Scratch, Spawned) {
     let sb = Scratch::reachable_by_others("cli-visibility");
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let held = sb.path().join("held-1");
@@ -64,18 +48,6 @@ fn shared_root() -> (Scratch, Spawned) {
     (sb, holder)
 }
 
-fn entry_state(doc: &serde_json::Value, name: &str) -> String {
-    doc["roots"][0]["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .find(|e| e["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} in {doc}"))["state"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
 /// Issue 10, finding 5(a): scan and reap in a child pid namespace keep an
 /// entry a host process uses, and say why; trusting the namespace is
 /// explicit and reported.
@@ -84,7 +56,7 @@ fn a_child_pid_namespace_is_a_blind_spot_unless_trusted() {
     if !require_root("a_child_pid_namespace_is_a_blind_spot_unless_trusted") {
         return;
     }
-    let (sb, _holder) = shared_root();
+    let (sb, _holder) = held_root();
     let root = sb.path().to_str().unwrap();
 
     // Not trusted: unknown, with a warning that says what and what to do.

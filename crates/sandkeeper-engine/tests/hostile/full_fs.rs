@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use sandkeeper_engine::reap::{Policy, Reaper};
-use sandkeeper_testkit::mounts::Mount;
+use sandkeeper_testkit::mounts::{Mount, ENOSPC};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::{nobody_sh_in, setpriv_nobody};
 use sandkeeper_testkit::process::spawn_ready;
@@ -147,7 +147,7 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
         vfs.f_ffree, vfs.f_bavail
     );
     if let Err(e) = fs::create_dir(root.join("probe")) {
-        assert_eq!(e.raw_os_error(), Some(libc_enospc()), "{what}");
+        assert_eq!(e.raw_os_error(), Some(ENOSPC), "{what}");
     } else {
         // tmpfs needs no block for a directory.
         assert!(matches!(fill, Fill::Blocks), "{what}: made a directory");
@@ -193,15 +193,6 @@ fn full_then_reap(root: &Path, fill: Fill, what: &str) {
     drop(holder);
 }
 
-/// `ENOSPC`.
-fn libc_enospc() -> i32 {
-    rustix::io::Errno::NOSPC.raw_os_error()
-}
-
-fn scratch(tag: &str) -> Scratch {
-    Scratch::reachable_by_others(tag)
-}
-
 /// Whether `script` succeeds as uid 65534 in `dir`.
 fn nobody_can(script: &str, dir: &Path) -> bool {
     setpriv_nobody()
@@ -228,7 +219,7 @@ fn an_entry_that_is_its_own_quarantine_comes_back_as_it_was() {
     ) {
         return;
     }
-    let base = scratch("hostile-full-own");
+    let base = Scratch::reachable_by_others("hostile-full-own");
     let mnt = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
     let root = mnt.path();
     fs::set_permissions(root, fs::Permissions::from_mode(0o1777)).unwrap();
@@ -301,22 +292,22 @@ fn inner_full_filesystems() {
         return;
     }
     {
-        let base = scratch("hostile-full-tmpfs-inodes");
+        let base = Scratch::reachable_by_others("hostile-full-tmpfs-inodes");
         let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=16m,nr_inodes=64");
         full_then_reap(fs.path(), Fill::Inodes, "tmpfs, no inode left");
     }
     {
-        let base = scratch("hostile-full-tmpfs-blocks");
+        let base = Scratch::reachable_by_others("hostile-full-tmpfs-blocks");
         let fs = Mount::tmpfs_with(&base.path().join("mnt"), "size=1m");
         full_then_reap(fs.path(), Fill::Blocks, "tmpfs, no block left");
     }
     {
-        let base = scratch("hostile-full-ext4-blocks");
+        let base = Scratch::reachable_by_others("hostile-full-ext4-blocks");
         let fs = Ext4::mount(base.path(), &[]);
         full_then_reap(&fs.mnt, Fill::Blocks, "ext4 -m 0, no block left");
     }
     {
-        let base = scratch("hostile-full-ext4-inodes");
+        let base = Scratch::reachable_by_others("hostile-full-ext4-inodes");
         let fs = Ext4::mount(base.path(), &["-N", "64"]);
         full_then_reap(&fs.mnt, Fill::Inodes, "ext4 -m 0, no inode left");
     }

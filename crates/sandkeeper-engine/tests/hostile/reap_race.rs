@@ -27,7 +27,7 @@ use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::SETPRIV_NOBODY;
 use sandkeeper_testkit::process::{spawn_ready, test_command, Helper};
 use sandkeeper_testkit::scratch::Scratch;
-use sandkeeper_testkit::tree::age_tree;
+use sandkeeper_testkit::tree::{age_tree, name_set};
 
 /// Entries in the race: more than one batch (64) of the reaper.
 const ENTRIES: usize = 100;
@@ -41,13 +41,6 @@ fn name(i: usize) -> String {
     format!("app-{i:03}")
 }
 
-/// A root that uid 65534 can reach (mode `mode`), removed on drop.
-fn shared_root(tag: &str, mode: u32) -> Scratch {
-    let sandbox = Scratch::reachable_by_others(tag);
-    fs::set_permissions(sandbox.path(), fs::Permissions::from_mode(mode)).unwrap();
-    sandbox
-}
-
 fn reap(root: &Path, glob: &str) -> ReapReport {
     let policy = Policy::builder()
         .matching(glob)
@@ -55,17 +48,6 @@ fn reap(root: &Path, glob: &str) -> ReapReport {
         .build()
         .unwrap();
     Reaper::new(policy).reap(&[root]).unwrap()
-}
-
-/// The names in `dir`, but the lease record of a sandbox root.
-fn names_in(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|n| n != sandkeeper_engine::lease::LEASE_FILE)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The attacker, run as uid 65534: watches the root for the moment the
@@ -248,7 +230,7 @@ fn inner_used_during_the_reap() {
     if !in_namespace() {
         return;
     }
-    let root = shared_root("reap-race", 0o755);
+    let root = Scratch::reachable_by_others("reap-race").with_mode(0o755);
     let p = |i: usize| root.path().join(name(i));
     populate(root.path());
     // The attacker starts using entries of the same batch of 64 as app-000
@@ -306,14 +288,14 @@ fn only_held_left_until_let_go(
     attacker: Attacker,
     report: &ReapReport,
 ) {
-    let left: BTreeSet<PathBuf> = names_in(root.path())
+    let left: BTreeSet<PathBuf> = name_set(root.path())
         .into_iter()
         .map(|n| root.path().join(n))
         .collect();
     assert_eq!(&left, held, "{:?}", report.roots[0].errors);
     drop(attacker);
     let again = reap(root.path(), "app-*");
-    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+    assert!(name_set(root.path()).is_empty(), "{:?}", again.roots[0]);
 }
 
 #[test]
@@ -330,7 +312,7 @@ fn inner_entered_during_the_reap() {
     if !in_namespace() {
         return;
     }
-    let root = shared_root("reap-cwd", 0o755);
+    let root = Scratch::reachable_by_others("reap-cwd").with_mode(0o755);
     let p = |i: usize| root.path().join(name(i));
     populate(root.path());
     // As soon as app-000 leaves its name (the reap's pass is taken, its
@@ -379,7 +361,7 @@ fn inner_name_taken() {
     for round in 1..=ROUNDS {
         // A sticky world-writable root, like /tmp: the attacker can make
         // names.
-        let root = shared_root("reap-squat", 0o1777);
+        let root = Scratch::reachable_by_others("reap-squat").with_mode(0o1777);
         let p = |i: usize| root.path().join(name(i));
         populate(root.path());
         // It holds app-099 after the reap has begun, and takes its name as
@@ -415,11 +397,11 @@ fn name_taken_checks(root: &Scratch, attacker: Attacker, report: &ReapReport) {
     // directory), intact; the squatter's directory is beside it, as it
     // was; nothing waits in the quarantine, and the report says so.
     assert!(intact(&p(99), 99), "{:?}", report.roots[0]);
-    let taken: Vec<String> = names_in(root.path())
+    let taken: Vec<String> = name_set(root.path())
         .into_iter()
         .filter(|n| n.starts_with("app-099.taken-during-reap-"))
         .collect();
-    assert_eq!(taken.len(), 1, "{:?}", names_in(root.path()));
+    assert_eq!(taken.len(), 1, "{:?}", name_set(root.path()));
     let beside = root.path().join(&taken[0]);
     assert_eq!(
         std::os::unix::fs::MetadataExt::uid(&fs::symlink_metadata(&beside).unwrap()),
@@ -437,13 +419,13 @@ fn name_taken_checks(root: &Scratch, attacker: Attacker, report: &ReapReport) {
         "{:?}",
         skipped.reason
     );
-    assert_eq!(names_in(root.path()), [name(99), taken[0].clone()].into());
+    assert_eq!(name_set(root.path()), [name(99), taken[0].clone()].into());
 
     // Its holder gone, the next reap removes it (and the squatter's
     // directory, which the rule matches).
     drop(attacker);
     let again = reap(root.path(), "app-*");
-    assert!(names_in(root.path()).is_empty(), "{:?}", again.roots[0]);
+    assert!(name_set(root.path()).is_empty(), "{:?}", again.roots[0]);
 }
 
 /// A pending name for `original` as the remover writes it (see the
@@ -472,7 +454,7 @@ fn inner_pending_leftover_in_use() {
     if !in_namespace() {
         return;
     }
-    let root = shared_root("reap-pending", 0o755);
+    let root = Scratch::reachable_by_others("reap-pending").with_mode(0o755);
     // What a reaper killed between its moves and its checks leaves.
     let trash = root.path().join(".sandkeeper-trash");
     fs::create_dir(&trash).unwrap();
@@ -532,11 +514,11 @@ fn inner_pending_leftover_in_use() {
         "a held pending entry whose name is taken gets it back, intact"
     );
     let beside = |name: &str| {
-        let found: Vec<String> = names_in(root.path())
+        let found: Vec<String> = name_set(root.path())
             .into_iter()
             .filter(|n| n.starts_with(&format!("{name}.taken-during-reap-")))
             .collect();
-        assert_eq!(found.len(), 1, "{:?}", names_in(root.path()));
+        assert_eq!(found.len(), 1, "{:?}", name_set(root.path()));
         found[0].clone()
     };
     let (taken_by, back_by) = (beside("app-taken"), beside("app-back"));
@@ -549,13 +531,13 @@ fn inner_pending_leftover_in_use() {
     assert!(
         !trash.exists(),
         "the free, nameless, kept and condemned leftovers are gone: {:?}",
-        names_in(&trash)
+        name_set(&trash)
     );
     let mut want: BTreeSet<String> = ["app-back", "app-held", "app-taken"]
         .map(String::from)
         .into();
     want.extend([taken_by.clone(), back_by.clone()]);
-    assert_eq!(names_in(root.path()), want);
+    assert_eq!(name_set(root.path()), want);
     let kept: BTreeSet<_> = report.roots[0]
         .skipped
         .iter()
@@ -623,7 +605,7 @@ fn restoring_onto_a_taken_name_gives_the_entry_its_name_back() {
     );
     assert!(pending_leftovers(fd, &opts).unwrap().is_empty());
     assert_eq!(
-        names_in(root.path()),
+        name_set(root.path()),
         ["app-1".to_owned(), newcomer.to_string_lossy().into_owned()].into()
     );
 }

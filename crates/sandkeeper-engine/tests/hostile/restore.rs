@@ -22,7 +22,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use sandkeeper_engine::remove::{
@@ -31,20 +31,11 @@ use sandkeeper_engine::remove::{
 };
 use sandkeeper_testkit::mounts::Mount;
 use sandkeeper_testkit::privilege::{nobody_sh_in, require_root};
-use sandkeeper_testkit::scratch::Scratch;
+use sandkeeper_testkit::scratch::shared_root;
+use sandkeeper_testkit::tree::name_set;
 
 /// The victim's uid.
 const VICTIM: u32 = 65533;
-
-/// A sticky, world-writable root (`<sandbox>/shared`, mode 1777) that the
-/// attacker can reach, removed with the sandbox.
-fn shared_root(tag: &str) -> (Scratch, PathBuf) {
-    let base = Scratch::reachable_by_others(tag);
-    let root = base.path().join("shared");
-    fs::create_dir(&root).unwrap();
-    fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
-    (base, root)
-}
 
 /// The victim's entry `name` in `root`: a directory of uid 65533 holding
 /// `file` ("the victim's").
@@ -57,25 +48,17 @@ fn victims_entry(root: &Path, name: &str) -> PathBuf {
     entry
 }
 
-/// The names in `dir`.
-fn names_in(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
 /// The one name in `root` of the form `<name>.taken-during-reap-<8 hex>`.
 fn taken_beside(root: &Path, name: &str) -> String {
     let prefix = format!("{name}.taken-during-reap-");
-    let taken: Vec<String> = names_in(root)
+    let taken: Vec<String> = name_set(root)
         .into_iter()
         .filter(|n| {
             n.strip_prefix(&prefix)
                 .is_some_and(|hex| hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
         })
         .collect();
-    assert_eq!(taken.len(), 1, "{:?}", names_in(root));
+    assert_eq!(taken.len(), 1, "{:?}", name_set(root));
     taken.into_iter().next().unwrap()
 }
 
@@ -148,7 +131,7 @@ fn a_taken_name_is_given_back_and_the_newcomer_kept_beside_it() {
         if kind == "symlink" {
             want.insert("bait".to_owned());
         }
-        assert_eq!(names_in(&root), want, "{kind}: nothing lost, nothing left");
+        assert_eq!(name_set(&root), want, "{kind}: nothing lost, nothing left");
         // And the outcome says so.
         assert!(
             matches!(&restored, Restore::Exchanged { newcomer, kind: Some(k), uid: Some(65534), .. }
@@ -192,7 +175,7 @@ fn a_job_recreating_its_directory_does_not_block_the_put_back() {
     );
     // Nothing is left pending for a later reap to delete.
     assert!(pending_leftovers(dir.as_fd(), &opts).unwrap().is_empty());
-    assert_eq!(names_in(&root), ["job".to_owned(), taken].into());
+    assert_eq!(name_set(&root), ["job".to_owned(), taken].into());
 }
 
 /// The `returning-<16 hex>.<hex of name>` name a put-back gives an entry
@@ -255,7 +238,7 @@ fn what_a_killed_put_back_left_returning_is_moved_out_never_deleted() {
         [PathBuf::from("app-1"), PathBuf::from(&taken)].into()
     );
     assert_eq!(
-        names_in(&root),
+        name_set(&root),
         ["app-1".to_owned(), "app-2".to_owned(), taken].into(),
         "the empty quarantine is gone"
     );
@@ -311,5 +294,5 @@ fn a_put_back_whose_exchange_fails_stays_pending_and_says_why() {
         fs::read_to_string(entry.join("file")).unwrap(),
         "the victim's"
     );
-    assert_eq!(names_in(&root), ["app-1".to_owned()].into());
+    assert_eq!(name_set(&root), ["app-1".to_owned()].into());
 }

@@ -10,7 +10,6 @@
 //! Root's reap runs in a private PID namespace (every process visible);
 //! the squatter is uid 65534 in a sticky, world-writable root like `/tmp`.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -19,8 +18,8 @@ use std::time::Duration;
 use sandkeeper_engine::reap::{Policy, Reaper};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
 use sandkeeper_testkit::privilege::nobody_sh_in;
-use sandkeeper_testkit::scratch::Scratch;
-use sandkeeper_testkit::tree::age_tree;
+use sandkeeper_testkit::scratch::shared_root;
+use sandkeeper_testkit::tree::{age_tree, name_set};
 
 /// Every fixed name an older remover would have used, as uid 0 or as the
 /// squatter's own uid.
@@ -29,15 +28,6 @@ const FIXED: [&str; 3] = [
     ".sandkeeper-trash-0",
     ".sandkeeper-trash-65534",
 ];
-
-/// The names in `dir`.
-fn names_in(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != sandkeeper_engine::lease::LEASE_FILE)
-        .collect()
-}
 
 #[test]
 fn squatted_quarantine_names_do_not_stop_removal() {
@@ -60,10 +50,7 @@ fn inner_squatted_names() {
         ("open dir", "mkdir -m 0777 \"$n\""),
     ];
     for (kind, make) in kinds {
-        let base = Scratch::reachable_by_others("hostile-squat");
-        let root = base.path().join("shared");
-        fs::create_dir(&root).unwrap();
-        fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
+        let (_base, root) = shared_root("hostile-squat");
         nobody_sh_in(
             &format!("for n in {}; do {make}; done", FIXED.join(" ")),
             &root,
@@ -88,7 +75,7 @@ fn inner_squatted_names() {
         assert_eq!(r.removed.len(), 4, "{kind}: {r:?}");
         // Only the squatter's names are left: untouched, still theirs.
         assert_eq!(
-            names_in(&root),
+            name_set(&root),
             FIXED.iter().map(|n| n.to_string()).collect(),
             "{kind}"
         );
@@ -109,7 +96,7 @@ fn inner_squatted_names() {
         let r = &report.roots[0];
         assert!(r.errors.is_empty(), "{kind}: {:?}", r.errors);
         assert_eq!(r.removed.len(), FIXED.len(), "{kind}: {r:?}");
-        assert!(names_in(&root).is_empty(), "{kind}: {:?}", names_in(&root));
+        assert!(name_set(&root).is_empty(), "{kind}: {:?}", name_set(&root));
         assert!(Path::new("/etc/passwd").exists());
     }
 }
@@ -132,10 +119,7 @@ fn inner_several_quarantines() {
     if !in_namespace() {
         return;
     }
-    let base = Scratch::reachable_by_others("hostile-squat-many");
-    let root = base.path().join("shared");
-    fs::create_dir(&root).unwrap();
-    fs::set_permissions(&root, fs::Permissions::from_mode(0o1777)).unwrap();
+    let (_base, root) = shared_root("hostile-squat-many");
     let theirs = ".sandkeeper-trash-0-00000000000000ff";
     nobody_sh_in(
         &format!("mkdir -m 0700 {theirs} && mkdir {theirs}/condemned-x"),
@@ -170,6 +154,6 @@ fn inner_several_quarantines() {
     let r = &report.roots[0];
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     assert_eq!(r.quarantine_finished, 8, "{r:?}");
-    assert_eq!(names_in(&root), [theirs.to_owned()].into());
+    assert_eq!(name_set(&root), [theirs.to_owned()].into());
     assert!(root.join(theirs).join("condemned-x").is_dir());
 }

@@ -116,7 +116,7 @@ fn scan_through(wrapper: &[&str], root: &Path, env: &[(&str, &str)]) -> Seen {
 }
 
 /// A shared root with `held/` (a nobody process lives in it) and `empty/`.
-fn shared_root() -> (Scratch, Spawned) {
+fn held_root() -> (Scratch, Spawned) {
     let sb = Scratch::reachable_by_others("visibility");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(sb.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -138,7 +138,7 @@ fn a_child_pid_namespace_does_not_see_the_host() {
     if !require_root("a_child_pid_namespace_does_not_see_the_host") {
         return;
     }
-    let (sb, _holder) = shared_root();
+    let (sb, _holder) = held_root();
     let unshare = sandkeeper_testkit::namespace::UNSHARE_PID_NAMESPACE;
 
     // In the host's pid namespace the holder is seen.
@@ -240,7 +240,7 @@ fn hidepid_cases() {
     if !in_namespace() {
         return;
     }
-    let (sb, _holder) = shared_root();
+    let (sb, _holder) = held_root();
     // The scanner: root; without CAP_SYS_PTRACE it may not ptrace the
     // holder (another uid), nor root's own processes with more capabilities.
     let root: &[&str] = &["env"];
