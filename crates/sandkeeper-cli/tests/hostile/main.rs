@@ -21,6 +21,7 @@ mod report_dir;
 mod roots;
 mod run_tmpdir;
 mod scan_locks;
+mod unit_caps;
 mod userns_fuse;
 mod visibility;
 
