@@ -76,13 +76,13 @@ fn command(e: &Entry, limit: usize) -> (String, String) {
 /// there is none.
 ///
 /// Facts and claims are kept apart: OWNER is the directory's real owner;
-/// PID is the lease lock's holder as `/proc` shows it, and COMMAND what
-/// [`command`] says; SITE is the record's `file:line` (a claim). STATE is
+/// PID and COMMAND are who holds it ([`Entry::held`]: the lease lock's
+/// holder as `/proc` shows it, or the record's claim); SITE is the record's `file:line` (a claim). STATE is
 /// `kept` for an orphaned sandbox kept on purpose, with until when in a
 /// note; a record whose uid is not the owner's gets a note saying so. AGE
 /// is the time since the newest change inside. COMMAND comes last and is
 /// cut to what is left of `width` (the terminal's), never below
-/// [`COMMAND_MIN`] characters; without a width, at [`COMMAND_UNBOUNDED`].
+/// 20 characters; without a width, at 120.
 pub fn table(report: &Report, width: Option<usize>) -> String {
     let now = report.started_ms;
     let mut rows = Vec::new();

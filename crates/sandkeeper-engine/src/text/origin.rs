@@ -132,7 +132,7 @@ pub fn creator(k: &CreatorKey) -> String {
 
 /// A family's members grouped by creator (the scan's tally), biggest
 /// first: "made by `cargo test` (unit ci.service, cwd /src): 159 entries,
-/// 9.9 GiB", at most [`PER_FAMILY`] lines, then one "made by (other
+/// 9.9 GiB", at most `PER_FAMILY` (3) lines, then one "made by (other
 /// creators)" line for the rest. No lines for a family without origins.
 pub fn family_lines(creators: Option<&Creators>) -> Vec<String> {
     let Some(c) = creators else {
