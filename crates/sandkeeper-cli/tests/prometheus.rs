@@ -61,39 +61,9 @@ fn read(rel: &str) -> String {
     fs::read_to_string(top().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-/// `promtool args…` in the workspace, with its temporary files (its unit
-/// tests make a TSDB) in `tmp`: `None` (said) when promtool is not
-/// installed and `CI` is not set.
+/// `promtool args…` in the workspace, its temporary files in `tmp`.
 fn promtool(test: &str, args: &[&str], tmp: &Path) -> Option<String> {
-    let out = Command::new("promtool")
-        .args(args)
-        .current_dir(top())
-        .env("TMPDIR", tmp)
-        .stdin(Stdio::null())
-        .output();
-    let out = match out {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            sandkeeper_testkit::skips::unless_ci(
-                test,
-                "promtool is not installed (Debian package prometheus)",
-            );
-            return None;
-        }
-        Err(e) => panic!("{test}: run promtool: {e}"),
-    };
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "promtool {}: {}\n{said}",
-        args.join(" "),
-        out.status
-    );
-    Some(said)
+    sandkeeper_testkit::prometheus::promtool(test, args, &top(), tmp, "")
 }
 
 #[test]
@@ -160,11 +130,7 @@ fn written_by_watch() -> Written {
     );
     let text = fs::read_to_string(&metrics).unwrap();
     let mut written = Written::new();
-    for line in text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let (name, labels) = parse_sample(line);
+    for (name, labels, _) in sandkeeper_testkit::prometheus::parse_exposition(&text) {
         let slot = written.entry(name).or_default();
         for (k, v) in labels {
             slot.entry(k).or_default().insert(v);
@@ -173,43 +139,6 @@ fn written_by_watch() -> Written {
     // The two entries are there (the gauges are the scan's).
     assert!(written["sandkeeper_entries"]["family"].len() >= 2, "{text}");
     written
-}
-
-/// A sample line's metric name and labels (the text format's escapes).
-fn parse_sample(line: &str) -> (String, Vec<(String, String)>) {
-    let end = line.find(['{', ' ']).unwrap_or(line.len());
-    let name = line[..end].to_owned();
-    let mut labels = Vec::new();
-    let mut chars = line[end..].chars().peekable();
-    if chars.peek() == Some(&'{') {
-        chars.next();
-        loop {
-            let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
-            let key = key.trim_start_matches(',').trim().to_owned();
-            if key.is_empty() || key.starts_with('}') {
-                break;
-            }
-            assert_eq!(chars.next(), Some('"'), "{line}");
-            let mut value = String::new();
-            loop {
-                match chars.next() {
-                    Some('\\') => match chars.next() {
-                        Some('n') => value.push('\n'),
-                        Some(c) => value.push(c),
-                        None => panic!("{line}"),
-                    },
-                    Some('"') => break,
-                    Some(c) => value.push(c),
-                    None => panic!("unterminated label value: {line}"),
-                }
-            }
-            labels.push((key, value));
-            if chars.peek() == Some(&'}') {
-                break;
-            }
-        }
-    }
-    (name, labels)
 }
 
 /// What a PromQL expression uses: metric names, label matchers
@@ -801,10 +730,12 @@ fn the_promql_reader_tells_metrics_from_the_rest() {
         )
     );
     assert_eq!(uses("{__name__=\"a\"}").metrics.len(), 1);
-    let (name, labels) = parse_sample(r#"m{a="x\"y",b="p\\q"} 1"#);
-    assert_eq!(name, "m");
+    let samples =
+        sandkeeper_testkit::prometheus::parse_exposition("m{a=\"x\\\"y\",b=\"p\\\\q\"} 1\n");
+    let (name, labels, value) = &samples[0];
+    assert_eq!((name.as_str(), *value), ("m", 1.0));
     assert_eq!(
-        labels,
+        labels.clone().into_iter().collect::<Vec<_>>(),
         [("a".into(), "x\"y".into()), ("b".into(), "p\\q".into())]
     );
 }

@@ -5,8 +5,8 @@
 //!   `setpriv`, in a shell, as a process living in a directory).
 //! - [`namespace`]: re-running a test as PID 1 of a private PID namespace.
 //! - [`process`]: helper child processes, killed on drop; re-running this
-//!   test binary for one test; waits bounded by a deadline; `promtool`
-//!   on a metrics file.
+//!   test binary for one test; waits bounded by a deadline.
+//! - [`prometheus`]: `promtool`, and the metrics file's samples read back.
 //! - [`child`]: the helper side the library's sandbox and lease tests start.
 //! - [`mounts`]: tmpfs, bind and loop-device guards, undone on drop
 //!   (and the errno of a full filesystem).
@@ -32,6 +32,7 @@ pub mod mounts;
 pub mod namespace;
 pub mod privilege;
 pub mod process;
+pub mod prometheus;
 pub mod scratch;
 pub mod skips;
 pub mod tree;

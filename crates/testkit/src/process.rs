@@ -293,48 +293,6 @@ pub fn wait_with_deadline(child: &mut Child, limit: Duration) -> Output {
     }
 }
 
-/// `promtool check metrics` on `text` (a Prometheus exposition): fails
-/// the test when promtool rejects it or lints anything. When promtool is
-/// not installed the check is skipped, saying so, except in CI (`CI` set),
-/// where it must be (`.ci/run` installs the Debian package prometheus).
-pub fn promtool_check(text: &str) {
-    use std::io::Write as _;
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            crate::skips::unless_ci(
-                "promtool check metrics",
-                "promtool is not installed (Debian package prometheus)",
-            );
-            return;
-        }
-        Err(e) => panic!("run promtool: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("wait for promtool");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "promtool check metrics:\n{said}\n{text}"
-    );
-    assert!(said.trim().is_empty(), "promtool lint:\n{said}");
-}
-
 /// Polls `check` every 10 ms until it is true, failing after the
 /// [`DEADLINE`].
 pub fn wait_until(what: &str, mut check: impl FnMut() -> bool) {

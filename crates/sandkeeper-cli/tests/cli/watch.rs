@@ -23,7 +23,8 @@ use serde_json::Value;
 use crate::sandkeeper;
 use sandkeeper_testkit::mounts::{Mount, ENOSPC};
 use sandkeeper_testkit::namespace::{in_namespace, run_in_pid_namespace};
-use sandkeeper_testkit::process::{promtool_check, Spawned};
+use sandkeeper_testkit::process::Spawned;
+use sandkeeper_testkit::prometheus::{check_metrics, parse_exposition, Sample};
 use sandkeeper_testkit::tree::{age_tree, names_but_quarantines, orphan, Orphan};
 
 /// An unmanaged directory with one file of `bytes`.
@@ -571,67 +572,6 @@ fn inner_sigterm() {
 // ---------------------------------------------------------------------
 // Metrics
 
-/// One sample: metric name, labels, value.
-type Sample = (String, BTreeMap<String, String>, f64);
-
-/// Parses the text exposition format strictly enough for the test: every
-/// line is a comment (`# HELP`/`# TYPE` naming a metric) or a sample
-/// `name{label="value",…} value`; label values unescaped.
-fn parse_exposition(text: &str) -> Vec<Sample> {
-    let mut samples = Vec::new();
-    for line in text.lines() {
-        if let Some(comment) = line.strip_prefix("# ") {
-            let mut words = comment.splitn(3, ' ');
-            let kind = words.next().unwrap();
-            assert!(kind == "HELP" || kind == "TYPE", "{line}");
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("{line}"));
-        let (name, labels) = match series.split_once('{') {
-            None => (series.to_owned(), BTreeMap::new()),
-            Some((name, rest)) => {
-                let body = rest.strip_suffix('}').unwrap_or_else(|| panic!("{line}"));
-                (name.to_owned(), parse_labels(body, line))
-            }
-        };
-        assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "{line}"
-        );
-        samples.push((name, labels, value));
-    }
-    samples
-}
-
-fn parse_labels(body: &str, line: &str) -> BTreeMap<String, String> {
-    let mut labels = BTreeMap::new();
-    let mut chars = body.chars().peekable();
-    while chars.peek().is_some() {
-        let name: String = chars.by_ref().take_while(|&c| c != '=').collect();
-        assert_eq!(chars.next(), Some('"'), "{line}");
-        let mut value = String::new();
-        loop {
-            match chars.next() {
-                Some('\\') => match chars.next() {
-                    Some('n') => value.push('\n'),
-                    Some(c) => value.push(c),
-                    None => panic!("{line}"),
-                },
-                Some('"') => break,
-                Some(c) => value.push(c),
-                None => panic!("unterminated label value: {line}"),
-            }
-        }
-        labels.insert(name, value);
-        match chars.next() {
-            Some(',') | None => {}
-            Some(c) => panic!("unexpected {c:?}: {line}"),
-        }
-    }
-    labels
-}
-
 fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
@@ -718,7 +658,7 @@ fn inner_metrics() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{log}");
     let text = fs::read_to_string(&metrics_path).unwrap();
-    promtool_check(&text);
+    check_metrics(&text);
     let samples = parse_exposition(&text);
     let after = scan(true);
     let root_doc = &after["roots"][0];

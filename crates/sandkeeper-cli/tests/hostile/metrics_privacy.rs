@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 
 use sandkeeper_engine::Sandbox;
 use sandkeeper_testkit::privilege::{nobody_sh, require_root};
-use sandkeeper_testkit::process::promtool_check;
+use sandkeeper_testkit::prometheus::check_metrics;
 use sandkeeper_testkit::scratch::Scratch;
 
 use crate::bin;
@@ -88,7 +88,7 @@ fn check_exposition(text: &str) {
         let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
         assert!(seen.insert(series), "duplicate series {series}:\n{text}");
     }
-    promtool_check(text);
+    check_metrics(text);
 }
 
 fn user_root_label(fx: &Fixture) -> String {
