@@ -420,6 +420,7 @@ fn the_sdist_builds_and_installs_in_a_fresh_venv() {
     // reuses one target directory in scripts/package.sh's cache, outside
     // the checkout, between runs.
     let build_cache = package_cache().join("sdist-target");
+    forget_own_crates(&build_cache);
     run(
         "pip install the sdist",
         Command::new(bin.join("pip"))
@@ -428,6 +429,27 @@ fn the_sdist_builds_and_installs_in_a_fresh_venv() {
             .env("CARGO_TARGET_DIR", &build_cache),
     );
     works_in(&bin);
+}
+
+/// Makes cargo build the workspace's own crates anew in `target`: the
+/// sdist pins every file's mtime (a reproducible archive), and cargo tells
+/// a path dependency's change by mtime, so a cached build of an older
+/// source would pass for this one's. Third-party crates stay cached.
+fn forget_own_crates(target: &Path) {
+    let Ok(profiles) = fs::read_dir(target) else {
+        return;
+    };
+    for profile in profiles.flatten() {
+        let Ok(prints) = fs::read_dir(profile.path().join(".fingerprint")) else {
+            continue;
+        };
+        for print in prints.flatten() {
+            let name = print.file_name();
+            if name.to_string_lossy().starts_with("sandkeeper") {
+                fs::remove_dir_all(print.path()).unwrap();
+            }
+        }
+    }
 }
 
 /// `scripts/package.sh`'s cache: `$SANDKEEPER_PACKAGE_CACHE`, else
