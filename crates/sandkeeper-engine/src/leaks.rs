@@ -8,6 +8,9 @@
 //! ([`Summary::of`]). Under nextest each test runs in its own process, and
 //! with `sandkeeper run` as its wrapper script each test gets its own
 //! record, named by the variables nextest sets for it ([`TestId::from_env`]).
+//! A caller that runs tests itself (the Python package's pytest plugin)
+//! measures each test's directory and writes its record with
+//! [`Record::of_leftovers`].
 //!
 //! ```
 //! use sandkeeper_engine::leaks::{self, Record, RecordDir, Summary, TestId};
@@ -67,7 +70,7 @@ use rustix::io::Errno;
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, ErrorKind, IoResultExt, Result};
-use crate::run::{LeftoverFamily, RunOutcome};
+use crate::run::{LeftoverFamily, Leftovers, RunOutcome};
 use crate::supervise::Exit;
 
 /// The `schema` of a record: `sandkeeper.test-leak/v1`.
@@ -148,7 +151,70 @@ pub struct Record {
 impl Record {
     /// The record of a finished run of `command` as test `test`.
     pub fn of(outcome: &RunOutcome, test: TestId, command: &[OsString]) -> Record {
-        let left = &outcome.leftovers;
+        Record::build(
+            test,
+            command,
+            outcome.exit,
+            &outcome.leftovers,
+            outcome.stopped.signalled as u64,
+            outcome.stopped.killed as u64,
+        )
+    }
+
+    /// The record of a test its caller ran and measured itself, not
+    /// through a [`Run`](crate::run::Run): what it left in its directory
+    /// (`leftovers`, measured with [`Leftovers::of`] through the
+    /// directory's descriptor), how it ended as the caller decides
+    /// (`exit`), and no daemons (the caller supervised no process, so
+    /// [`daemons_stopped`](Record::daemons_stopped) and
+    /// [`daemons_killed`](Record::daemons_killed) are 0). Cut to the
+    /// limits as [`Record::of`] cuts: at most [`MAX_ARGS`] arguments,
+    /// [`MAX_FAMILIES`] families, names of [`MAX_TEXT`] bytes, a record of
+    /// [`MAX_RECORD_BYTES`].
+    ///
+    /// The pytest plugin of the Python package writes one per test this
+    /// way, into a [`RecordDir`]: `sandkeeper report` reads them as it
+    /// reads those of `sandkeeper run --nextest`.
+    ///
+    /// ```
+    /// use sandkeeper_engine::leaks::{Record, TestId};
+    /// use sandkeeper_engine::run::Leftovers;
+    /// use sandkeeper_engine::supervise::Exit;
+    ///
+    /// let tmp = sandkeeper_engine::Sandbox::new()?;
+    /// std::fs::create_dir(tmp.path().join("app-1"))?;
+    /// std::fs::write(tmp.path().join("app-2"), b"x")?;
+    /// let left = Leftovers::of(tmp.try_clone_dir()?);
+    /// let test = TestId {
+    ///     binary_id: Some("pytest:demo".into()),
+    ///     test_name: Some("test_demo.py::test_leaks".into()),
+    /// };
+    /// let record = Record::of_leftovers(test, &["pytest".into()], Exit::Code(1), &left);
+    /// assert_eq!(record.entries, 2);
+    /// assert_eq!(record.families[0].pattern, "app-*");
+    /// assert_eq!((record.daemons_stopped, record.daemons_killed), (0, 0));
+    /// assert!(record.leaked() && !record.exit.success());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn of_leftovers(
+        test: TestId,
+        command: &[OsString],
+        exit: Exit,
+        leftovers: &Leftovers,
+    ) -> Record {
+        Record::build(test, command, exit, leftovers, 0, 0)
+    }
+
+    /// What [`Record::of`] and [`Record::of_leftovers`] share: the fields
+    /// cut to the limits, the record fit to [`MAX_RECORD_BYTES`].
+    fn build(
+        test: TestId,
+        command: &[OsString],
+        exit: Exit,
+        left: &Leftovers,
+        daemons_stopped: u64,
+        daemons_killed: u64,
+    ) -> Record {
         let families: Vec<LeftoverFamily> = left
             .families
             .iter()
@@ -166,13 +232,13 @@ impl Record {
                 .take(MAX_ARGS)
                 .map(|a| cut(&a.to_string_lossy()))
                 .collect(),
-            exit: outcome.exit,
+            exit,
             entries: left.entries,
             disk_bytes: left.disk_bytes,
             families_omitted: (left.families.len() - families.len()) as u64,
             families,
-            daemons_stopped: outcome.stopped.signalled as u64,
-            daemons_killed: outcome.stopped.killed as u64,
+            daemons_stopped,
+            daemons_killed,
         }
         .fit()
     }
@@ -1032,6 +1098,45 @@ mod tests {
             MAX_FAMILIES as u64
         );
         assert_eq!(Record::parse(text.as_bytes()).unwrap(), r);
+    }
+
+    #[test]
+    fn of_leftovers_cuts_like_of_and_has_no_daemons() {
+        let long = "é".repeat(MAX_TEXT);
+        let left = Leftovers {
+            entries: MAX_FAMILIES as u64 + 3,
+            disk_bytes: 4096,
+            families: (0..MAX_FAMILIES + 3)
+                .map(|i| LeftoverFamily {
+                    pattern: format!("{long}{i}"),
+                    count: 1,
+                    disk_bytes: 1,
+                })
+                .collect(),
+        };
+        let command: Vec<OsString> = (0..MAX_ARGS + 4).map(|_| long.clone().into()).collect();
+        let test = TestId {
+            binary_id: Some("pytest:suite".into()),
+            test_name: Some("test_a.py::test_b".into()),
+        };
+        let r = Record::of_leftovers(test.clone(), &command, Exit::Code(1), &left);
+        assert_eq!(r.test, test);
+        assert_eq!(r.exit, Exit::Code(1));
+        assert_eq!((r.entries, r.disk_bytes), (MAX_FAMILIES as u64 + 3, 4096));
+        assert_eq!((r.daemons_stopped, r.daemons_killed), (0, 0));
+        assert_eq!(
+            r.families.len() as u64 + r.families_omitted,
+            MAX_FAMILIES as u64 + 3
+        );
+        assert!(r.command.len() <= MAX_ARGS);
+        assert!(r.command.iter().all(|a| a.len() <= MAX_TEXT));
+        assert!(r.families.iter().all(|f| f.pattern.len() <= MAX_TEXT));
+        let text = r.to_json();
+        assert!(text.len() <= MAX_RECORD_BYTES);
+        assert_eq!(Record::parse(text.as_bytes()).unwrap(), r);
+        let clean =
+            Record::of_leftovers(TestId::default(), &[], Exit::Code(0), &Leftovers::default());
+        assert!(!clean.leaked() && clean.exit.success());
     }
 
     #[test]

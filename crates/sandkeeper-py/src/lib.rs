@@ -17,10 +17,13 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use sandkeeper_engine::config::value;
+use sandkeeper_engine::leaks::{Record, RecordDir, TestId};
 use sandkeeper_engine::reap::{Reaper, Rules};
 use sandkeeper_engine::root::{open_roots, Purpose};
+use sandkeeper_engine::run::Leftovers;
 use sandkeeper_engine::scan::warnings::Face;
 use sandkeeper_engine::scan::Scanner;
+use sandkeeper_engine::supervise::Exit;
 use sandkeeper_engine::watch::ReapOptions;
 use sandkeeper_engine::{ErrorKind, KeepPolicy};
 
@@ -226,6 +229,70 @@ impl PySandbox {
     }
 }
 
+/// A directory of per-test leak records (`sandkeeper.LeakRecordDir`):
+/// the library's [`RecordDir`], opened and vetted once, written through
+/// its descriptor. The records are those `sandkeeper run --nextest`
+/// writes, so `sandkeeper report DIR` reads them unchanged.
+#[pyclass(module = "sandkeeper._native", name = "_RecordDir", frozen)]
+struct PyRecordDir {
+    inner: RecordDir,
+}
+
+#[pymethods]
+impl PyRecordDir {
+    /// Opens `path` for writing records, making it (mode 0700) when it
+    /// does not exist; refuses a symlink, a file, another user's
+    /// directory, or one others may write (`UnsafeRoot`).
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        py.detach(|| RecordDir::open(&path))
+            .map(|inner| PyRecordDir { inner })
+            .map_err(|e| py_err(py, &e))
+    }
+
+    /// The path as given.
+    #[getter]
+    fn path(&self) -> OsString {
+        self.inner.path().as_os_str().to_owned()
+    }
+
+    /// Measures what is in `sandbox` now (through its directory
+    /// descriptor, never its path; the lease record not counted) and
+    /// writes one record of it: the test `binary_id`/`test_name`, run as
+    /// `command`, that ended with `exit_code`, and left no daemons (none
+    /// were supervised). Returns the new record's file name.
+    #[pyo3(signature = (sandbox, binary_id, test_name, command, exit_code))]
+    fn record(
+        &self,
+        py: Python<'_>,
+        sandbox: PyRef<'_, PySandbox>,
+        binary_id: Option<String>,
+        test_name: Option<String>,
+        command: Vec<OsString>,
+        exit_code: i32,
+    ) -> PyResult<OsString> {
+        let dir = {
+            let guard = sandbox.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(open) = guard.as_ref() else {
+                return Err(PyRuntimeError::new_err("the sandbox is already finished"));
+            };
+            open.try_clone_dir().map_err(|e| py_err(py, &e))?
+        };
+        drop(sandbox);
+        let test = TestId {
+            binary_id,
+            test_name,
+        };
+        py.detach(|| {
+            let left = Leftovers::of(&dir);
+            drop(dir);
+            let record = Record::of_leftovers(test, &command, Exit::Code(exit_code), &left);
+            self.inner.write(&record)
+        })
+        .map_err(|e| py_err(py, &e))
+    }
+}
+
 /// The pids vouched for and the in-use switches, by the rule every face
 /// shares ([`ReapOptions::for_caller`]: `False` and `None` alike leave a
 /// switch to the environment).
@@ -376,6 +443,7 @@ fn error_kinds() -> Vec<String> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PySandbox>()?;
+    m.add_class::<PyRecordDir>()?;
     m.add_function(wrap_pyfunction!(scan_json, m)?)?;
     m.add_function(wrap_pyfunction!(reap_json, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;

@@ -55,6 +55,7 @@ __version__: str = _native.__version__
 
 __all__ = [
     "Sandbox",
+    "LeakRecordDir",
     "teardown_on_signals",
     "scan",
     "reap",
@@ -514,6 +515,79 @@ class Sandbox:
             first = self._errors[0]
             self._errors.clear()
             raise first
+
+
+# --- Per-test leak records ---------------------------------------------------
+
+
+class LeakRecordDir:
+    """A directory of per-test leak records, as ``sandkeeper run --nextest``
+    writes them: ``sandkeeper report DIR`` (and ``--json``) summarizes them,
+    whoever wrote them. The pytest plugin's ``--sandkeeper-report-dir``
+    writes one per test with it.
+
+    The directory is made (mode 0700) when it does not exist, and opened
+    and vetted once, here: it must be a directory (not a symlink) owned by
+    you that nobody else may write. Every record is written through that
+    descriptor, under a name of its own, atomically.
+
+    :param path: the directory (relative to the working directory).
+    :raises UnsafeRoot: a symlink, a file, another user's directory, or
+        one others may write (its message names it and says what to do).
+    :raises UnusableRoot: its parent cannot be used.
+    :raises IoError: it cannot be made or opened.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self._native = _native._RecordDir(_path_arg(path, "path"))
+        self._path = pathlib.Path(self._native.path)
+
+    @property
+    def path(self) -> pathlib.Path:
+        """The directory, as given."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"<sandkeeper.LeakRecordDir {str(self._path)!r}>"
+
+    def record(
+        self,
+        sandbox: Sandbox,
+        *,
+        test_name: Optional[str],
+        binary_id: Optional[str] = None,
+        command: Sequence[str] = (),
+        exit_code: int = 0,
+    ) -> pathlib.Path:
+        """Measures what is in ``sandbox`` now and writes one record of it.
+
+        What is measured is what ``sandkeeper run`` measures in a test's
+        ``TMPDIR``: its entries (the lease record not counted), their disk
+        usage and name families, through the sandbox's open directory,
+        never by its path. The record names the test (``binary_id`` and
+        ``test_name``, as nextest's ``NEXTEST_BINARY_ID`` and
+        ``NEXTEST_TEST_NAME``), its ``command`` (at most 16 arguments kept)
+        and ``exit_code`` (0: passed; anything else counts as a failed run).
+        It says no daemons were left: nothing here supervises processes.
+        Names longer than 1024 bytes are cut. The sandbox stays open: close,
+        keep or persist it afterwards.
+
+        :returns: the new record's path.
+        :raises RuntimeError: the sandbox is already closed.
+        :raises IoError: the record cannot be written (a full disk).
+        """
+        if not isinstance(sandbox, Sandbox):
+            raise TypeError(f"record() needs a sandkeeper.Sandbox, not {sandbox!r}")
+        if isinstance(exit_code, bool) or not isinstance(exit_code, int):
+            raise TypeError(f"exit_code must be an int, not {exit_code!r}")
+        name = self._native.record(
+            sandbox._native,
+            None if binary_id is None else str(binary_id),
+            None if test_name is None else str(test_name),
+            [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in command],
+            exit_code,
+        )
+        return self._path / name
 
 
 # --- Typed results -------------------------------------------------------------

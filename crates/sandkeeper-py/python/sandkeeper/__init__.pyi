@@ -68,6 +68,20 @@ class Sandbox:
     def keep(self) -> pathlib.Path: ...
     def persist(self, keep_for: Optional[Duration] = None) -> pathlib.Path: ...
 
+class LeakRecordDir:
+    def __init__(self, path: PathLike) -> None: ...
+    @property
+    def path(self) -> pathlib.Path: ...
+    def record(
+        self,
+        sandbox: Sandbox,
+        *,
+        test_name: Optional[str],
+        binary_id: Optional[str] = None,
+        command: Sequence[str] = (),
+        exit_code: int = 0,
+    ) -> pathlib.Path: ...
+
 class Filesystem:
     type: str
     total_bytes: int

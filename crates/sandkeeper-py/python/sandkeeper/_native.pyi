@@ -29,6 +29,19 @@ class _Sandbox:
     def keep(self) -> str: ...
     def persist_for(self, secs: float) -> str: ...
 
+class _RecordDir:
+    def __init__(self, path: str) -> None: ...
+    @property
+    def path(self) -> str: ...
+    def record(
+        self,
+        sandbox: _Sandbox,
+        binary_id: Optional[str],
+        test_name: Optional[str],
+        command: List[str],
+        exit_code: int,
+    ) -> str: ...
+
 def scan_json(
     roots: List[str],
     entries: bool,
