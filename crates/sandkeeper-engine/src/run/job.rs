@@ -54,10 +54,12 @@ impl Job {
             return None;
         }
         rustix::termios::tcsetpgrp(&stdin, theirs).ok()?;
-        // A stop before the hand-over is cancelled here (SIGCONT discards
-        // pending stop signals and a stop not yet waited for): every stop
-        // seen from now on is one to act on.
-        let _ = rustix::process::kill_process_group(theirs, Signal::CONT);
+        // No SIGCONT here: it would also cancel a Ctrl-Z typed the moment
+        // the terminal was theirs (SIGCONT discards a stop not yet waited
+        // for), and the job would never stop. A stop from before the
+        // hand-over (the command touched the terminal while it was still
+        // the background) is a SIGTTIN or SIGTTOU seen while the command
+        // holds the terminal: `stopped` continues it.
         Some(Job {
             ours,
             theirs,
@@ -102,10 +104,12 @@ impl Job {
     fn stopped(&mut self, signal: Signal) {
         let stdin = std::io::stdin();
         let foreground = rustix::termios::tcgetpgrp(&stdin).ok() == Some(self.ours);
-        if !self.holds && foreground && matches!(signal, Signal::TTIN | Signal::TTOU) {
-            // Brought to the foreground (`fg`) while the command ran in
-            // the background, and it wants the terminal: it gets it, as a
-            // shell's foreground job would have it already.
+        if matches!(signal, Signal::TTIN | Signal::TTOU) && (self.holds || foreground) {
+            // It wants the terminal, and may have it: it holds it by our
+            // hand (the stop came before the hand-over: a foreground group
+            // is never stopped for the terminal), or we were brought to the
+            // foreground (`fg`) while it ran in the background. It goes on,
+            // as a shell's foreground job would.
             self.resume();
             return;
         }
