@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
@@ -54,18 +55,55 @@ fn top() -> PathBuf {
         .unwrap()
 }
 
+thread_local! {
+    /// Where this test installed the hooks and the binary ([`install`]).
+    static INSTALLED: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs the hooks and the sandkeeper under test below `base`, as the
+/// docs install them (`contrib/{ci-hooks,github-actions,gitlab-runner,
+/// buildkite}` into `lib/sandkeeper/`, the binary into `bin/`), for this
+/// test's thread: from then on [`contrib`] and [`hook_path`] name the
+/// copies. The runner's user must reach them, and the checkout (with its
+/// `target/`) may sit below a directory only root can search.
+fn install(base: &Path) {
+    let root = base.join("install");
+    let lib = root.join("lib/sandkeeper");
+    fs::create_dir_all(&lib).unwrap();
+    fs::create_dir_all(root.join("bin")).unwrap();
+    for dir in ["ci-hooks", "github-actions", "gitlab-runner", "buildkite"] {
+        let out = Command::new("cp")
+            .arg("-Rp")
+            .arg(top().join("contrib").join(dir))
+            .arg(&lib)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cp {dir}: {out:?}");
+    }
+    fs::copy(SANDKEEPER, root.join("bin/sandkeeper")).unwrap();
+    for dir in [&root, &root.join("lib"), &lib, &root.join("bin")] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    INSTALLED.with(|i| *i.borrow_mut() = Some(root));
+}
+
+/// A file of `contrib/`: the installed copy once this test has
+/// [`install`]ed them.
 fn contrib(rel: &str) -> PathBuf {
-    top().join("contrib").join(rel)
+    INSTALLED.with(|i| match &*i.borrow() {
+        Some(root) => root.join("lib/sandkeeper").join(rel),
+        None => top().join("contrib").join(rel),
+    })
 }
 
 /// `PATH` for a hook: the sandkeeper under test first, as an operator's
-/// install would have it.
+/// install would have it (its installed copy once [`install`]ed).
 fn hook_path() -> OsString {
-    let mut path = Path::new(SANDKEEPER)
-        .parent()
-        .unwrap()
-        .as_os_str()
-        .to_owned();
+    let bin = INSTALLED.with(|i| match &*i.borrow() {
+        Some(root) => root.join("bin"),
+        None => Path::new(SANDKEEPER).parent().unwrap().to_owned(),
+    });
+    let mut path = bin.into_os_string();
     path.push(":/usr/local/bin:/usr/bin:/bin");
     path
 }
@@ -470,6 +508,7 @@ fn github_inner() {
     }
     let scratch = Scratch::reachable_by_others("runner-hooks-github");
     let host = scratch.path();
+    install(host);
     // Two runners on one host; names a careless script would run.
     let one = Runner::new(
         host,
@@ -705,6 +744,7 @@ fn gitlab_inner() {
     }
     let scratch = Scratch::reachable_by_others("runner-hooks-gitlab");
     let host = scratch.path();
+    install(host);
     let builds = host.join("builds");
     let slot = builds.join("t1_Ab3dE/0/acme");
     let project = slot.join("app");
@@ -885,6 +925,7 @@ fn buildkite_inner() {
     }
     let scratch = Scratch::reachable_by_others("runner-hooks-buildkite");
     let host = scratch.path();
+    install(host);
     let builds = host.join("builds");
     let org = builds.join("agent-1/acme");
     let checkout = org.join("web");
