@@ -67,7 +67,7 @@ impl Entry {
         match (holders.first(), self.lease.as_deref()) {
             (Some(&pid), lease) => {
                 let name = match (self.holder_comm(pid), lease) {
-                    (Some(comm), Some(l)) if self.corroborates(l, pid, comm) => {
+                    (Some(comm), Some(l)) if Entry::corroborates(l, pid, comm) => {
                         HolderName::Program(program(&l.cmd))
                     }
                     (Some(comm), _) => HolderName::Comm(comm.to_owned()),
@@ -89,15 +89,14 @@ impl Entry {
 
     /// Whether the record's command line may stand for `pid`, the lock's
     /// holder named `comm` (see [`Entry::held`]).
-    fn corroborates(&self, l: &LeaseRecord, pid: u32, comm: &str) -> bool {
+    fn corroborates(l: &LeaseRecord, pid: u32, comm: &str) -> bool {
         let Some(first) = l.cmd.first() else {
             return false;
         };
         let name = first.rsplit('/').next().unwrap_or(first);
-        l.pid == pid
-            && self.check_record_pid(l) == PidCheck::HoldsLock
-            && !comm.is_empty()
-            && name.starts_with(comm)
+        // `pid` holds the lock (`/proc/locks`): the record naming it is
+        // the record naming a holder.
+        l.pid == pid && !comm.is_empty() && name.starts_with(comm)
     }
 
     /// Whether `record` claims another uid than the directory's owner.

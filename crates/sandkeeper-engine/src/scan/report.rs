@@ -322,7 +322,7 @@ impl Entry {
     /// removed.
     pub fn goes_by_default(&self, now_ms: i64) -> bool {
         self.state == EntryState::Orphaned
-            && self.kept_until(now_ms, crate::defaults::MAX_KEEP).is_none()
+            && self.kept_by_default(now_ms).is_none()
             && (self.is_proven_orphan() || self.age(now_ms) >= crate::defaults::GRACE)
     }
 }

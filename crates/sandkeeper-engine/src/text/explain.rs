@@ -165,10 +165,6 @@ fn record(out: &mut String, e: &Entry, l: &LeaseRecord, now: i64) {
     if let Some(until) = l.keep_until_ms {
         // What the record asks for; what a reap honours is the state line
         // above (capped by --max-keep).
-        let _ = writeln!(
-            out,
-            "    asks to be {}",
-            crate::human::kept_until(until, Some(now.max(0) as u64))
-        );
+        let _ = writeln!(out, "    asks to be {}", super::kept_until(until, now));
     }
 }
