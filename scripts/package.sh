@@ -53,6 +53,16 @@ dirty=()
 # `publish = false`.)
 say "crates: packaged and verified (cargo package)"
 rm -f "$target"/package/*.crate
+# cargo verifies each crate against the others' packaged sources, served
+# from a local registry under target/package and unpacked once into
+# $CARGO_HOME/registry/src/-<hash of that registry's path>/. It never
+# unpacks a name and version again, so a second run from the same checkout
+# path would build this run's engine against an earlier run's small crate.
+# Those unnamed ("-<hash>") registries are cargo package's alone: forget
+# our crates' unpacked copies there.
+for crate in sandkeeper sandkeeper-engine sandkeeper-cli; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate-$version"
+done
 cargo package --locked "${dirty[@]}" -p sandkeeper -p sandkeeper-engine -p sandkeeper-cli
 for crate in sandkeeper sandkeeper-engine sandkeeper-cli; do
     cp "$target/package/$crate-$version.crate" "$dist/crates/"
