@@ -97,9 +97,10 @@ fn python_package_builds_installs_and_passes_its_tests() {
             .env("TMPDIR", &tmp),
     );
     run(
-        "pip install maturin pytest",
+        "pip install maturin pytest pytest-xdist",
         Command::new(bin.join("pip"))
-            .args(["install", "--quiet", "maturin>=1.5,<2", "pytest"])
+            // (pytest-xdist: the plugin's report and basetemp under `-n`.)
+            .args(["install", "--quiet", "maturin>=1.5,<2", "pytest", "pytest-xdist"])
             .env("TMPDIR", &tmp),
     );
     run(

@@ -207,11 +207,12 @@ def pytest_configure(config: pytest.Config) -> None:
     _open_leak_report(config)
     if not config.getoption("--sandkeeper-basetemp"):
         return
+    if hasattr(config, "workerinput"):
+        # A pytest-xdist worker: the controller's basetemp (in its sandbox)
+        # is passed down as the worker's --basetemp.
+        return
     if config.option.basetemp:
         raise pytest.UsageError("--sandkeeper-basetemp and --basetemp exclude each other")
-    if hasattr(config, "workerinput"):
-        # A pytest-xdist worker: the controller's basetemp is passed down.
-        return
     session = sandkeeper.Sandbox(
         tag="pytest-basetemp",
         root=config.getoption("--sandkeeper-root"),

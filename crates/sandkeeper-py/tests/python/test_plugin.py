@@ -263,6 +263,33 @@ def test_report_dir_records_each_test_and_report_names_the_leakers(leak_suite, r
     assert os.listdir(real_tmp) == []
 
 
+def test_report_dir_under_xdist_records_each_test_once(leak_suite, root, real_tmp, tmp_path):
+    """pytest-xdist: every worker writes its tests' records into the one
+    directory, each test once, and the report reads as a serial run's."""
+    import xdist  # noqa: F401 - tests/wheel.rs installs pytest-xdist
+
+    records = tmp_path / "leaks"
+    out = run(
+        leak_suite, root, "-n", "2", f"--sandkeeper-report-dir={records}", "--sandkeeper-basetemp", tmpdir=real_tmp
+    )
+    assert out.returncode == 1, out.stdout
+    assert "2 passed" in out.stdout and "1 failed" in out.stdout, out.stdout
+    assert "created: 2/2 workers" in out.stdout, out.stdout
+    assert len(list(records.glob("*.json"))) == 3
+    assert records.stat().st_mode & 0o777 == 0o700
+    status, doc = report_json(records)
+    assert status == 1, doc
+    assert (doc["runs"], doc["tests"], doc["leaking_tests"]) == (3, 3, 2), doc
+    assert {l["test_name"]: (l["entries"], l["failed_runs"]) for l in doc["leaks"]} == {
+        "test_leaks.py::test_leaks_a_file_and_a_dir": (2, 0),
+        "test_leaks.py::test_fails_and_leaks": (1, 1),
+    }
+    # The workers' TMPDIRs and the shared basetemp are gone; nothing
+    # reached the real TMPDIR.
+    assert os.listdir(root) == []
+    assert os.listdir(real_tmp) == []
+
+
 def test_report_dir_keeps_a_failing_tests_tmpdir_and_adds_up_runs(leak_suite, root, real_tmp, tmp_path):
     records = tmp_path / "leaks"
     first = run(leak_suite, root, f"--sandkeeper-report-dir={records}", "-s", tmpdir=real_tmp)
