@@ -292,6 +292,69 @@ fn a_command_that_cannot_start_leaves_no_directory() {
 }
 
 #[test]
+fn the_command_gets_its_environment_and_working_directory_but_tmpdir_stays_the_runs() {
+    let _one = one_at_a_time();
+    let root = sandbox!().unwrap();
+    let work = root.path().join("work");
+    fs::create_dir(&work).unwrap();
+    let out = root.path().join("seen");
+    let script = format!(
+        r#"printf '%s|%s|%s|%s|%s' "$SK_SET" "${{SK_GONE-unset}}" "$(pwd)" "$TMPDIR" "$TMP" > {}"#,
+        out.display()
+    );
+    let mut run = sh(&script);
+    run.root(root.path())
+        .env("SK_SET", "set by the run")
+        .env("SK_GONE", "set, then removed")
+        .env_remove("SK_GONE")
+        .env("TMPDIR", "/not/the/run")
+        .env_remove("TMP")
+        .current_dir(&work);
+    let outcome = run.execute().unwrap();
+    assert_eq!(outcome.exit, Exit::Code(0));
+    let seen = fs::read_to_string(&out).unwrap();
+    let dir = outcome.dir.display().to_string();
+    assert_eq!(
+        seen,
+        format!("set by the run|unset|{}|{dir}|{dir}", work.display())
+    );
+    assert!(!outcome.dir.exists());
+}
+
+#[test]
+fn a_working_directory_that_cannot_be_entered_fails_the_spawn_and_the_directory_goes() {
+    let _one = one_at_a_time();
+    let root = sandbox!().unwrap();
+    let a_file = root.path().join("a-file");
+    fs::write(&a_file, "").unwrap();
+    for (row, dir, kind) in [
+        (
+            "missing",
+            root.path().join("missing"),
+            std::io::ErrorKind::NotFound,
+        ),
+        ("a file", a_file.clone(), std::io::ErrorKind::NotADirectory),
+    ] {
+        let prepared = Run::new("true")
+            .root(root.path())
+            .current_dir(&dir)
+            .prepare()
+            .unwrap();
+        let made = prepared.path().to_owned();
+        let err = prepared.spawn().unwrap_err();
+        assert_eq!(err.io_error().map(|e| e.kind()), Some(kind), "{row}: {err}");
+        let said = err.to_string();
+        assert!(
+            said.contains("cannot enter the working directory")
+                && said.contains(&*dir.to_string_lossy()),
+            "{row}: {said}"
+        );
+        assert!(!made.exists(), "{row}");
+    }
+    assert_eq!(name_strings(root.path()), ["a-file"]);
+}
+
+#[test]
 fn a_second_forwarded_sigint_kills() {
     let _one = one_at_a_time();
     let root = sandbox!().unwrap();

@@ -96,6 +96,10 @@ pub struct Run {
 
 #[derive(Debug, Clone)]
 struct Options {
+    /// Environment changes, in the order made: a value, or `None` to
+    /// remove the variable.
+    env: Vec<(OsString, Option<OsString>)>,
+    current_dir: Option<PathBuf>,
     root: Option<PathBuf>,
     tag: Option<String>,
     kill_grace: Duration,
@@ -113,6 +117,8 @@ impl Run {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
             opts: Options {
+                env: Vec::new(),
+                current_dir: None,
                 root: None,
                 tag: None,
                 kill_grace: Duration::from_secs(5),
@@ -138,6 +144,41 @@ impl Run {
     {
         self.args
             .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Sets an environment variable for the command, over what it
+    /// inherits from the caller. [`TMP_VARS`] are always the run's
+    /// directory: setting one here changes nothing.
+    ///
+    /// ```
+    /// # let root = sandkeeper_engine::Sandbox::new()?;
+    /// let outcome = sandkeeper_engine::run::Run::new("sh")
+    ///     .args(["-c", r#"test "$GREETING" = hello"#])
+    ///     .env("GREETING", "hello")
+    ///     .root(root.path())
+    ///     .execute()?;
+    /// assert!(outcome.exit.success());
+    /// # Ok::<(), sandkeeper_engine::Error>(())
+    /// ```
+    pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Run {
+        let value = Some(value.as_ref().to_owned());
+        self.opts.env.push((key.as_ref().to_owned(), value));
+        self
+    }
+
+    /// Removes an environment variable the command would inherit (or one
+    /// set by [`env`](Run::env) before). [`TMP_VARS`] cannot be removed.
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Run {
+        self.opts.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// The command's working directory (a relative path is taken from the
+    /// caller's). Default: the caller's. One that cannot be entered makes
+    /// [`Prepared::spawn`] fail, and the run's directory goes.
+    pub fn current_dir(&mut self, dir: impl Into<PathBuf>) -> &mut Run {
+        self.opts.current_dir = Some(dir.into());
         self
     }
 
@@ -392,19 +433,37 @@ impl Prepared {
     }
 
     /// Starts the command, supervised ([`supervise::spawn`]: its own
-    /// process group, the caller its subreaper), with [`TMP_VARS`] set to
-    /// the directory, and hands it the terminal (see
-    /// [`Run::hand_terminal`]).
+    /// process group, the caller its subreaper), with the caller's
+    /// standard streams, the environment changes of [`Run::env`] and
+    /// [`TMP_VARS`] set to the directory, in [`Run::current_dir`], and
+    /// hands it the terminal (see [`Run::hand_terminal`]).
     ///
     /// # Errors
     ///
     /// When the command cannot be started: the error's
     /// [`io_error`](Error::io_error) has the kind `NotFound` when the
-    /// program does not exist, `PermissionDenied` when it cannot be
-    /// executed. The directory is removed then.
+    /// program (or the working directory) does not exist,
+    /// `PermissionDenied` when it cannot be executed (or entered). The
+    /// directory is removed then.
     pub fn spawn(mut self) -> Result<Running> {
         let mut command = Command::new(&self.run.program);
         command.args(&self.run.args);
+        for (key, value) in &self.run.opts.env {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        if let Some(dir) = &self.run.opts.current_dir {
+            // Asked first, to be said as what it is: the child's failed
+            // chdir would read as "cannot run PROGRAM".
+            enterable(dir).map_err(|e| {
+                let shown = crate::escape::Untrusted::path(dir);
+                Error::io(format!("cannot enter the working directory {shown}"), e)
+            })?;
+            command.current_dir(dir);
+        }
+        // Last: whatever was asked above, these are the run's.
         for var in TMP_VARS {
             command.env(var, self.path());
         }
@@ -422,6 +481,15 @@ impl Prepared {
             _thread: PhantomData,
         })
     }
+}
+
+/// Whether the caller could make `dir` its working directory (a
+/// directory it may search).
+fn enterable(dir: &Path) -> std::io::Result<()> {
+    if !std::fs::metadata(dir)?.is_dir() {
+        return Err(std::io::Error::from(std::io::ErrorKind::NotADirectory));
+    }
+    rustix::fs::access(dir, rustix::fs::Access::EXEC_OK).map_err(Into::into)
 }
 
 impl Drop for Prepared {
