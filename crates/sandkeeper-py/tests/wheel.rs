@@ -100,7 +100,13 @@ fn python_package_builds_installs_and_passes_its_tests() {
         "pip install maturin pytest pytest-xdist",
         Command::new(bin.join("pip"))
             // (pytest-xdist: the plugin's report and basetemp under `-n`.)
-            .args(["install", "--quiet", "maturin>=1.5,<2", "pytest", "pytest-xdist"])
+            .args([
+                "install",
+                "--quiet",
+                "maturin>=1.5,<2",
+                "pytest",
+                "pytest-xdist",
+            ])
             .env("TMPDIR", &tmp),
     );
     run(

@@ -28,8 +28,8 @@ const COMMAND_UNBOUNDED: usize = 120;
 const SITE_MAX: usize = 40;
 
 /// One row, before it is laid out.
-struct Row<'a> {
-    entry: &'a Entry,
+struct Row {
+    held: Held,
     state: &'static str,
     pid: String,
     owner: String,
@@ -45,14 +45,14 @@ struct Row<'a> {
 /// ([`Entry::held`]): the holder's pid (`+` when others hold the lock
 /// too) and name; where nobody holds the lock, the record's command line
 /// marked `record:` (a claim).
-fn command(e: &Entry, limit: usize) -> (String, String) {
+fn command(held: &Held, limit: usize) -> (String, String) {
     let shown = |text: &str| Untrusted::text(text).bare().max_chars(limit).to_string();
-    match e.held() {
+    match held {
         Held::Lock { pid, others, name } => {
-            let more = if others { "+" } else { "" };
+            let more = if *others { "+" } else { "" };
             let name = match name {
-                HolderName::Program(p) => shown(&p),
-                HolderName::Comm(c) => shown(&c),
+                HolderName::Program(p) => shown(p),
+                HolderName::Comm(c) => shown(c),
                 _ => "?".to_owned(),
             };
             (format!("{pid}{more}"), name)
@@ -64,7 +64,7 @@ fn command(e: &Entry, limit: usize) -> (String, String) {
                 .min(claims::TABLE_FIELD)
                 .saturating_sub(label.len())
                 .max(COMMAND_MIN);
-            let claimed = Untrusted::text(&command).max_chars(width);
+            let claimed = Untrusted::text(command).max_chars(width);
             let pid = running.map_or("-".to_owned(), |p| p.to_string());
             (pid, format!("{label}{claimed}"))
         }
@@ -97,9 +97,10 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         if let Some(o) = &e.origin {
             notes.push(format!("made by {}", super::origin::line(o)));
         }
-        let (pid, command) = command(e, COMMAND_UNBOUNDED);
+        let held = e.held();
+        let (pid, command) = command(&held, COMMAND_UNBOUNDED);
         rows.push(Row {
-            entry: e,
+            held,
             state: e.state_word(now),
             pid,
             owner: Untrusted::text(&claims::user_short(e.uid))
@@ -165,7 +166,7 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
                 let left = w
                     .saturating_sub(chars(&line) + chars(&notes))
                     .max(COMMAND_MIN);
-                line.push_str(&command(row.entry, left).1);
+                line.push_str(&command(&row.held, left).1);
             }
             None => line.push_str(&row.command),
         }
