@@ -59,7 +59,12 @@ pub fn run(args: &RunArgs, printer: &Printer) -> Result<ExitStatus, CliError> {
             nextest::warn(printer, missed, &e.into());
             return Ok(nextest::exec_plainly(&args.command, printer));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // Whatever the cause: the command did not run (RUN_HELP).
+            let mut err = CliError::from(e);
+            err.status = exit_codes::USAGE;
+            return Err(err);
+        }
     };
     // Forward signals from before the command starts, so none is lost.
     let mut signals = match Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT]) {

@@ -448,6 +448,51 @@ fn a_cleanup_failure_keeps_the_status_and_the_report() {
     );
 }
 
+/// A root whose filesystem has inodes left but no blocks: the directory
+/// is made, its lease record cannot be written. Said as a full root (exit
+/// status 2, the command not run), and nothing is left in it.
+#[test]
+fn a_root_on_a_full_filesystem_says_so_and_leaves_nothing() {
+    if !require_root("a_root_on_a_full_filesystem_says_so_and_leaves_nothing (mounts a tmpfs)") {
+        return;
+    }
+    let scratch = sandbox!().unwrap();
+    let mount = Mount::tmpfs(&scratch.path().join("fs"), "64k");
+    let root = mount.path();
+    // Fill its blocks; inodes stay.
+    let mut fill = fs::File::create(root.join("fill")).unwrap();
+    let chunk = vec![1u8; 4096];
+    while std::io::Write::write_all(&mut fill, &chunk).is_ok() {}
+    drop(fill);
+    let out = bin()
+        .args([
+            "run",
+            "--root",
+            root.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("ran"));
+    assert!(
+        err.contains(&format!(
+            "sandbox root's filesystem is full: {}",
+            root.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: pass a writable directory as the root"),
+        "{err}"
+    );
+    assert_eq!(names(root), [OsString::from("fill")]);
+}
+
 /// Issue 11, item 12: a TMPDIR on a special filesystem (`/proc`) says so,
 /// not that it "does not exist".
 #[test]

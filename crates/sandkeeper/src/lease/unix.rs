@@ -702,12 +702,19 @@ pub fn create_at(
             .with_path("cannot set permissions of new sandbox", || {
                 parent_path.join(&tmp)
             })?;
-        write_new_file(
+        let written = write_new_file(
             dir.as_fd(),
             LEASE_FILE.as_ref(),
             record.to_line().as_bytes(),
-        )
-        .with_path("cannot write lease record", || {
+        );
+        // A filesystem with inodes but no blocks left fails here, not at
+        // the mkdir: the same full root for the caller.
+        if let Some(errno) = written.as_ref().err().and_then(Errno::from_io_error) {
+            if matches!(errno, Errno::NOSPC | Errno::DQUOT) {
+                return Err(unusable_root(errno, parent_path));
+            }
+        }
+        written.with_path("cannot write lease record", || {
             parent_path.join(&tmp).join(LEASE_FILE)
         })?;
         rename_noreplace(parent, &tmp, name)
