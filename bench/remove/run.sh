@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Remover benchmark: `rm -rf`, `rmz` (crates.io, from the fuc project) and
+# Remover benchmark: `rm -rf`, `rmz` (a Rust crate, from the fuc project) and
 # sandkeeper's confined remover (every safety check on), each removing a
 # fresh copy of the same generated tree on a tmpfs, several times, in
 # rotating order. Prints each tool's median and the ratios.
