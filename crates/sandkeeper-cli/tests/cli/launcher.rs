@@ -1,7 +1,7 @@
 //! Issue 27: a launcher's whole life (`docs/launchers.md`). The launcher
 //! recipe, in Rust, ended every way a launcher ends: a clean exit, an
-//! error (a panic), SIGTERM, SIGINT, SIGHUP, SIGKILL and an OOM kill in a
-//! memory cgroup. Each leaves no process of its own and nothing on disk
+//! error (a panic), `process::exit` and `abort` (no destructor runs),
+//! SIGTERM, SIGINT, SIGHUP, SIGKILL and an OOM kill in a memory cgroup. Each leaves no process of its own and nothing on disk
 //! after at most one `sandkeeper reap` with default options, while a live
 //! launcher beside them loses nothing.
 //!
@@ -67,6 +67,17 @@ fn launch(root: &Path, ending: &str) -> Result<(), Failure> {
     match ending {
         "clean" => run.close()?,
         "error" => panic!("the VM failed to boot"),
+        // Ends without unwinding: no destructor, no teardown.
+        "exit" => std::process::exit(3),
+        "abort" => {
+            // (No core file in the test's directory, whatever the limit.)
+            let none = rustix::process::Rlimit {
+                current: Some(0),
+                maximum: Some(0),
+            };
+            let _ = rustix::process::setrlimit(rustix::process::Resource::Core, none);
+            std::process::abort()
+        }
         "hog" => hog(),
         _ => std::thread::sleep(Duration::from_secs(600)),
     }
@@ -344,11 +355,11 @@ fn every_ending_inner() {
     let live = start(&root, "wait", &[]);
     let memory = MemoryBox::new(96 << 20);
     let endings = [
-        "clean", "error", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "OOM",
+        "clean", "error", "exit", "abort", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "OOM",
     ];
     for ending in endings {
         let launcher = match ending {
-            "clean" | "error" => start(&root, ending, &[]),
+            "clean" | "error" | "exit" | "abort" => start(&root, ending, &[]),
             "OOM" => match &memory {
                 Ok(memory) => {
                     let wrapper = memory.wrapper();
@@ -401,6 +412,11 @@ fn every_ending_inner() {
                 assert_eq!(by_signal, signal.map(|s| s.as_raw()), "{said}");
                 // Removed by its own teardown, before any reap.
                 assert!(!run.exists(), "{said}: the run dir outlived the teardown");
+            }
+            "exit" => assert!(exit.status.code() == Some(3) && !tore_down, "{said}"),
+            "abort" => {
+                let abort = rustix::process::Signal::ABORT.as_raw();
+                assert!(by_signal == Some(abort) && !tore_down, "{said}");
             }
             _ => assert!(!tore_down, "{said}"),
         }
