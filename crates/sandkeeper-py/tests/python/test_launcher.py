@@ -217,6 +217,13 @@ with contextlib.ExitStack() as stack:
     print("READY", sb.path, vm.pid, flush=True)
     if ending == "error":
         raise RuntimeError("the VM failed to boot")
+    if ending == "exit":  # no unwinding: no `with` exit, no teardown
+        import os
+        os._exit(3)
+    if ending == "abort":
+        import os, resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file here
+        os.abort()
     if ending == "hog":
         taken = []
         while True:
@@ -331,7 +338,9 @@ def eventually(what, check, seconds=30.0):
 
 
 @needs_namespace
-@pytest.mark.parametrize("ending", ["clean", "error", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "OOM"])
+@pytest.mark.parametrize(
+    "ending", ["clean", "error", "exit", "abort", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "OOM"]
+)
 def test_every_ending_leaves_nothing_after_one_reap(root, ending):
     live, live_run, live_vm = start_recipe(root, "wait")
     memory = None
@@ -344,7 +353,7 @@ def test_every_ending_leaves_nothing_after_one_reap(root, ending):
                     raise
                 pytest.skip(f"cannot make a memory cgroup: {e}")
             launcher, run, vm = start_recipe(root, "hog", memory.wrapper())
-        elif ending in ("clean", "error"):
+        elif ending in ("clean", "error", "exit", "abort"):
             launcher, run, vm = start_recipe(root, ending)
         else:
             launcher, run, vm = start_recipe(root, "wait")
@@ -362,6 +371,10 @@ def test_every_ending_leaves_nothing_after_one_reap(root, ending):
         elif ending == "SIGINT":
             # KeyboardInterrupt unwinds, then the interpreter ends by SIGINT.
             assert launcher.returncode == -signal.SIGINT and tore_down, said
+        elif ending == "exit":
+            assert launcher.returncode == 3 and not tore_down, said
+        elif ending == "abort":
+            assert launcher.returncode == -signal.SIGABRT and not tore_down, said
         else:
             assert launcher.returncode == -signal.SIGKILL and not tore_down, said
         if ending == "OOM":
