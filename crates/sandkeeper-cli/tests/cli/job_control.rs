@@ -145,6 +145,16 @@ impl Terminal {
     /// Waits until the screen satisfies `done`, failing with the screen
     /// after [`DEADLINE`].
     fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        self.wait_for_or(what, done, String::new)
+    }
+
+    /// [`wait_for`](Terminal::wait_for), failing with `more()` too.
+    fn wait_for_or(
+        &self,
+        what: &str,
+        done: impl Fn(&str) -> bool,
+        more: impl Fn() -> String,
+    ) -> String {
         let deadline = Instant::now() + DEADLINE;
         loop {
             let screen = self.screen();
@@ -153,10 +163,22 @@ impl Terminal {
             }
             assert!(
                 Instant::now() < deadline,
-                "waited {DEADLINE:?} for {what}; the screen:\n{screen}"
+                "waited {DEADLINE:?} for {what}; the screen:\n{}\n{}",
+                screen.trim_end(),
+                more()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Presses Ctrl-Z and waits for the shell to say its job stopped.
+    fn stop_job(&self, pid: u32) {
+        self.press("C-z");
+        self.wait_for_or(
+            "the job stopped",
+            |s| s.contains("Stopped"),
+            || processes(pid),
+        );
     }
 
     /// Waits for a line that is exactly `line`, or the prompt and `line`
@@ -230,6 +252,34 @@ fn stat(pid: u32) -> Option<Stat> {
     })
 }
 
+/// What a failure says of the command `pid` and of its parent (`run`):
+/// each one's state, groups and signal sets from `/proc/PID/status`, so
+/// that a stop that never came can be told apart (never sent, ignored,
+/// blocked, or pending).
+fn processes(pid: u32) -> String {
+    let mut out = String::new();
+    let mut next = Some(pid);
+    for who in ["command", "run"] {
+        let Some(p) = next.take() else { break };
+        let status = fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+        let keep = |l: &&str| {
+            [
+                "State", "PPid", "NSpgid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        };
+        let lines: Vec<&str> = status.lines().filter(keep).collect();
+        let stat = stat(p).map(|s| format!("pgrp {} tpgid {}", s.pgrp, s.tpgid));
+        out.push_str(&format!("{who} {p} ({stat:?}): {}\n", lines.join(", ")));
+        next = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok());
+    }
+    out
+}
+
 /// The pid the script wrote to `$0.pid`, once it did.
 fn pid_file(path: &Path) -> u32 {
     let deadline = Instant::now() + DEADLINE;
@@ -272,8 +322,7 @@ fn ctrl_z_gives_the_prompt_back_and_fg_continues() {
     let pid = pid_file(&term.dir.path().join("fg.sh.pid"));
     in_foreground(pid);
 
-    term.press("C-z");
-    term.wait_for("the job stopped", |s| s.contains("Stopped"));
+    term.stop_job(pid);
     let jobs = term.shell("jobs");
     assert!(
         jobs.contains("Stopped") && jobs.contains("run --root"),
@@ -310,8 +359,7 @@ echo leak > "$TMPDIR/app-1"; echo finished"#;
     let pid = pid_file(&term.dir.path().join("bg.sh.pid"));
     in_foreground(pid);
 
-    term.press("C-z");
-    term.wait_for("the job stopped", |s| s.contains("Stopped"));
+    term.stop_job(pid);
     // Told to go on while stopped: it cannot, until `bg`.
     fs::write(term.dir.path().join("bg.sh.go"), "").unwrap();
     assert_eq!(
@@ -349,8 +397,7 @@ echo ready; exec sleep 601"#;
     let daemon = pid_file(&term.dir.path().join("int.sh.daemon"));
     in_foreground(pid);
 
-    term.press("C-z");
-    term.wait_for("the job stopped", |s| s.contains("Stopped"));
+    term.stop_job(pid);
     term.type_line("fg");
     in_foreground(pid);
     term.press("C-c");
@@ -382,8 +429,7 @@ read line; echo "got $line""#;
     let pid = pid_file(&term.dir.path().join("bgfg.sh.pid"));
     in_foreground(pid);
 
-    term.press("C-z");
-    term.wait_for("the job stopped", |s| s.contains("Stopped"));
+    term.stop_job(pid);
     term.type_line("bg");
     wait_pid(pid, "running in the background", |s| {
         s.state != 'T' && s.tpgid != s.pgrp
