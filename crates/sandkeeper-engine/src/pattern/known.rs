@@ -16,6 +16,11 @@ enum Alphabet {
     /// `[A-Za-z0-9]`: glibc `mkdtemp`/`mkstemp` (`XXXXXX`), `mktemp(1)`,
     /// Rust `tempfile`, Node's `fs.mkdtemp`.
     Alnum,
+    /// `[A-Za-z0-9_-]`: ImageMagick's `AcquireUniqueFileResource` (the
+    /// POSIX portable file-name characters).
+    Portable,
+    /// `[0-9]`: Java's `File.createTempFile` (an unsigned random `long`).
+    Digits,
 }
 
 impl Alphabet {
@@ -23,6 +28,8 @@ impl Alphabet {
         match self {
             Alphabet::Python => b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_',
             Alphabet::Alnum => b.is_ascii_alphanumeric(),
+            Alphabet::Portable => b.is_ascii_alphanumeric() || b == b'_' || b == b'-',
+            Alphabet::Digits => b.is_ascii_digit(),
         }
     }
 }
@@ -37,6 +44,9 @@ enum After {
     EndOrSuffix,
     /// A dot and a short extension (gcc's `.s`, `.o`, `.res`, `.ld`).
     Extension,
+    /// Exactly these bytes, ending the name (Java's suffix given with no
+    /// dot: Maven Surefire's `tmp`).
+    Literal(&'static [u8]),
 }
 
 /// A generator: a literal prefix, then `len` characters of `alphabet`.
@@ -102,6 +112,21 @@ const GENERATORS: &[Generator] = &[
     gen(b"cargo-install", Alphabet::Alnum, 6..=6, After::End),
     // gcc's `make_temp_file`: `ccXXXXXX` plus the suffix (`.s`, `.o`, `.res`).
     gen(b"cc", Alphabet::Alnum, 6..=6, After::Extension),
+    // R's session directory: `tempdir()` is `mkdtemp("RtmpXXXXXX")`.
+    gen(b"Rtmp", Alphabet::Alnum, 6..=6, After::End),
+    // ImageMagick 7's `AcquireUniqueFileResource`: `magick-` and 32 of the
+    // portable file-name characters, whose `_` and `-` would otherwise
+    // split the random part into words.
+    gen(b"magick-", Alphabet::Portable, 32..=32, After::End),
+    // Maven Surefire's `File.createTempFile("surefire", "tmp")`: the
+    // random `long` between two literals, with no separator to tell them
+    // apart.
+    gen(
+        b"surefire",
+        Alphabet::Digits,
+        1..=20,
+        After::Literal(b"tmp"),
+    ),
 ];
 
 /// systemd's `PrivateTmp=`: `systemd-private-<boot id, 32 hex>-<unit>-XXXXXX`.
@@ -170,6 +195,7 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
                         && after[0] == b'.'
                         && after[1..].iter().all(u8::is_ascii_alphanumeric)
                 }
+                After::Literal(suffix) => after == suffix,
             };
             if fits {
                 let start = g.prefix.len() as u32;
@@ -596,6 +622,14 @@ mod tests {
             ("ccKarzSK.o", &[(2, 8)]),
             ("ccabcdef.res", &[(2, 8)]),
             ("cc-files", &[]),
+            ("RtmpAb12Cd", &[(4, 10)]),
+            ("Rtmp", &[]),
+            ("magick-Ab_-c9XyZ0123456789abcdefghijk_-", &[(7, 39)]),
+            ("magick-config.xml", &[]),
+            ("surefire7136409574466290286tmp", &[(8, 27)]),
+            ("surefire1tmp", &[(8, 9)]),
+            ("surefirebooter123.jar", &[]),
+            ("surefire123.tmp", &[]),
             ("pip-install-qwertyui", &[(12, 20)]),
             ("pip-build-env-a_b_c_d_", &[(14, 22)]),
             ("myapp-k2_x9aab", &[(6, 14)]),

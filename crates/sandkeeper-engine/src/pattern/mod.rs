@@ -53,6 +53,8 @@
 //!    | gcc | `cc` + 6 + `.s`/`.o`/`.res`/… | `cc*.o` |
 //!    | ssh-agent, dbus | `ssh-` + 10–12, `dbus-` + 10 | `ssh-*` |
 //!    | Chromium, Chrome, puppeteer | `.org.chromium.Chromium.` + 6, `puppeteer_dev_chrome_profile-` + 6 | `.org.chromium.Chromium.*` |
+//!    | R, ImageMagick | `Rtmp` + 6; `magick-` + 32 of `[A-Za-z0-9_-]` | `Rtmp*`, `magick-*` |
+//!    | Java `File.createTempFile` (Maven Surefire) | `surefire` + up to 20 digits + `tmp` | `surefire*tmp` |
 //!
 //!    A name ending in a separator and 8 characters of Python's alphabet
 //!    that show they are random (a digit, or a `_` that does not join two

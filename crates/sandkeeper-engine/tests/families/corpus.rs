@@ -22,6 +22,15 @@ fn alnum(rng: &mut Rng, n: usize) -> String {
     (0..n).map(|_| rng.alphanumeric()).collect()
 }
 
+/// ImageMagick's `AcquireUniqueFileResource`: the portable file-name
+/// characters, `[A-Za-z0-9_-]`.
+fn portable(rng: &mut Rng, n: usize) -> String {
+    const PORTABLE: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    (0..n)
+        .map(|_| PORTABLE[rng.usize(..PORTABLE.len())] as char)
+        .collect()
+}
+
 fn hex(rng: &mut Rng, n: usize) -> String {
     (0..n)
         .map(|_| b"0123456789abcdef"[rng.usize(..16)] as char)
@@ -270,6 +279,10 @@ pub const GENERATORS: &[Generator] = generators![
     "node mkdtemp no separator", "jest*", 8, |rng, ctx| format!("jest{}", alnum(rng, 6));
     "vitest", "vitest-*", 8, |rng, ctx| format!("vitest-{}", alnum(rng, 6));
     "npm", "npm-*-*", 8, |rng, ctx| format!("npm-{}-{}", pid(rng), hex(rng, 8));
+    // R's tempdir(), ImageMagick, Java's File.createTempFile under Maven Surefire
+    "R tempdir", "Rtmp*", 8, |rng, ctx| format!("Rtmp{}", alnum(rng, 6));
+    "imagemagick", "magick-*", 12, |rng, ctx| format!("magick-{}", portable(rng, 32));
+    "surefire", "surefire*tmp", 8, |rng, ctx| format!("surefire{}tmp", rng.u64(..));
     // ssh-agent, dbus
     "ssh-agent", "ssh-*", 6, |rng, ctx| { let n = 10 + 2 * rng.usize(0..2); format!("ssh-{}", alnum(rng, n)) };
     "dbus", "dbus-*", 4, |rng, ctx| format!("dbus-{}", alnum(rng, 10));

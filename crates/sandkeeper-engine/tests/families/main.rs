@@ -178,6 +178,20 @@ fn table() {
             &["ssh-AbCdEfGhIjKl", "ssh-qwertyuiop"],
             "ssh-*",
         ),
+        ("R tempdir", &["RtmpAb12Cd", "Rtmpqwerty"], "Rtmp*"),
+        (
+            "imagemagick",
+            &[
+                "magick-Ab_-c9XyZ0123456789abcdefghijk_-",
+                "magick-bears_and-wolves_run_fast-xyzabc",
+            ],
+            "magick-*",
+        ),
+        (
+            "surefire",
+            &["surefire7136409574466290286tmp", "surefire42tmp"],
+            "surefire*tmp",
+        ),
         (
             "npm",
             &["npm-12345-0c5e1e3d", "npm-888-12345678"],
