@@ -204,9 +204,139 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
             }
         }
     }
+    timestamps(name, out);
     if let Some((start, end)) = python_suffix(name) {
-        out.push(random(start, end));
+        // (Not when a timestamp reaches into it.)
+        if out.last().is_none_or(|w| w.end <= start) {
+            out.push(random(start, end));
+        }
     }
+}
+
+/// Dates and times, each a varying part whatever its numbers look like
+/// (a month or an hour would read as a small tag that splits a family by
+/// day): `2024-12-05`, `2024_12_05`, `2024.12.05` or `20241205`, with a
+/// time `T07:02:19`, `.07-02-19`, `_070219Z` and a fraction after it
+/// (`kotlin-daemon.2024-12-05.07-02-19-310.log` gives
+/// `kotlin-daemon.*.log`); and Ruby's `Dir::Tmpname`, `<prefix><date>-<pid>-<rand in base 36>`
+/// (`d20241205-4242-1xk9qz`), whose base-36 tail is varying too.
+fn timestamps(name: &[u8], out: &mut Vec<Window>) {
+    let mut i = 0;
+    while i + 8 <= name.len() {
+        let after_digit = i > 0 && name[i - 1].is_ascii_digit();
+        let found = (!after_digit).then(|| date_at(name, i)).flatten();
+        let Some(date_end) = found else {
+            i += 1;
+            continue;
+        };
+        // Ruby's shape first: its pid may look like a time (`-142857-`).
+        if let Some((start, end)) = ruby_tail(name, i, date_end) {
+            out.push(random(i as u32, date_end as u32));
+            out.push(random(start as u32, end as u32));
+            i = end;
+            continue;
+        }
+        let end = time_after(name, date_end).unwrap_or(date_end);
+        out.push(random(i as u32, end as u32));
+        i = end;
+    }
+}
+
+/// The two digits at `at`, when they are a number in `range`.
+fn two_digits(name: &[u8], at: usize, range: std::ops::RangeInclusive<u8>) -> bool {
+    name.get(at..at + 2).is_some_and(|d| {
+        d.iter().all(u8::is_ascii_digit) && range.contains(&((d[0] - b'0') * 10 + d[1] - b'0'))
+    })
+}
+
+/// The end of a date that starts at `at` (a year 1970–2099, a month, a
+/// day, with one separator twice or none), not followed by a digit.
+fn date_at(name: &[u8], at: usize) -> Option<usize> {
+    let year = name.get(at..at + 4)?;
+    if !year.iter().all(u8::is_ascii_digit) || !matches!(&year[..2], b"19" | b"20") {
+        return None;
+    }
+    let sep = *name.get(at + 4)?;
+    let step = if matches!(sep, b'-' | b'_' | b'.') {
+        1
+    } else {
+        0
+    };
+    let month = at + 4 + step;
+    let day = month + 2 + step;
+    let end = day + 2;
+    let ok = two_digits(name, month, 1..=12)
+        && (step == 0 || name.get(month + 2) == Some(&sep))
+        && two_digits(name, day, 1..=31)
+        && name.get(end).is_none_or(|b| !b.is_ascii_digit());
+    ok.then_some(end)
+}
+
+/// The end of a time of day right after a date ending at `at`: a
+/// separator (`T`, `_`, `-`, `.`, a space), hours, minutes and seconds
+/// (with `:`, `-` or `.` between them, or nothing), then maybe a fraction
+/// (`.`, `,` or `-` and 1–9 digits), not followed by a digit.
+fn time_after(name: &[u8], at: usize) -> Option<usize> {
+    if !matches!(name.get(at)?, b'T' | b'_' | b'-' | b'.' | b' ') {
+        return None;
+    }
+    let hour = at + 1;
+    let sep = *name.get(hour + 2)?;
+    let step = if matches!(sep, b':' | b'-' | b'.') {
+        1
+    } else {
+        0
+    };
+    let minute = hour + 2 + step;
+    let second = minute + 2 + step;
+    let mut end = second + 2;
+    let ok = two_digits(name, hour, 0..=23)
+        && two_digits(name, minute, 0..=59)
+        && (step == 0 || name.get(minute + 2) == Some(&sep))
+        && two_digits(name, second, 0..=60);
+    if !ok {
+        return None;
+    }
+    if matches!(name.get(end), Some(b'.' | b',' | b'-')) {
+        let digits = name[end + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if (1..=9).contains(&digits) {
+            end += 1 + digits;
+        }
+    }
+    // UTC's `Z` belongs to the time (`T235959Z`).
+    if name.get(end) == Some(&b'Z') && name.get(end + 1).is_none_or(|b| !b.is_ascii_alphanumeric())
+    {
+        end += 1;
+    }
+    name.get(end)
+        .is_none_or(|b| !b.is_ascii_digit())
+        .then_some(end)
+}
+
+/// Ruby's `Dir::Tmpname`: after a compact date (8 digits at `start`,
+/// ending at `end`), `-<pid>-` and `rand(2**32).to_s(36)` (1–7 of
+/// `[0-9a-z]`), then the end, `-<n>` or a suffix: the tail's range.
+fn ruby_tail(name: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
+    if end - start != 8 || name.get(end) != Some(&b'-') {
+        return None;
+    }
+    let pid = name[end + 1..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let tail = end + 1 + pid + 1;
+    if pid == 0 || name.get(end + 1 + pid) != Some(&b'-') {
+        return None;
+    }
+    let len = name[tail..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        .count();
+    let ends = name.get(tail + len).is_none_or(|&b| is_sep(b));
+    ((1..=7).contains(&len) && ends).then_some((tail, tail + len))
 }
 
 /// `systemd-private-<32 hex>-<unit>-<6 alnum>`: the boot id, the unit (a
@@ -630,11 +760,23 @@ mod tests {
             ("surefire1tmp", &[(8, 9)]),
             ("surefirebooter123.jar", &[]),
             ("surefire123.tmp", &[]),
+            ("kotlin-daemon.2024-12-05.07-02-19-310.log", &[(14, 37)]),
+            ("backup-2024_01_31T235959Z.sql", &[(7, 25)]),
+            ("backup-2024_01_31T235959Zulu", &[(7, 24)]),
+            ("report-20241205.txt", &[(7, 15)]),
+            ("d20241205-4242-1xk9qz", &[(1, 9), (15, 21)]),
+            ("foo20241205-4242-1xk9qz.rb", &[(3, 11), (17, 23)]),
+            ("d20190625-142857-4q8ujh", &[(1, 9), (17, 23)]),
+            ("app-2024-13-01", &[]),
+            ("app-2024-12-32", &[]),
+            ("id-120241205", &[]),
+            ("build-2024-1234", &[]),
+            ("python-3.12.1", &[]),
             ("pip-install-qwertyui", &[(12, 20)]),
             ("pip-build-env-a_b_c_d_", &[(14, 22)]),
             ("myapp-k2_x9aab", &[(6, 14)]),
             ("hsperfdata_root", &[]),
-            ("build-20241201", &[]),
+            ("build-20241201", &[(6, 14)]), // a date (a number all the same)
             ("app-cache_dir", &[]),
             (
                 "systemd-private-0b4c3c9e7d0a4f8e9c1d2b3a4f5e6d7c-chronyd.service-abcdef",

@@ -60,6 +60,13 @@
 //!    that show they are random (a digit, or a `_` that does not join two
 //!    words) is Python `tempfile` with the program's own prefix
 //!    (`myapp-k2_x9aab` gives `myapp-*`).
+//!
+//!    **Dates and times** are one varying piece wherever they stand: a
+//!    year 1970–2099, a month and a day (`2024-12-05`, `2024_12_05`,
+//!    `20241205`), with a time after it (`T07:02:19`, `.07-02-19`,
+//!    `_070219Z`, a fraction); so a log per start or a dump per night is
+//!    one family (`kotlin-daemon.*.log`), not one per day. Ruby's
+//!    `Dir::Tmpname` (`<prefix><date>-<pid>-<base 36>`) gives `d*-*-*`.
 //! 2. **Words.** The rest is split at *separators* (every ASCII byte that
 //!    is not a letter or a digit: `-`, `_`, `.`, `+`, `@`, spaces, …) into
 //!    words, each classified:
@@ -98,7 +105,8 @@
 //!   part, the same skeleton and first word (at least 5, or 3 when all
 //!   end in a random part), two neighbouring places after the first word
 //!   whose word pairs are as varied as independent draws make them (80 %
-//!   of `min(names, distinct × distinct)`) are a slug. Words that mean
+//!   of the distinct pairs that as many uniform draws from `distinct ×
+//!   distinct` give on average) are a slug. Words that mean
 //!   something come in few combinations (`aura-nodes-resolve-*`,
 //!   `aura-campaign-exec-*`), so they stay literal.
 //! - **Random look-alikes.** A word of five or more bytes that stands where

@@ -372,7 +372,7 @@ impl<'a> SlugCounts<'a> {
     /// names of the same skeleton and first word, two places after the
     /// first word with [`SLUG_MIN_WORDS`] or more distinct words each,
     /// whose pairs are as varied as independent draws would make them: at
-    /// least [`SLUG_MIN_PAIRS_PERCENT`] % of `min(names, words × words)`.
+    /// least [`SLUG_MIN_PAIRS_PERCENT`] % of [`expected_pairs`].
     /// Words that mean something come in few combinations
     /// (`nodes-resolve`, `nodes-list`, `campaign-exec`), so they stay
     /// literal.
@@ -403,7 +403,7 @@ impl<'a> SlugCounts<'a> {
             .filter(|&(_, id)| {
                 let id = id as usize;
                 let (names, random_end) = self.names[id];
-                let combinations = (here[id] * next[id]).min(names);
+                let combinations = expected_pairs(here[id] * next[id], names);
                 let min_names = match random_end == names {
                     true => SLUG_MIN_NAMES_RANDOM_END,
                     false => SLUG_MIN_NAMES,
@@ -416,6 +416,22 @@ impl<'a> SlugCounts<'a> {
             .map(|(place, _)| place)
             .collect()
     }
+}
+
+/// How many distinct pairs `names` independent, uniform draws from
+/// `combinations` pairs give, on average: `D (1 - (1 - 1/D)^n)`, about
+/// `n` while names are few and `D` once they are many. (Not `min(n, D)`:
+/// 1,344 names drawn from 30 × 30 pairs give about 700 distinct ones, not
+/// 900, and a launcher's slugs would read as words.)
+fn expected_pairs(combinations: usize, names: usize) -> usize {
+    if combinations == 0 || names == 0 {
+        return 0;
+    }
+    let d = combinations as f64;
+    let expected = d * (1.0 - (1.0 - 1.0 / d).powf(names as f64));
+    // Rounded up: with few names one pair less than expected is already
+    // a sign of meaning (`pip-build-env-*` beside `pip-req-build-*`).
+    (expected.ceil() as usize).min(combinations).min(names)
 }
 
 /// Words that look literal read as random where names of the same shape

@@ -31,6 +31,33 @@ fn portable(rng: &mut Rng, n: usize) -> String {
         .collect()
 }
 
+/// A date in the last few years: `YYYY`, `MM` and `DD` joined by `sep`.
+fn date(rng: &mut Rng, sep: &str) -> String {
+    let (y, m, d) = (rng.u32(2019..=2026), rng.u32(1..=12), rng.u32(1..=28));
+    format!("{y}{sep}{m:02}{sep}{d:02}")
+}
+
+/// A time of day: `HH`, `MM` and `SS` joined by `sep`.
+fn time(rng: &mut Rng, sep: &str) -> String {
+    let (h, m, s) = (rng.u32(..24), rng.u32(..60), rng.u32(..60));
+    format!("{h:02}{sep}{m:02}{sep}{s:02}")
+}
+
+/// Ruby's `rand(0x100000000).to_s(36)`.
+fn base36(rng: &mut Rng) -> String {
+    let mut n = rng.u64(..0x1_0000_0000);
+    let mut out = Vec::new();
+    loop {
+        out.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap()
+}
+
 fn hex(rng: &mut Rng, n: usize) -> String {
     (0..n)
         .map(|_| b"0123456789abcdef"[rng.usize(..16)] as char)
@@ -283,6 +310,11 @@ pub const GENERATORS: &[Generator] = generators![
     "R tempdir", "Rtmp*", 8, |rng, ctx| format!("Rtmp{}", alnum(rng, 6));
     "imagemagick", "magick-*", 12, |rng, ctx| format!("magick-{}", portable(rng, 32));
     "surefire", "surefire*tmp", 8, |rng, ctx| format!("surefire{}tmp", rng.u64(..));
+    // Dates and times: a log per daemon start, a dump per night, Ruby's Dir::Tmpname
+    "kotlin daemon log", "kotlin-daemon.*.log", 8, |rng, ctx| format!("kotlin-daemon.{}.{}-{}.log", date(rng, "-"), time(rng, "-"), rng.u32(..1000));
+    "nightly dump", "db-dump-*.sql", 8, |rng, ctx| format!("db-dump-{}T{}Z.sql", date(rng, "_"), time(rng, ""));
+    "ruby mktmpdir", "d*-*-*", 10, |rng, ctx| format!("d{}-{}-{}", date(rng, ""), pid(rng), base36(rng));
+    "ruby tempfile", "upload*-*-*.png", 8, |rng, ctx| format!("upload{}-{}-{}.png", date(rng, ""), pid(rng), base36(rng));
     // ssh-agent, dbus
     "ssh-agent", "ssh-*", 6, |rng, ctx| { let n = 10 + 2 * rng.usize(0..2); format!("ssh-{}", alnum(rng, n)) };
     "dbus", "dbus-*", 4, |rng, ctx| format!("dbus-{}", alnum(rng, 10));

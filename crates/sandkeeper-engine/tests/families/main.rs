@@ -180,6 +180,19 @@ fn table() {
         ),
         ("R tempdir", &["RtmpAb12Cd", "Rtmpqwerty"], "Rtmp*"),
         (
+            "kotlin daemon log",
+            &[
+                "kotlin-daemon.2024-12-05.07-02-19-310.log",
+                "kotlin-daemon.2025-01-31.23-59-59-7.log",
+            ],
+            "kotlin-daemon.*.log",
+        ),
+        (
+            "ruby mktmpdir",
+            &["d20241205-4242-1xk9qz", "d20250101-31337-5jevmgc"],
+            "d*-*-*",
+        ),
+        (
             "imagemagick",
             &[
                 "magick-Ab_-c9XyZ0123456789abcdefghijk_-",
