@@ -223,9 +223,9 @@ pub(super) fn windows(name: &[u8], out: &mut Vec<Window>) {
 fn timestamps(name: &[u8], out: &mut Vec<Window>) {
     let mut i = 0;
     while i + 8 <= name.len() {
-        let after_digit = i > 0 && name[i - 1].is_ascii_digit();
-        let found = (!after_digit).then(|| date_at(name, i)).flatten();
-        let Some(date_end) = found else {
+        // (A year starts with 1 or 2, and no number goes on before it.)
+        let year = matches!(name[i], b'1' | b'2') && (i == 0 || !name[i - 1].is_ascii_digit());
+        let Some(date_end) = year.then(|| date_at(name, i)).flatten() else {
             i += 1;
             continue;
         };
@@ -249,6 +249,33 @@ fn two_digits(name: &[u8], at: usize, range: std::ops::RangeInclusive<u8>) -> bo
     })
 }
 
+/// How many digits stand from `at` on.
+fn digits_at(name: &[u8], at: usize) -> usize {
+    name.get(at..).map_or(0, |rest| {
+        rest.iter().take_while(|b| b.is_ascii_digit()).count()
+    })
+}
+
+/// The end of the two groups of two digits after a first group that ends
+/// at `at` (a date's month and day, a time's minutes and seconds): one of
+/// `seps` before each, the same both times, or none; each a number in its
+/// range.
+fn two_more(
+    name: &[u8],
+    at: usize,
+    seps: &[u8],
+    first: std::ops::RangeInclusive<u8>,
+    second: std::ops::RangeInclusive<u8>,
+) -> Option<usize> {
+    let sep = name.get(at).copied().filter(|b| seps.contains(b));
+    let step = usize::from(sep.is_some());
+    let (a, b) = (at + step, at + 2 + 2 * step);
+    let ok = two_digits(name, a, first)
+        && sep.is_none_or(|sep| name.get(a + 2) == Some(&sep))
+        && two_digits(name, b, second);
+    ok.then_some(b + 2)
+}
+
 /// The end of a date that starts at `at` (a year 1970–2099, a month, a
 /// day, with one separator twice or none), not followed by a digit.
 fn date_at(name: &[u8], at: usize) -> Option<usize> {
@@ -256,52 +283,26 @@ fn date_at(name: &[u8], at: usize) -> Option<usize> {
     if !year.iter().all(u8::is_ascii_digit) || !matches!(&year[..2], b"19" | b"20") {
         return None;
     }
-    let sep = *name.get(at + 4)?;
-    let step = if matches!(sep, b'-' | b'_' | b'.') {
-        1
-    } else {
-        0
-    };
-    let month = at + 4 + step;
-    let day = month + 2 + step;
-    let end = day + 2;
-    let ok = two_digits(name, month, 1..=12)
-        && (step == 0 || name.get(month + 2) == Some(&sep))
-        && two_digits(name, day, 1..=31)
-        && name.get(end).is_none_or(|b| !b.is_ascii_digit());
-    ok.then_some(end)
+    let end = two_more(name, at + 4, b"-_.", 1..=12, 1..=31)?;
+    name.get(end)
+        .is_none_or(|b| !b.is_ascii_digit())
+        .then_some(end)
 }
 
 /// The end of a time of day right after a date ending at `at`: a
 /// separator (`T`, `_`, `-`, `.`, a space), hours, minutes and seconds
 /// (with `:`, `-` or `.` between them, or nothing), then maybe a fraction
-/// (`.`, `,` or `-` and 1–9 digits), not followed by a digit.
+/// (`.`, `,` or `-` and 1–9 digits) and UTC's `Z`, not followed by a
+/// digit.
 fn time_after(name: &[u8], at: usize) -> Option<usize> {
-    if !matches!(name.get(at)?, b'T' | b'_' | b'-' | b'.' | b' ') {
-        return None;
-    }
     let hour = at + 1;
-    let sep = *name.get(hour + 2)?;
-    let step = if matches!(sep, b':' | b'-' | b'.') {
-        1
-    } else {
-        0
-    };
-    let minute = hour + 2 + step;
-    let second = minute + 2 + step;
-    let mut end = second + 2;
-    let ok = two_digits(name, hour, 0..=23)
-        && two_digits(name, minute, 0..=59)
-        && (step == 0 || name.get(minute + 2) == Some(&sep))
-        && two_digits(name, second, 0..=60);
-    if !ok {
+    if !matches!(name.get(at)?, b'T' | b'_' | b'-' | b'.' | b' ') || !two_digits(name, hour, 0..=23)
+    {
         return None;
     }
+    let mut end = two_more(name, hour + 2, b":-.", 0..=59, 0..=60)?;
     if matches!(name.get(end), Some(b'.' | b',' | b'-')) {
-        let digits = name[end + 1..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
+        let digits = digits_at(name, end + 1);
         if (1..=9).contains(&digits) {
             end += 1 + digits;
         }
@@ -323,10 +324,7 @@ fn ruby_tail(name: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
     if end - start != 8 || name.get(end) != Some(&b'-') {
         return None;
     }
-    let pid = name[end + 1..]
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .count();
+    let pid = digits_at(name, end + 1);
     let tail = end + 1 + pid + 1;
     if pid == 0 || name.get(end + 1 + pid) != Some(&b'-') {
         return None;
