@@ -132,18 +132,10 @@ pub fn table(report: &Report, width: Option<usize>) -> String {
         return format!("no sandboxes under {}\n", roots.join(", "));
     }
     let chars = |s: &str| s.chars().count();
-    let path_w = rows
-        .iter()
-        .map(|r| chars(&r.path))
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    let site_w = rows
-        .iter()
-        .map(|r| chars(&r.site))
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    // A column as wide as its widest cell, and at least its heading (4).
+    let widest = |cell: fn(&Row) -> &str| rows.iter().map(|r| chars(cell(r))).fold(4, usize::max);
+    let path_w = widest(|r| &r.path);
+    let site_w = widest(|r| &r.site);
     let mut out = String::new();
     let _ = writeln!(
         out,
