@@ -62,13 +62,19 @@ SUITE = {
 }
 
 
-@pytest.fixture
-def suite(tmp_path):
+def write_suite(tmp_path, files):
+    """A pytest suite in `tmp_path/suite`: each file of `files` (name to
+    text), dedented."""
     path = tmp_path / "suite"
     path.mkdir()
-    for name, text in SUITE.items():
+    for name, text in files.items():
         (path / name).write_text(textwrap.dedent(text))
     return path
+
+
+@pytest.fixture
+def suite(tmp_path):
+    return write_suite(tmp_path, SUITE)
 
 
 def run(suite, root, *args, kill=False, tmpdir=None):
@@ -200,11 +206,7 @@ LEAK_SUITE = {
 
 @pytest.fixture
 def leak_suite(tmp_path):
-    path = tmp_path / "suite"
-    path.mkdir()
-    for name, text in LEAK_SUITE.items():
-        (path / name).write_text(textwrap.dedent(text))
-    return path
+    return write_suite(tmp_path, LEAK_SUITE)
 
 
 @pytest.fixture
@@ -341,19 +343,19 @@ def test_an_unusable_report_dir_is_a_usage_error(leak_suite, root, real_tmp, tmp
 
 
 def test_a_record_that_cannot_be_written_warns_and_fails_no_test(tmp_path, root, real_tmp, monkeypatch):
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "test_gone.py").write_text(textwrap.dedent("""
-        import os, shutil, tempfile
+    suite = write_suite(tmp_path, {
+        "pytest.ini": "[pytest]\n",
+        "test_gone.py": """
+            import os, shutil, tempfile
 
-        def test_removes_the_report_dir():
-            tempfile.mkdtemp(prefix="app-")
-            shutil.rmtree(os.environ["SK_RECORDS"])
+            def test_removes_the_report_dir():
+                tempfile.mkdtemp(prefix="app-")
+                shutil.rmtree(os.environ["SK_RECORDS"])
 
-        def test_after():
-            pass
-    """))
+            def test_after():
+                pass
+        """,
+    })
     records = tmp_path / "leaks"
     monkeypatch.setenv("SK_RECORDS", str(records))
     # Even where warnings are errors: then it is said on stderr.
