@@ -1,9 +1,10 @@
 //! Issue 27: a launcher's whole life (`docs/launchers.md`). The launcher
 //! recipe, in Rust, ended every way a launcher ends: a clean exit, an
 //! error (a panic), `process::exit` and `abort` (no destructor runs),
-//! SIGTERM, SIGINT, SIGHUP, SIGKILL and an OOM kill in a memory cgroup. Each leaves no process of its own and nothing on disk
-//! after at most one `sandkeeper reap` with default options, while a live
-//! launcher beside them loses nothing.
+//! SIGTERM, SIGINT, SIGHUP, SIGKILL and an OOM kill in a memory cgroup.
+//! Each leaves no process of its own and nothing on disk after at most
+//! one `sandkeeper reap` with default options, while a live launcher
+//! beside them loses nothing.
 //!
 //! The launchers make what a VM launcher makes, for real: a run dir with a
 //! sparse 1 GiB ext4 image, mounted on an autoclear loop device in the

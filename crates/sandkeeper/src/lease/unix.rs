@@ -709,10 +709,11 @@ pub fn create_at(
         );
         // A filesystem with inodes but no blocks left fails here, not at
         // the mkdir: the same full root for the caller.
-        if let Some(errno) = written.as_ref().err().and_then(Errno::from_io_error) {
-            if matches!(errno, Errno::NOSPC | Errno::DQUOT) {
-                return Err(unusable_root(errno, parent_path));
-            }
+        let full = (written.as_ref().err())
+            .and_then(Errno::from_io_error)
+            .filter(|&e| e == Errno::NOSPC || e == Errno::DQUOT);
+        if let Some(errno) = full {
+            return Err(unusable_root(errno, parent_path));
         }
         written.with_path("cannot write lease record", || {
             parent_path.join(&tmp).join(LEASE_FILE)
